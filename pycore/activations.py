@@ -1,0 +1,128 @@
+"""Activation memory: the tensors a training step saves for backward.
+
+``detailed`` lists, per transformer layer and per token, every tensor that autograd keeps alive in the
+transformers implementation of the architecture (checked against MemTracker in validation/). The other
+models reproduce the formulas people already know:
+
+- ``korthikanti``: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+  Models", eq. (1)-(2): s·b·h·L·(34 + 5·a·s/h) bytes at 16 bit; 34·s·b·h·L with selective recompute;
+  2·s·b·h·L (the layer inputs) with full recompute.
+- ``multiplier``: batch·seq·hidden·layers·act_multiplier·(act bytes / 2).
+- ``per-sample``: act_per_sample·batch.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Term:
+    """One saved tensor (or a group of same-shaped ones) of a layer, in bytes per token."""
+
+    name: str
+    bytes_per_token: float
+    formula: str
+
+
+def _norm_terms(arch, e, amp, consumers, label):
+    """A pre-norm saves its fp32 input, the normalised tensor, and what its consumers read."""
+    h = arch.hidden
+    if arch.norm == "layernorm":
+        # native_layer_norm saves its input and fp32 mean and rstd; consumers save its output.
+        terms = [Term(f"{label} input", (4 if amp else e) * h, f"{4 if amp else e}·h"),
+                 Term(f"{label} mean, rstd", 8, "8")]
+    elif arch.norm_weight_fp32:
+        # Gemma: x.float(), normalise in fp32, multiply by (1 + weight) in fp32, cast back.
+        terms = [Term(f"{label} fp32 input", 4 * h, "4·h"), Term(f"{label} normalised", 4 * h, "4·h"),
+                 Term(f"{label} rsqrt", 4, "4")]
+    else:
+        # Llama RMSNorm: x.to(fp32) saved by pow and mul, normalised x cast back, saved by ·weight.
+        norm_bytes = 4 if amp else e
+        terms = [Term(f"{label} fp32 input", 4 * h, "4·h"), Term(f"{label} normalised", norm_bytes * h,
+                                                                  f"{norm_bytes:g}·h"),
+                 Term(f"{label} rsqrt", 4, "4")]
+    if amp:
+        # autocast casts the (fp32) norm output once per consuming linear layer.
+        terms.append(Term(f"{label} output cast ×{consumers}", consumers * 2 * h, f"{consumers}·2·h"))
+    elif arch.norm == "layernorm" or not arch.norm_weight_fp32:
+        terms.append(Term(f"{label} output", e * h, f"{e:g}·h"))
+    else:
+        terms.append(Term(f"{label} output", e * h, f"{e:g}·h"))
+    return terms
+
+
+def _attention_terms(arch, e, amp, attention, recompute, seq):
+    q, kv, a = arch.q_dim, arch.kv_dim, arch.heads
+    repeated = arch.kv_heads != arch.heads
+    k_saved = q if repeated else kv
+    k_formula = "a·d" if repeated else "k·d"
+    terms = []
+    if recompute == "selective":
+        # Only the core's inputs (before repeat_kv) and its output survive the forward.
+        return [Term("q, k, v (core inputs)", (4 if amp else e) * q + 2 * e * kv, "e·q + 2·e·k·d"),
+                Term("attention output", e * q, "e·a·d"),
+                Term("o_proj input", e * q, "e·a·d")]
+    if attention == "flash":
+        terms += [Term("q (rotated)", e * q, "e·a·d"),
+                  Term("k, v (repeated for GQA)" if repeated else "k, v", 2 * e * k_saved, f"2·e·{k_formula}"),
+                  Term("attention output", e * q, "e·a·d"),
+                  Term("logsumexp", 4 * a, "4·a")]
+    else:
+        probs_cast = 0 if e == 4 and not amp else 2 if amp else e
+        terms += [Term("q (rotated)", e * q, "e·a·d"),
+                  Term("k (repeated)" if repeated else "k", e * k_saved, f"e·{k_formula}"),
+                  Term("softmax output (fp32)", 4 * a * seq, "4·a·s"),
+                  Term("probabilities cast", probs_cast * a * seq, f"{probs_cast}·a·s"),
+                  Term("v (repeated)" if repeated else "v", e * k_saved, f"e·{k_formula}")]
+        if arch.attention_dropout:
+            terms.append(Term("attention dropout mask and output", (1 + e) * a * seq, "(1 + e)·a·s"))
+    terms.append(Term("o_proj input", e * q, "e·a·d"))
+    return terms
+
+
+def _mlp_terms(arch, e):
+    f = arch.ffn
+    tokens = arch.experts_per_token if arch.experts else 1
+    if arch.mlp == "gated":
+        terms = [Term("gate, up", 2 * e * f * tokens, "2·e·f"),
+                 Term("activation output", e * f * tokens, "e·f"),
+                 Term("down_proj input", e * f * tokens, "e·f")]
+    elif arch.activation == "gelu_new":
+        # GPT-2's NewGELU is written out in Python; autograd keeps four f-sized intermediates.
+        terms = [Term("fc output and GELU intermediates", 4 * e * f, "4·e·f"),
+                 Term("proj input", e * f, "e·f")]
+    else:
+        terms = [Term("fc output", e * f, "e·f"), Term("proj input", e * f, "e·f")]
+    if arch.experts:
+        terms.append(Term("router logits and weights", 4 * 3 * arch.experts, "12·E"))
+    return terms
+
+
+def layer_terms(arch, policy, attention, recompute, seq):
+    """Saved tensors of one layer (bytes per token), without full recomputation."""
+    e = policy.bytes("act")
+    amp = policy.autocast
+    terms = _norm_terms(arch, e, amp, 3 if arch.norm == "rmsnorm" else 1, "attention norm")
+    terms += _attention_terms(arch, e, amp, attention, recompute, seq)
+    terms += _norm_terms(arch, e, amp, 2 if arch.mlp == "gated" else 1, "MLP norm")
+    terms += _mlp_terms(arch, e)
+    if arch.dropout:
+        terms.append(Term("residual dropout masks", 2 * arch.hidden, "2·h"))
+    return terms
+
+
+def layer_input_bytes(arch, policy):
+    """Bytes per token of one layer's input, what full recomputation keeps."""
+    return (4 if policy.autocast else policy.bytes("act")) * arch.hidden
+
+
+def korthikanti(arch, batch, seq, recompute, act_bytes):
+    """Korthikanti et al. 2022 eq. (1)-(2), scaled from 16-bit to ``act_bytes`` per element."""
+    sbh = seq * batch * arch.hidden
+    scale = act_bytes / 2
+    if recompute == "full":
+        per_layer = 2 * sbh
+    elif recompute == "selective":
+        per_layer = 34 * sbh
+    else:
+        per_layer = sbh * (34 + 5 * arch.heads * seq / arch.hidden)
+    return round(per_layer * scale * arch.layers)

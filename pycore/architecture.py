@@ -1,0 +1,148 @@
+"""Model architectures: the fields pycore reads, and exact parameter counts.
+
+An Architecture describes a transformer the way its Hugging Face ``config.json`` does, plus the few
+implementation facts that change memory (gated MLP, norm type, biases, tied embeddings). Counts follow
+the module layout of the matching ``transformers`` class, so they agree to the parameter with
+``sum(p.numel() for p in model.parameters())`` (checked in validation/measured.json).
+"""
+
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str
+    kind: str = "decoder"           # decoder (causal LM), encoder (masked LM), generic (no transformer shape)
+    hf_class: str = ""              # transformers class the counts follow
+    layers: int = 0
+    hidden: int = 0
+    heads: int = 0
+    kv_heads: int = 0
+    head_dim: int = 0               # 0 means hidden // heads
+    ffn: int = 0                    # MLP intermediate size (per expert for MoE)
+    vocab: int = 0
+    norm: str = "rmsnorm"           # rmsnorm (weight only) or layernorm (weight and bias)
+    norm_weight_fp32: bool = False  # Gemma: RMSNorm multiplies by (1 + weight) in fp32 before casting back
+    mlp: str = "gated"              # gated: act(gate(x)) * up(x); plain: act(fc(x))
+    activation: str = "silu"        # silu, gelu, gelu_tanh (fused), gelu_new (GPT-2, written out)
+    qkv_bias: bool = False
+    out_bias: bool = False
+    mlp_bias: bool = False
+    positions: str = "rotary"       # rotary or learned (a max_positions x hidden table)
+    max_positions: int = 0
+    type_vocab: int = 0             # BERT token-type embeddings
+    tied_embeddings: bool = False
+    embedding_norm: bool = False    # LayerNorm right after the embeddings (BERT)
+    mlm_head: bool = False          # BERT's dense + LayerNorm transform before the tied decoder
+    experts: int = 0                # routed experts per MoE layer; 0 = dense
+    experts_per_token: int = 0
+    dropout: float = 0.0            # hidden/residual dropout probability used in training
+    attention_dropout: float = 0.0
+    params_override: int = 0        # generic networks: a bare parameter count
+    source: str = ""
+
+    def __post_init__(self):
+        if self.kind == "generic":
+            return
+        for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: must be a positive integer, got {getattr(self, name)}")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"kv_heads: must divide heads ({self.heads}), got {self.kv_heads}")
+        if not self.head_dim and self.hidden % self.heads:
+            raise ValueError(f"heads: must divide hidden ({self.hidden}) unless head_dim is given, got {self.heads}")
+        if self.experts and not 0 < self.experts_per_token <= self.experts:
+            raise ValueError(f"experts_per_token: must be 1..experts ({self.experts}), got {self.experts_per_token}")
+        if self.experts_per_token and not self.experts:
+            raise ValueError("experts_per_token: needs experts > 0")
+
+    @property
+    def dim_head(self):
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def q_dim(self):
+        return self.heads * self.dim_head
+
+    @property
+    def kv_dim(self):
+        return self.kv_heads * self.dim_head
+
+    @property
+    def norm_params(self):
+        return self.hidden * (2 if self.norm == "layernorm" else 1)
+
+
+@dataclass(frozen=True)
+class ParameterCount:
+    """Parameter counts, split the way memory is placed (embeddings, layers, head)."""
+
+    embedding: int
+    per_layer: int
+    layers_total: int
+    head: int                       # output head and final norm (0 for the head weight when tied)
+    total: int
+    active: int                     # parameters a token touches (differs from total for MoE)
+    largest_tensor: int             # numel of the biggest single parameter (optimizer step temporaries)
+    parts: dict = field(default_factory=dict)
+
+
+def _attention_params(arch):
+    weights = arch.hidden * arch.q_dim + 2 * arch.hidden * arch.kv_dim + arch.q_dim * arch.hidden
+    biases = (arch.q_dim + 2 * arch.kv_dim if arch.qkv_bias else 0) + (arch.hidden if arch.out_bias else 0)
+    return weights + biases
+
+
+def _mlp_params(arch):
+    matrices = 3 if arch.mlp == "gated" else 2
+    biases = ((2 if arch.mlp == "gated" else 1) * arch.ffn + arch.hidden) if arch.mlp_bias else 0
+    return matrices * arch.hidden * arch.ffn + biases
+
+
+def count_parameters(arch):
+    """Exact parameter count of the transformers model that ``arch`` describes."""
+    if arch.kind == "generic":
+        n = arch.params_override
+        return ParameterCount(0, 0, n, 0, n, n, n, {"model": n})
+    h, vocab = arch.hidden, arch.vocab
+    embedding = vocab * h
+    if arch.positions == "learned":
+        embedding += arch.max_positions * h
+    embedding += arch.type_vocab * h
+    if arch.embedding_norm:
+        embedding += arch.norm_params
+
+    attention = _attention_params(arch)
+    mlp = _mlp_params(arch)
+    norms = 2 * arch.norm_params
+    if arch.experts:
+        router = h * arch.experts
+        per_layer = attention + norms + router + arch.experts * mlp
+        active_layer = attention + norms + router + arch.experts_per_token * mlp
+    else:
+        per_layer = active_layer = attention + norms + mlp
+
+    head = arch.norm_params if arch.kind == "decoder" else 0        # final norm
+    if arch.mlm_head:
+        head += h * h + h + arch.norm_params + vocab                 # transform dense, its norm, decoder bias
+    head_weight = 0 if arch.tied_embeddings else vocab * h
+    head += head_weight
+    total = embedding + arch.layers * per_layer + head
+    active = embedding + arch.layers * active_layer + head
+    largest = max(vocab * h, h * arch.ffn, h * arch.q_dim)
+    parts = {"embedding": embedding, "attention": arch.layers * attention,
+             "mlp": arch.layers * (per_layer - attention - norms), "norms": arch.layers * norms,
+             "head": head}
+    return ParameterCount(embedding, per_layer, arch.layers * per_layer, head, total, active, largest, parts)
+
+
+ARCH_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "experts",
+               "experts_per_token")
+
+
+def with_overrides(arch, overrides):
+    """A copy of ``arch`` with integer fields replaced (the schema's architecture keys)."""
+    changes = {k: v for k, v in overrides.items() if k in ARCH_FIELDS and v is not None}
+    if "heads" in changes and "kv_heads" not in changes and arch.kv_heads == arch.heads:
+        changes["kv_heads"] = changes["heads"]      # multi-head attention stays multi-head
+    return replace(arch, **changes) if changes else arch

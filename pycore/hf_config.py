@@ -1,0 +1,88 @@
+"""Architectures from Hugging Face ``config.json`` files."""
+
+import json
+
+from .architecture import Architecture
+from .schema import InputError
+
+# model_type -> (transformers class, fields that differ from the Llama defaults)
+FAMILIES = {
+    "llama": ("LlamaForCausalLM", {}),
+    "mistral": ("MistralForCausalLM", {}),
+    "qwen2": ("Qwen2ForCausalLM", {"qkv_bias": True}),
+    "gemma": ("GemmaForCausalLM", {"activation": "gelu_tanh", "norm_weight_fp32": True}),
+    "mixtral": ("MixtralForCausalLM", {}),
+    "gpt2": ("GPT2LMHeadModel", {"norm": "layernorm", "mlp": "plain", "activation": "gelu_new", "qkv_bias": True,
+                                 "out_bias": True, "mlp_bias": True, "positions": "learned"}),
+    "bert": ("BertForMaskedLM", {"kind": "encoder", "norm": "layernorm", "mlp": "plain", "activation": "gelu",
+                                 "qkv_bias": True, "out_bias": True, "mlp_bias": True, "positions": "learned",
+                                 "embedding_norm": True, "mlm_head": True}),
+}
+
+# Our field -> the config.json keys that may hold it, first match wins.
+KEYS = {
+    "layers": ("num_hidden_layers", "n_layer"),
+    "hidden": ("hidden_size", "n_embd"),
+    "heads": ("num_attention_heads", "n_head"),
+    "kv_heads": ("num_key_value_heads",),
+    "head_dim": ("head_dim",),
+    "ffn": ("intermediate_size", "n_inner"),
+    "vocab": ("vocab_size",),
+    "max_positions": ("max_position_embeddings", "n_positions"),
+    "type_vocab": ("type_vocab_size",),
+    "experts": ("num_local_experts",),
+    "experts_per_token": ("num_experts_per_tok",),
+}
+
+
+def architecture_from_dict(config, name="config.json"):
+    """An Architecture from a parsed config.json; InputError names what is missing or unsupported."""
+    model_type = config.get("model_type")
+    if model_type not in FAMILIES:
+        raise InputError("config", f"model_type {str(model_type)[:40]!r} is not supported yet; supported: "
+                         + ", ".join(sorted(FAMILIES)))
+    hf_class, family = FAMILIES[model_type]
+    fields = {}
+    for field, keys in KEYS.items():
+        for key in keys:
+            if config.get(key) is not None:
+                fields[field] = config[key]
+                break
+    missing = [f for f in ("layers", "hidden", "heads", "vocab") if f not in fields]
+    if missing:
+        raise InputError("config", "missing " + ", ".join(KEYS[f][0] for f in missing))
+    fields.setdefault("kv_heads", fields["heads"])
+    if "ffn" not in fields:
+        if model_type != "gpt2":
+            raise InputError("config", "missing intermediate_size")
+        fields["ffn"] = 4 * fields["hidden"]
+    if fields.get("head_dim") == fields["hidden"] // fields["heads"]:
+        fields.pop("head_dim")
+    tied = config.get("tie_word_embeddings", model_type in ("gpt2", "bert", "gemma"))
+    extra = dict(family)
+    if model_type == "qwen2" and not config.get("attention_bias", True):
+        extra["qkv_bias"] = False
+    if model_type == "llama" and config.get("attention_bias"):
+        extra.update(qkv_bias=True, out_bias=True)
+    for key in ("resid_pdrop", "hidden_dropout_prob"):
+        if key in config:
+            extra["dropout"] = config[key]
+    for key in ("attn_pdrop", "attention_probs_dropout_prob", "attention_dropout"):
+        if key in config:
+            extra["attention_dropout"] = config[key]
+    try:
+        return Architecture(name=name, hf_class=hf_class, tied_embeddings=bool(tied), source=name,
+                            **extra, **{k: int(v) for k, v in fields.items()})
+    except (TypeError, ValueError) as error:
+        raise InputError("config", str(error)) from None
+
+
+def architecture_from_file(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise InputError("config", f"cannot read {path[:80]!r}: {error}") from None
+    if not isinstance(config, dict):
+        raise InputError("config", "expected a JSON object")
+    return architecture_from_dict(config, name=str(path).rsplit("/", 1)[-1])

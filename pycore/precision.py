@@ -1,0 +1,40 @@
+"""Precision policies: which dtype each memory pool is kept in."""
+
+from dataclasses import dataclass
+
+# Bits per element. int4/nf4 storage scales are added by the weights model, not here.
+BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "nf4": 4, "none": 0}
+
+
+@dataclass(frozen=True)
+class Policy:
+    weight: str
+    grad: str
+    master: str
+    opt: str
+    act: str
+    kv: str
+    autocast: bool          # fp32 weights computed in 16 bit by torch.autocast
+
+    def bytes(self, pool):
+        """Bytes per element of a pool ('weight', 'grad', ...), as a float (int4 is 0.5)."""
+        return BITS[getattr(self, pool)] / 8
+
+
+POLICIES = {
+    "fp32": Policy("fp32", "fp32", "none", "fp32", "fp32", "fp32", False),
+    "amp-bf16": Policy("fp32", "fp32", "none", "fp32", "bf16", "bf16", True),
+    "amp-fp16": Policy("fp32", "fp32", "none", "fp32", "fp16", "fp16", True),
+    "bf16-master": Policy("bf16", "bf16", "fp32", "fp32", "bf16", "bf16", False),
+    "fp16-master": Policy("fp16", "fp16", "fp32", "fp32", "fp16", "fp16", False),
+    "bf16": Policy("bf16", "bf16", "none", "bf16", "bf16", "bf16", False),
+    "fp16": Policy("fp16", "fp16", "none", "fp16", "fp16", "fp16", False),
+}
+
+
+def policy(values):
+    """The policy for parsed inputs: the named precision with any *_dtype overrides applied."""
+    base = POLICIES[values["precision"]]
+    changes = {pool: values[f"{pool}_dtype"] for pool in ("weight", "grad", "master", "opt", "act", "kv")
+               if values.get(f"{pool}_dtype")}
+    return Policy(**{**base.__dict__, **changes}) if changes else base

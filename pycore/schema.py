@@ -1,0 +1,235 @@
+"""The one schema of named inputs: URL query, command-line KEY=VALUE, form fields and CSV rows.
+
+Every key is declared once here with its meaning, accepted values, default and the source of that
+default. ``docs/inputs.md`` is generated from this table (``python -m pycore schema``) and a test keeps
+the two equal.
+"""
+
+from dataclasses import dataclass
+
+from .units import parse_count, parse_size
+
+PRECISIONS = ("fp32", "amp-bf16", "amp-fp16", "bf16-master", "fp16-master", "bf16", "fp16")
+PRECISION_ALIASES = {"32-true": "fp32", "32": "fp32", "bf16-mixed": "amp-bf16", "16-mixed": "amp-fp16",
+                     "bf16-true": "bf16", "16-true": "fp16"}
+DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "none")
+OPTIMIZERS = ("adamw", "adam", "adam-8bit", "sgd", "sgd-momentum", "adafactor", "lion")
+
+
+class InputError(ValueError):
+    """A bad value for one key; ``str()`` is the one-line message users see."""
+
+    def __init__(self, key, message):
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+@dataclass(frozen=True)
+class Field:
+    key: str
+    kind: str            # choice, int, count, size, overhead, float, text, dtype
+    default: object
+    meaning: str
+    accepts: str = ""
+    choices: tuple = ()
+    default_source: str = ""
+    group: str = "model"
+    unit: str = ""
+    minimum: int = 0
+
+    def parse(self, raw):
+        """The typed value of ``raw`` (a string); raises InputError naming the key."""
+        text = str(raw).strip()
+        if text == "" and self.kind in ("text",):
+            return None
+        try:
+            if self.kind in ("choice", "dtype"):
+                value = text.lower()
+                if self.key == "precision":
+                    value = PRECISION_ALIASES.get(value, value)
+                if value not in self.choices:
+                    raise ValueError
+                return value
+            if self.kind == "int":
+                if not text.isdigit():
+                    raise ValueError
+                value = int(text)
+            elif self.kind == "count":
+                value = parse_count(text)
+            elif self.kind == "size":
+                value = parse_size(text)
+            elif self.kind == "float":
+                value = float(text)
+                if not (value == value and abs(value) != float("inf")):
+                    raise ValueError
+            elif self.kind == "overhead":
+                if text.endswith("%"):
+                    percent = float(text[:-1])
+                    if not 0 <= percent <= 1000:
+                        raise ValueError
+                    return ("percent", percent)
+                return ("bytes", parse_size(text))
+            else:
+                if len(text) > 200:
+                    raise ValueError
+                return text
+        except (ValueError, TypeError, OverflowError):
+            raise InputError(self.key, f"got {_shorten(text)!r}; accepts {self.accepts}") from None
+        if value < self.minimum:
+            raise InputError(self.key, f"got {_shorten(text)!r}; must be at least {self.minimum}")
+        if value > 10**15:
+            raise InputError(self.key, f"got {_shorten(text)!r}; too large")
+        return value
+
+
+def _shorten(text, limit=40):
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _choice(key, default, choices, meaning, group, source="", accepts=None):
+    return Field(key, "choice", default, meaning, accepts or " | ".join(choices), tuple(choices), source, group)
+
+
+def _int(key, default, meaning, group, source="", minimum=1, unit=""):
+    return Field(key, "int", default, meaning, f"a whole number ≥ {minimum}", (), source, group, unit, minimum)
+
+
+def _dtype(key, meaning):
+    return Field(key, "dtype", None, meaning, " | ".join(DTYPES), DTYPES, "the precision policy", "precision",
+                 "")
+
+
+ARCH_HINT = "override the preset's value"
+FIELDS = (
+    Field("model", "text", "llama-3.1-8b", "architecture preset from presets/models.json",
+          "a preset id or alias (python -m pycore models)", (), "a common 8B model", "model"),
+    Field("config", "text", None, "path to a Hugging Face config.json (command line); replaces model",
+          "a readable JSON file", (), "", "model"),
+    _int("layers", None, "transformer layers (num_hidden_layers); " + ARCH_HINT, "model"),
+    _int("hidden", None, "hidden size (hidden_size); " + ARCH_HINT, "model"),
+    _int("heads", None, "attention heads (num_attention_heads); " + ARCH_HINT, "model"),
+    _int("kv_heads", None, "key/value heads (num_key_value_heads): heads for MHA, 1 for MQA; " + ARCH_HINT,
+         "model"),
+    _int("head_dim", None, "size of one attention head; default hidden / heads", "model"),
+    _int("ffn", None, "MLP intermediate size (intermediate_size), per expert for MoE; " + ARCH_HINT, "model"),
+    _int("vocab", None, "vocabulary size (vocab_size); " + ARCH_HINT, "model"),
+    _int("experts", None, "routed experts per layer (0 = dense); " + ARCH_HINT, "model", minimum=0),
+    _int("experts_per_token", None, "experts each token is routed to; " + ARCH_HINT, "model", minimum=0),
+    Field("params", "count", None, "parameter count of a generic network (used when no transformer is given)",
+          "a count such as 7B, 350M, 7e9 or 7000000000", (), "", "model", "parameters", 1),
+    _choice("mode", "train", ("train", "infer"), "a training step, or serving with generate()", "workload"),
+    _int("batch", 1, "micro-batch size per GPU (sequences)", "workload", "", 1, "sequences"),
+    _int("seq", 2048, "sequence length in tokens (prompt length when serving)", "workload",
+         "Llama 3 pre-training context", 1, "tokens"),
+    _int("new_tokens", 256, "tokens generated per sequence when serving", "workload", "", 0, "tokens"),
+    _choice("precision", "amp-bf16", PRECISIONS,
+            "precision policy: fp32; amp-* autocast with fp32 weights; *-master 16-bit weights with fp32 master "
+            "and optimizer; bf16/fp16 everything 16-bit",
+            "precision", "Hugging Face Trainer and Lightning default mixed precision (bf16=True)",
+            " | ".join(PRECISIONS) + " (or Lightning's 32-true, bf16-mixed, 16-mixed, bf16-true, 16-true)"),
+    _dtype("weight_dtype", "dtype of the weights the model computes with"),
+    _dtype("grad_dtype", "dtype of the gradients"),
+    _dtype("master_dtype", "dtype of master weights kept by the optimizer (none = no master copy)"),
+    _dtype("opt_dtype", "dtype of the optimizer state"),
+    _dtype("act_dtype", "dtype of the activations saved for backward"),
+    _dtype("kv_dtype", "dtype of the KV cache when serving"),
+    _choice("optimizer", "adamw", OPTIMIZERS, "optimizer, which sets the state kept per parameter", "precision",
+            "the usual choice for transformers"),
+    _choice("recompute", "none", ("none", "selective", "full"),
+            "activation recomputation: none, selective (attention core only), full (every layer)", "savers"),
+    _choice("attention", "flash", ("flash", "eager"),
+            "flash: fused kernel (SDPA / FlashAttention) that never stores the s×s scores; eager: stores them",
+            "savers", "PyTorch's SDPA is the transformers default"),
+    _choice("activations", "detailed", ("detailed", "korthikanti", "multiplier", "per-sample"),
+            "activation model: detailed (ours), korthikanti (2022 paper), multiplier, per-sample", "savers"),
+    Field("act_multiplier", "float", 34.0, "multiplier model: bytes = batch·seq·hidden·layers·this·act bytes/2",
+          "a number ≥ 0", (), "Korthikanti et al. 2022: 34 bytes per sbh at 16 bit", "savers", "", 0),
+    Field("act_per_sample", "size", 0, "per-sample model: activation bytes of one sample",
+          "a size such as 0.215GiB, 512MiB or a number of bytes", (), "", "savers", "bytes", 0),
+    Field("overhead", "overhead", ("bytes", 2**30), "runtime overhead on top of tensors: CUDA context, "
+          "allocator caching, cuBLAS workspaces", "a size (2GiB, 800MiB) or a percent of the peak (10%)", (),
+          "a CUDA context with cuBLAS takes 0.5-1 GiB; 1 GiB is a round allowance", "hardware", ""),
+    Field("gpu", "text", "h100-sxm-80gb", "GPU for fit, count and cost", "a GPU id (python -m pycore gpus)",
+          (), "the most rented training GPU", "hardware"),
+)
+BY_KEY = {f.key: f for f in FIELDS}
+
+# Short labels for the form; the meaning above is the hint under each field.
+LABELS = {
+    "model": "Model preset", "config": "config.json path", "layers": "Layers", "hidden": "Hidden size",
+    "heads": "Attention heads", "kv_heads": "KV heads", "head_dim": "Head dim", "ffn": "FFN size",
+    "vocab": "Vocabulary", "experts": "Experts", "experts_per_token": "Experts per token",
+    "params": "Parameters (generic network)", "mode": "Workload", "batch": "Micro-batch per GPU",
+    "seq": "Sequence length", "new_tokens": "New tokens", "precision": "Precision policy",
+    "weight_dtype": "Weights dtype", "grad_dtype": "Gradients dtype", "master_dtype": "Master weights dtype",
+    "opt_dtype": "Optimizer state dtype", "act_dtype": "Activations dtype", "kv_dtype": "KV cache dtype",
+    "optimizer": "Optimizer", "recompute": "Activation recomputation", "attention": "Attention kernel",
+    "activations": "Activation model", "act_multiplier": "Activation multiplier",
+    "act_per_sample": "Activation bytes per sample", "overhead": "Runtime overhead", "gpu": "GPU",
+}
+GROUPS = (("model", "Model"), ("workload", "Workload"), ("precision", "Precision and optimizer"),
+          ("savers", "Memory savers"), ("hardware", "Hardware"))
+DEFAULTS = {f.key: f.default for f in FIELDS}
+
+
+def parse(raw, strict=True):
+    """Typed values for a mapping of key -> string, with defaults filled in.
+
+    Args:
+        raw: key -> value strings (URL query, command line, CSV row).
+        strict: raise InputError on the first bad key or value; otherwise skip it.
+    Returns:
+        (values, errors) when not strict, else values. ``errors`` maps key -> message.
+    """
+    values, errors = dict(DEFAULTS), {}
+    for key, text in raw.items():
+        field = BY_KEY.get(key)
+        try:
+            if field is None:
+                raise InputError(key, f"unknown key; accepted keys are {', '.join(BY_KEY)}")
+            values[key] = field.parse(text)
+        except InputError as error:
+            if strict:
+                raise
+            errors[key] = str(error)
+    return values if strict else (values, errors)
+
+
+def to_query(values):
+    """The non-default inputs as ordered (key, text) pairs, the form used by URL, CLI and CSV."""
+    pairs = []
+    for field in FIELDS:
+        value = values.get(field.key, field.default)
+        if value is None or value == field.default:
+            continue
+        pairs.append((field.key, format_value(field, value)))
+    return pairs
+
+
+def format_value(field, value):
+    if field.kind == "overhead":
+        kind, amount = value
+        if kind == "percent":
+            return f"{amount:g}%"
+        for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+            if amount and amount % scale == 0:
+                return f"{amount // scale}{unit}"
+        return str(amount)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def markdown_table():
+    """The documentation table of every key (docs/inputs.md)."""
+    lines = ["# Inputs", "",
+             "Generated by `python -m pycore schema` from `pycore/schema.py`; do not edit by hand.",
+             "The same keys are the page's URL query, the command line's `KEY=VALUE` arguments and the CSV's",
+             "input rows.", "",
+             "| key | meaning | accepts | default | why that default |", "|---|---|---|---|---|"]
+    for f in FIELDS:
+        default = "—" if f.default is None else format_value(f, f.default)
+        if f.kind == "dtype":
+            default = "from precision"
+        lines.append(f"| `{f.key}` | {f.meaning} | {f.accepts} | {default} | {f.default_source} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,205 @@
+// Page behaviour: form <-> URL, calling pycore, drawing its answer. No memory arithmetic here.
+// Everything from the URL or from pycore is written with textContent or .value, never as HTML.
+
+const form = document.getElementById("form");
+const statusLine = document.getElementById("status");
+const fields = () => [...form.querySelectorAll("[data-key]")];
+const GIB = 2 ** 30;
+const COLORS = ["#3b6fd8", "#8a5cd6", "#d6683b", "#2f9e7a", "#d6a93b", "#c2477a", "#5aa0c8", "#7a8b3b", "#999"];
+
+let run = null;          // pycore.web.run, once Python is ready
+let lastCsv = "";
+let pushNext = true;     // the first keystroke of an edit makes a history entry; the rest replace it
+
+const defaults = Object.fromEntries(fields().map((el) => [el.dataset.key, el.value]));
+
+function formQuery() {
+  const params = new URLSearchParams();
+  for (const el of fields()) {
+    const value = el.value.trim();
+    if (value !== "" && value !== defaults[el.dataset.key]) params.append(el.dataset.key, value);
+  }
+  return params.toString();
+}
+
+function fillForm(query) {
+  const params = new URLSearchParams(query);
+  for (const el of fields()) {
+    const value = params.get(el.dataset.key);
+    setValue(el, value === null ? defaults[el.dataset.key] : value);
+  }
+}
+
+function setValue(el, value) {
+  if (el.tagName === "SELECT" && ![...el.options].some((o) => o.value === value)) {
+    el.dataset.pending = value;   // an unknown choice: let pycore name it, show the default meanwhile
+    el.value = defaults[el.dataset.key];
+  } else {
+    delete el.dataset.pending;
+    el.value = value;
+  }
+}
+
+function requestQuery() {
+  // Unknown <select> values from the URL still reach pycore so its message names them.
+  const params = new URLSearchParams(formQuery());
+  for (const el of fields()) if (el.dataset.pending !== undefined) params.set(el.dataset.key, el.dataset.pending);
+  for (const [key, value] of new URLSearchParams(location.search)) {
+    if (!form.querySelector(`[data-key="${CSS.escape(key)}"]`)) params.append(key, value);
+  }
+  return params.toString();
+}
+
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined) node.textContent = text;
+  if (cls) node.className = cls;
+  return node;
+}
+
+const gib = (bytes) => (bytes / GIB).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+
+function showErrors(errors) {
+  for (const p of form.querySelectorAll(".error")) p.textContent = "";
+  for (const node of form.querySelectorAll(".invalid")) node.classList.remove("invalid");
+  const box = document.getElementById("messages");
+  box.replaceChildren();
+  for (const [key, message] of Object.entries(errors)) {
+    const target = form.querySelector(`[data-key="${CSS.escape(key)}"]`);
+    if (target) {
+      target.classList.add("invalid");
+      document.getElementById(`e-${key}`).textContent = `${message} — using the default.`;
+    }
+    box.append(el("p", target ? `${message} — using the default.` : message));
+  }
+}
+
+function render(payload) {
+  showErrors(payload.errors);
+  if (!payload.result) return;
+  const r = payload.result;
+  document.getElementById("total-gib").textContent = gib(r.total_bytes);
+  document.getElementById("total-gb").textContent = `(${(r.total_bytes / 1e9).toFixed(2)} GB)`;
+  document.getElementById("peak-line").textContent =
+    `Peak tensors ${gib(r.peak_bytes)} GiB during the ${r.peak_phase} phase, plus ${gib(r.overhead_bytes)} GiB runtime overhead.`;
+  const active = r.params.active !== r.params.total ? ` (${r.params.active.toLocaleString("en-US")} active per token)` : "";
+  document.getElementById("params-line").textContent =
+    `${r.model.name}: ${r.params.total.toLocaleString("en-US")} parameters${active}.`;
+
+  const rows = [...payload.breakdown.map(([key, label, bytes]) => ({ key, label, bytes })),
+    { key: "overhead", label: "Runtime overhead", bytes: r.overhead_bytes }].filter((row) => row.bytes > 0);
+  const bar = document.getElementById("bar");
+  const body = document.querySelector("#breakdown tbody");
+  bar.replaceChildren();
+  body.replaceChildren();
+  rows.forEach((row, i) => {
+    const share = (100 * row.bytes) / r.total_bytes;
+    const segment = el("span", "", "segment");
+    segment.style.width = `${share}%`;
+    segment.style.background = COLORS[i % COLORS.length];
+    segment.title = `${row.label}: ${gib(row.bytes)} GiB`;
+    bar.append(segment);
+    const tr = el("tr");
+    tr.dataset.component = row.key;
+    const name = el("td");
+    const swatch = el("span", "", "swatch");
+    swatch.style.background = COLORS[i % COLORS.length];
+    name.append(swatch, row.label);
+    tr.append(name, el("td", gib(row.bytes), "num"), el("td", `${share.toFixed(1)}%`, "num"));
+    body.append(tr);
+  });
+  const total = el("tr", undefined, "total-row");
+  total.append(el("td", "Total per GPU"), el("td", gib(r.total_bytes), "num"), el("td", "100%", "num"));
+  body.append(total);
+
+  const list = document.getElementById("gpus");
+  list.replaceChildren();
+  for (const gpu of r.gpus) {
+    const item = el("li", undefined, `gpu ${gpu.status}${gpu.chosen ? " chosen" : ""}`);
+    item.dataset.gpu = gpu.id;
+    const word = { fits: "fits", tight: "tight", no: "does not fit" }[gpu.status];
+    const headroom = gpu.headroom_bytes >= 0 ? `${gib(gpu.headroom_bytes)} GiB free` : `${gib(-gpu.headroom_bytes)} GiB short`;
+    item.append(el("span", gpu.name, "gpu-name"), el("span", `${gib(gpu.memory_bytes)} GiB usable`, "muted"),
+      el("span", word, `badge ${gpu.status}`), el("span", headroom, "muted"));
+    list.append(item);
+  }
+
+  const formulas = document.querySelector("#formulas tbody");
+  formulas.replaceChildren();
+  for (const f of payload.formulas) {
+    const tr = el("tr");
+    tr.append(el("td", f.name), el("td", f.formula, "formula"), el("td", gib(f.bytes), "num"), el("td", f.source, "muted"));
+    formulas.append(tr);
+  }
+  lastCsv = payload.csv;
+  document.documentElement.dataset.totalBytes = String(r.total_bytes);
+  document.documentElement.dataset.peakBytes = String(r.peak_bytes);
+}
+
+function update(historyMode) {
+  const query = formQuery();
+  const url = `${location.pathname}${query ? "?" + query : ""}`;
+  if (historyMode === "push") history.pushState(null, "", url);
+  else if (historyMode === "replace") history.replaceState(null, "", url);
+  document.getElementById("link-field").value = location.href;
+  if (!run) return;
+  const started = performance.now();
+  render(JSON.parse(run(requestQuery())));
+  window.__lastUpdateMs = performance.now() - started;
+  if (window.__firstResultMs === undefined) window.__firstResultMs = performance.now();
+}
+
+form.addEventListener("input", (event) => {
+  if (event.target.dataset.pending !== undefined) delete event.target.dataset.pending;
+  update(pushNext ? "push" : "replace");
+  pushNext = false;
+});
+form.addEventListener("change", () => { pushNext = true; });
+window.addEventListener("popstate", () => { fillForm(location.search); update(null); });
+
+document.getElementById("copy-link").addEventListener("click", async () => {
+  const field = document.getElementById("link-field");
+  field.value = location.href;
+  try {
+    await navigator.clipboard.writeText(location.href);
+    statusLine.textContent = "Link copied.";
+  } catch {
+    field.select();
+    statusLine.textContent = "Select the link below and copy it.";
+  }
+});
+
+document.getElementById("download-csv").addEventListener("click", () => {
+  const url = URL.createObjectURL(new Blob([lastCsv], { type: "text/csv" }));
+  const a = el("a");
+  a.href = url;
+  a.download = "gpu-memory-estimate.csv";
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 0);
+});
+
+function ready() {
+  if (run || !window.pycoreRun) return;
+  run = window.pycoreRun;
+  for (const control of [...fields(), ...document.querySelectorAll(".actions button")]) control.disabled = false;
+  statusLine.textContent = "Ready. Results update as you type.";
+  update(null);
+}
+
+function failed(reason) {
+  if (run) return;
+  statusLine.textContent = `Python could not start in this browser, so no estimate can be shown (${reason}). ` +
+    "Try a current Chrome, Firefox or Safari, or run python -m pycore locally.";
+  statusLine.classList.add("failed");
+}
+
+window.addEventListener("error", (event) => failed(event.message || "script error"));
+window.addEventListener("unhandledrejection", (event) => failed(String(event.reason).slice(0, 200)));
+window.addEventListener("pycore-ready", ready);
+setTimeout(() => failed("it did not finish loading within 90 seconds"), 90000);
+
+fillForm(location.search);
+document.getElementById("link-field").value = location.href;
+ready();

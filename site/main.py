@@ -1,0 +1,9 @@
+# Page glue: hands pycore's JSON entry point to the page script. All memory arithmetic is in pycore.
+from js import document, window
+from pyodide.ffi import create_proxy
+
+from pycore import web
+
+window.pycoreRun = create_proxy(web.run)
+document.documentElement.classList.add("py-ready")
+window.dispatchEvent(window.CustomEvent.new("pycore-ready"))

@@ -1,0 +1,74 @@
+"""The command line: python -m pycore."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pycore import web
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "pycore", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_json_output_has_the_contract_fields():
+    done = run("--json", "model=llama-3.1-8b")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["params"]["total"] == 8_030_261_248
+    for key in ("weights", "master_weights", "gradients", "optimizer", "activations", "kv_cache"):
+        assert isinstance(result["components"][key], int)
+    assert result["total_bytes"] == result["peak_bytes"] + result["overhead_bytes"]
+    assert {"id", "name", "memory_bytes", "fits"} <= set(result["gpus"][0])
+
+
+def test_table_says_gib():
+    done = run("model=gpt2", "batch=4")
+    assert done.returncode == 0 and "GiB" in done.stdout and "2^30" in done.stdout
+
+
+@pytest.mark.parametrize("args,key", [(["batch=-2"], "batch"), (["precision=fp64"], "precision"),
+                                      (["kv_heads=3"], "kv_heads"), (["colour=red"], "colour"),
+                                      (["batch"], "batch"), (["seq=1", "seq=2"], "seq")])
+def test_bad_input_exits_2_with_one_line_naming_the_key(args, key):
+    done = run(*args)
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {key}")
+
+
+def test_csv_is_the_pages_csv():
+    args = ["model=qwen2.5-0.5b", "batch=4", "precision=bf16", "recompute=full"]
+    done = run("--csv", *args)
+    page = json.loads(web.run("&".join(args)))
+    assert done.returncode == 0 and done.stdout == page["csv"]
+
+
+def test_config_json_import(tmp_path):
+    # Llama 3.2 1B's config.json fields (huggingface.co/meta-llama/Llama-3.2-1B).
+    config = {"model_type": "llama", "num_hidden_layers": 16, "hidden_size": 2048, "num_attention_heads": 32,
+              "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 8192, "vocab_size": 128256,
+              "tie_word_embeddings": True}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    done = run("--json", f"config={path}")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["params"]["total"] == 1_235_814_400
+
+
+def test_partial_config_names_missing_fields(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
+    done = run(f"config={path}")
+    assert done.returncode == 2 and "num_hidden_layers" in done.stderr and "vocab_size" in done.stderr
+
+
+def test_models_and_gpus_listings():
+    models, gpus = run("models"), run("gpus")
+    assert "llama-3.1-8b" in models.stdout and "huggingface.co" in models.stdout
+    assert "h100-sxm-80gb" in gpus.stdout and "GiB" in gpus.stdout

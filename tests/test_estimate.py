@@ -1,0 +1,104 @@
+"""The engine against published numbers and against its own invariants."""
+
+import pytest
+
+from pycore import estimate
+from pycore.activations import korthikanti
+from pycore.architecture import Architecture
+from pycore.schema import InputError
+
+
+def static_bytes(result):
+    c = result["components"]
+    return c["weights"] + c["master_weights"] + c["gradients"] + c["optimizer"]
+
+
+def test_zero_paper_baseline_16_bytes_per_parameter():
+    # Rajbhandari et al. 2020 (ZeRO), section 3.1: mixed-precision Adam keeps (2 + 2 + 12)Ψ bytes, so a
+    # 7.5B-parameter model needs 120 GB before activations.
+    result = estimate({"params": "7.5B", "precision": "bf16-master", "activations": "per-sample"})
+    assert static_bytes(result) == 120 * 10**9
+
+
+@pytest.mark.parametrize("precision,optimizer,bytes_per_param", [
+    # EleutherAI, "Transformer Math 101" (2023): fp32 weights 4 B, AdamW 12 B with mixed precision
+    # (fp32 copy 4 + momentum 4 + variance 4) or 8 B in pure fp32, gradients as the weights.
+    ("fp32", "adamw", 4 + 4 + 8),
+    ("bf16-master", "adamw", 2 + 2 + 4 + 8),
+    ("bf16-master", "sgd-momentum", 2 + 2 + 4 + 4),
+    ("bf16", "adamw", 2 + 2 + 4),
+    ("fp32", "sgd", 4 + 4),
+])
+def test_bytes_per_parameter(precision, optimizer, bytes_per_param):
+    result = estimate({"params": "1B", "precision": precision, "optimizer": optimizer, "activations": "per-sample"})
+    assert static_bytes(result) == bytes_per_param * 10**9
+
+
+def test_korthikanti_equation_1():
+    # Korthikanti et al. 2022, eq. (1): sbh(34 + 5as/h) bytes per layer at 16 bit. GPT-3 175B shape
+    # (h=12288, a=96) at s=2048, b=1: 2048·12288·(34 + 80) = 2,868,903,936 bytes per layer.
+    arch = Architecture("gpt3", layers=1, hidden=12288, heads=96, kv_heads=96, ffn=4 * 12288, vocab=51200)
+    assert korthikanti(arch, 1, 2048, "none", 2) == 2_868_903_936
+    assert korthikanti(arch, 1, 2048, "selective", 2) == 34 * 2048 * 12288          # eq. (2)
+    assert korthikanti(arch, 1, 2048, "full", 2) == 2 * 2048 * 12288                # layer inputs only
+
+
+def test_kv_cache_bytes_per_token_llama_3_8b():
+    # vLLM reports Llama 3 8B's KV cache at 131,072 bytes per token in bf16 (32 layers, 8 KV heads, 128 dims).
+    result = estimate({"model": "llama-3.1-8b", "mode": "infer", "precision": "bf16"})
+    assert result["kv_bytes_per_token"] == 131_072
+
+
+def test_multiplier_and_per_sample_models():
+    result = estimate({"model": "gpt2", "activations": "multiplier", "act_multiplier": "10", "precision": "bf16",
+                       "batch": "2", "seq": "1024"})
+    assert result["components"]["activations"] == 2 * 1024 * 768 * 12 * 10
+    result = estimate({"params": "100M", "activations": "per-sample", "act_per_sample": "1GiB", "batch": "3"})
+    assert result["components"]["activations"] == 3 * 2**30
+
+
+def test_peak_is_the_largest_phase_and_total_adds_overhead():
+    result = estimate({"model": "llama-3.2-1b", "batch": "4", "overhead": "10%"})
+    assert result["peak_bytes"] == max(result["phases"].values())
+    assert result["overhead_bytes"] == round(result["peak_bytes"] / 10)
+    assert result["total_bytes"] == result["peak_bytes"] + result["overhead_bytes"]
+
+
+def test_memory_savers_save_memory():
+    base = {"model": "llama-3.2-1b", "batch": "8", "seq": "4096", "precision": "bf16"}
+    plain = estimate(base)["components"]["activations"]
+    assert estimate({**base, "recompute": "full"})["components"]["activations"] < plain / 5
+    assert estimate({**base, "attention": "eager"})["components"]["activations"] > plain
+
+
+def test_activations_grow_linearly_with_batch():
+    one = estimate({"model": "gpt2", "batch": "1"})["components"]["activations"]
+    four = estimate({"model": "gpt2", "batch": "4"})["components"]["activations"]
+    assert four == pytest.approx(4 * one, rel=1e-9)
+
+
+def test_fit_uses_usable_bytes():
+    result = estimate({"model": "gpt2", "overhead": "0"})
+    for gpu in result["gpus"]:
+        assert gpu["fits"] == (result["total_bytes"] <= gpu["memory_bytes"])
+        assert gpu["headroom_bytes"] == gpu["memory_bytes"] - result["total_bytes"]
+
+
+@pytest.mark.parametrize("inputs,key", [
+    ({"kv_heads": "5"}, "kv_heads"),
+    ({"model": "no-such-model"}, "model"),
+    ({"gpu": "h100-pcie-81gb"}, "gpu"),
+    ({"params": "1B"}, "activations"),
+    ({"experts_per_token": "2"}, "experts_per_token"),
+    ({"config": "/nonexistent/config.json"}, "config"),
+])
+def test_impossible_inputs_name_the_key(inputs, key):
+    with pytest.raises(InputError) as error:
+        estimate(inputs)
+    assert error.value.key == key
+
+
+def test_serving_kv_cache_grows_with_context():
+    short = estimate({"model": "llama-3.1-8b", "mode": "infer", "seq": "1024", "new_tokens": "1"})
+    long = estimate({"model": "llama-3.1-8b", "mode": "infer", "seq": "4096", "new_tokens": "1"})
+    assert long["components"]["kv_cache"] == 4 * short["components"]["kv_cache"]

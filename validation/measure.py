@@ -1,0 +1,292 @@
+"""Measure the real peak memory of training steps and generate() calls, for validating pycore.
+
+Dev-only: needs torch and transformers (never dependencies of pycore). Each case is a set of pycore
+schema inputs; the architecture comes from pycore itself, so both sides describe the same model.
+
+For every training case: build the transformers model, run one warm-up step (so optimizer state
+exists, as in steady state), ``zero_grad(set_to_none=True)``, then record the next step (forward,
+backward, optimizer step) with PyTorch's MemTracker. Dense models run under FakeTensorMode (no memory
+is allocated, so full-size models fit on this machine); mixture-of-experts routing and generate() are
+data-dependent and run for real on small configs. Optimizers use foreach=True, the CUDA default.
+MemTracker rounds every allocation up to 512 bytes as CUDA's caching allocator does.
+
+Usage:
+    pip install torch==2.13.0 transformers
+    python validation/measure.py                 # all cases -> validation/measured.json
+    python validation/measure.py --only gpt2     # cases whose label contains 'gpt2', printed only
+"""
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+import transformers
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed._tools.mem_tracker import MemTracker
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from pycore import schema  # noqa: E402
+from pycore.estimate import resolve_architecture  # noqa: E402
+
+OUT = ROOT / "validation" / "measured.json"
+
+SMALL = {"layers": "2", "hidden": "512", "heads": "8", "ffn": "1408"}
+
+# (label, inputs). Small configs keep a family's structure and shrink its size.
+CASES = [
+    # Llama family, full size, every precision policy
+    ("llama-3.2-1b fp32 adamw", dict(model="llama-3.2-1b", precision="fp32", batch="1", seq="1024")),
+    ("llama-3.2-1b amp-bf16 adamw", dict(model="llama-3.2-1b", precision="amp-bf16", batch="1", seq="2048")),
+    ("llama-3.2-1b amp-fp16 adamw", dict(model="llama-3.2-1b", precision="amp-fp16", batch="1", seq="2048")),
+    ("llama-3.2-1b bf16 adamw", dict(model="llama-3.2-1b", precision="bf16", batch="2", seq="2048")),
+    ("llama-3.2-1b fp16 sgd", dict(model="llama-3.2-1b", precision="fp16", optimizer="sgd-momentum", batch="2", seq="1024")),
+    ("llama-3.2-1b bf16-master adamw", dict(model="llama-3.2-1b", precision="bf16-master", batch="1", seq="2048")),
+    ("llama-3.2-1b fp16-master adamw", dict(model="llama-3.2-1b", precision="fp16-master", batch="4", seq="1024")),
+    ("llama-3.2-1b bf16 full-recompute", dict(model="llama-3.2-1b", precision="bf16", recompute="full", batch="8", seq="2048")),
+    ("llama-3.2-1b bf16 eager", dict(model="llama-3.2-1b", precision="bf16", attention="eager", batch="1", seq="2048")),
+    ("llama-3.2-1b bf16 eager selective", dict(model="llama-3.2-1b", precision="bf16", attention="eager", recompute="selective", batch="1", seq="2048")),
+    ("llama-3.1-8b bf16 adamw b1s1024", dict(model="llama-3.1-8b", precision="bf16", batch="1", seq="1024")),
+    ("llama-3.1-8b amp-bf16 adamw b2s4096", dict(model="llama-3.1-8b", precision="amp-bf16", batch="2", seq="4096")),
+    ("llama-3.1-8b bf16-master full-recompute b4s8192", dict(model="llama-3.1-8b", precision="bf16-master", recompute="full", batch="4", seq="8192")),
+    ("llama small fp32 b8s1024", dict(model="llama-3.1-8b", **SMALL, kv_heads="2", vocab="32000", precision="fp32", batch="8", seq="1024")),
+    ("llama small amp-bf16 b8s1024", dict(model="llama-3.1-8b", **SMALL, kv_heads="2", vocab="32000", precision="amp-bf16", batch="8", seq="1024")),
+    ("llama small bf16 eager b4s1024", dict(model="llama-3.1-8b", **SMALL, kv_heads="2", vocab="32000", precision="bf16", attention="eager", batch="4", seq="1024")),
+    ("llama small fp32 eager selective b4s512", dict(model="llama-3.1-8b", **SMALL, kv_heads="2", vocab="32000", precision="fp32", attention="eager", recompute="selective", batch="4", seq="512")),
+    ("llama small bf16 full b16s1024", dict(model="llama-3.1-8b", **SMALL, kv_heads="2", vocab="32000", precision="bf16", recompute="full", batch="16", seq="1024")),
+    ("llama small fp32 sgd b1s128", dict(model="llama-3.1-8b", **SMALL, kv_heads="2", precision="fp32", optimizer="sgd-momentum", batch="1", seq="128")),
+    # Mistral
+    ("mistral-7b bf16 adamw b1s2048", dict(model="mistral-7b-v0.1", precision="bf16", batch="1", seq="2048")),
+    ("mistral-7b bf16-master sgd b1s4096", dict(model="mistral-7b-v0.1", precision="bf16-master", optimizer="sgd-momentum", batch="1", seq="4096")),
+    ("mistral small amp-bf16 b4s2048", dict(model="mistral-7b-v0.1", **SMALL, kv_heads="8", precision="amp-bf16", batch="4", seq="2048")),
+    # Qwen2
+    ("qwen2.5-0.5b fp32 adamw b4s1024", dict(model="qwen2.5-0.5b", precision="fp32", batch="4", seq="1024")),
+    ("qwen2.5-0.5b bf16 adamw b8s2048", dict(model="qwen2.5-0.5b", precision="bf16", batch="8", seq="2048")),
+    ("qwen2.5-0.5b amp-bf16 full b8s2048", dict(model="qwen2.5-0.5b", precision="amp-bf16", recompute="full", batch="8", seq="2048")),
+    ("qwen2.5-7b bf16 adamw b1s512", dict(model="qwen2.5-7b", precision="bf16", batch="1", seq="512")),
+    # Gemma
+    ("gemma-2b bf16 adamw b2s2048", dict(model="gemma-2b", precision="bf16", batch="2", seq="2048")),
+    ("gemma-2b amp-bf16 adamw b1s1024", dict(model="gemma-2b", precision="amp-bf16", batch="1", seq="1024")),
+    ("gemma small fp32 eager b4s512", dict(model="gemma-2b", layers="2", hidden="512", heads="4", kv_heads="1", head_dim="128", ffn="2048", vocab="32000", precision="fp32", attention="eager", batch="4", seq="512")),
+    # GPT-2 (LayerNorm, biases, learned positions, dropout 0.1)
+    ("gpt2 fp32 adamw b8s1024", dict(model="gpt2", precision="fp32", batch="8", seq="1024")),
+    ("gpt2 amp-bf16 adamw b8s1024", dict(model="gpt2", precision="amp-bf16", batch="8", seq="1024")),
+    ("gpt2 fp32 eager b4s1024", dict(model="gpt2", precision="fp32", attention="eager", batch="4", seq="1024")),
+    ("gpt2 bf16 full b16s1024", dict(model="gpt2", precision="bf16", recompute="full", batch="16", seq="1024")),
+    ("gpt2 fp32 sgd b1s128", dict(model="gpt2", precision="fp32", optimizer="sgd-momentum", batch="1", seq="128")),
+    # BERT encoder (masked LM on every position)
+    ("bert-base fp32 adamw b32s512", dict(model="bert-base-uncased", precision="fp32", batch="32", seq="512")),
+    ("bert-base amp-bf16 adamw b16s512", dict(model="bert-base-uncased", precision="amp-bf16", batch="16", seq="512")),
+    ("bert-base bf16 eager b8s512", dict(model="bert-base-uncased", precision="bf16", attention="eager", batch="8", seq="512")),
+    # Mixture of experts (real tensors: routing is data-dependent)
+    ("mixtral small fp32 adamw b4s256", dict(model="mixtral-8x7b-v0.1", layers="2", hidden="256", heads="8", kv_heads="2", ffn="512", vocab="8000", precision="fp32", batch="4", seq="256")),
+    ("mixtral small bf16 adamw b8s256", dict(model="mixtral-8x7b-v0.1", layers="2", hidden="256", heads="8", kv_heads="2", ffn="512", vocab="8000", precision="bf16", batch="8", seq="256")),
+    # Real tensors for small dense cases, to show fake and real agree
+    ("llama small fp32 b2s256 real", dict(model="llama-3.1-8b", layers="2", hidden="256", heads="4", kv_heads="2", ffn="704", vocab="8000", precision="fp32", batch="2", seq="256")),
+    # Serving: generate() with a KV cache
+    ("llama small infer bf16 b4 s512+64", dict(model="llama-3.1-8b", layers="4", hidden="512", heads="8", kv_heads="2", ffn="1408", vocab="32000", mode="infer", precision="bf16", batch="4", seq="512", new_tokens="64")),
+    ("llama small infer fp32 b1 s1024+32", dict(model="llama-3.1-8b", layers="4", hidden="512", heads="8", kv_heads="2", ffn="1408", vocab="32000", mode="infer", precision="fp32", batch="1", seq="1024", new_tokens="32")),
+    ("qwen small infer bf16 b8 s256+128", dict(model="qwen2.5-0.5b", layers="4", hidden="448", heads="7", kv_heads="1", ffn="1216", vocab="32000", mode="infer", precision="bf16", batch="8", seq="256", new_tokens="128")),
+    ("gpt2 infer fp32 b4 s512+64", dict(model="gpt2", mode="infer", precision="fp32", batch="4", seq="512", new_tokens="64")),
+]
+
+REAL = ("mixtral", "real", "infer")
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def hf_config(arch, attention):
+    """The transformers config for a pycore Architecture."""
+    common = dict(vocab_size=arch.vocab, tie_word_embeddings=arch.tied_embeddings)
+    if arch.hf_class == "GPT2LMHeadModel":
+        config = transformers.GPT2Config(n_layer=arch.layers, n_embd=arch.hidden, n_head=arch.heads,
+                                         n_inner=arch.ffn, n_positions=arch.max_positions, **common)
+    elif arch.hf_class == "BertForMaskedLM":
+        config = transformers.BertConfig(num_hidden_layers=arch.layers, hidden_size=arch.hidden,
+                                         num_attention_heads=arch.heads, intermediate_size=arch.ffn,
+                                         max_position_embeddings=arch.max_positions,
+                                         type_vocab_size=arch.type_vocab, **common)
+    else:
+        family = arch.hf_class.removesuffix("ForCausalLM")
+        extra = {}
+        if arch.experts:
+            extra = dict(num_local_experts=arch.experts, num_experts_per_tok=arch.experts_per_token)
+        if family == "Gemma":
+            extra["hidden_activation"] = "gelu_pytorch_tanh"
+        config = getattr(transformers, family + "Config")(
+            num_hidden_layers=arch.layers, hidden_size=arch.hidden, num_attention_heads=arch.heads,
+            num_key_value_heads=arch.kv_heads, head_dim=arch.dim_head, intermediate_size=arch.ffn,
+            use_cache=False, **extra, **common)
+    config._attn_implementation = {"flash": "sdpa", "eager": "eager"}[attention]
+    return config
+
+
+def selective_recompute(model):
+    """Recompute the attention core (scores, softmax, dropout) in backward: Korthikanti's selective."""
+    from torch.utils.checkpoint import checkpoint
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: F401
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    inner = ALL_ATTENTION_FUNCTIONS.get_interface(model.config._attn_implementation, None) \
+        if hasattr(ALL_ATTENTION_FUNCTIONS, "get_interface") else None
+    if inner is None:
+        module = sys.modules[type(model).__module__]
+        inner = module.eager_attention_forward
+
+    def checkpointed(module, query, key, value, attention_mask, **kwargs):
+        def core(q, k, v):
+            return inner(module, q, k, v, attention_mask, **kwargs)[0]
+        return checkpoint(core, query, key, value, use_reentrant=False), None
+
+    ALL_ATTENTION_FUNCTIONS["selective_ckpt"] = checkpointed
+    model.config._attn_implementation = "selective_ckpt"
+    for sub in model.modules():
+        if hasattr(sub, "config"):
+            sub.config._attn_implementation = "selective_ckpt"
+
+
+def build(inputs):
+    """The model, created directly in its weight dtype (fake tensors cannot be converted later)."""
+    values = schema.parse(inputs)
+    arch = resolve_architecture(values)
+    config = hf_config(arch, values["attention"])
+    weight_dtype = DTYPES[values["precision"][:4]] if values["precision"][:4] in ("bf16", "fp16") else torch.float32
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(weight_dtype)
+    try:
+        model = getattr(transformers, arch.hf_class)(config)
+    finally:
+        torch.set_default_dtype(previous)
+    return values, arch, model
+
+
+def make_batch(values, arch):
+    shape = (values["batch"], values["seq"])
+    ids = torch.randint(0, arch.vocab, shape)
+    return {"input_ids": ids, "labels": ids.clone()}
+
+
+def make_optimizer(params, name):
+    if name == "sgd-momentum":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
+    return torch.optim.AdamW(params, lr=1e-5, foreach=True)
+
+
+def train_step(model, batch, optimizer, precision, masters):
+    """One training step as the precision policy runs it."""
+    if precision.startswith("amp-"):
+        with torch.autocast("cpu", dtype=DTYPES[precision[4:]]):
+            loss = model(**batch).loss
+    else:
+        loss = model(**batch).loss
+    loss.backward()
+    del loss
+    if masters is not None:      # *-master: fp32 master weights own the fp32 grads and optimizer state
+        for param, master in zip(model.parameters(), masters):
+            master.grad = param.grad.float()
+            param.grad = None
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    if masters is not None:
+        with torch.no_grad():
+            for param, master in zip(model.parameters(), masters):
+                param.copy_(master)
+
+
+def measure_train(values, arch, model):
+    precision = values["precision"]
+    model.train()
+    if values["recompute"] == "full":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    elif values["recompute"] == "selective":
+        selective_recompute(model)
+    masters = None
+    if precision.endswith("-master"):
+        masters = [p.detach().float().requires_grad_(True) for p in model.parameters()]
+        optimizer = make_optimizer(masters, values["optimizer"])
+    else:
+        optimizer = make_optimizer(model.parameters(), values["optimizer"])
+    batch = make_batch(values, arch)
+    train_step(model, batch, optimizer, precision, masters)        # warm-up: creates optimizer state
+    tracker = MemTracker()
+    tracker.track_external(model, optimizer, *(masters or ()), *batch.values())
+    with tracker:
+        train_step(model, batch, optimizer, precision, masters)
+    return tracker
+
+
+def measure_infer(values, arch, model):
+    model.eval()
+    model.config.use_cache = True
+    model.generation_config.pad_token_id = 0
+    ids = torch.randint(1, arch.vocab, (values["batch"], values["seq"]))
+    kwargs = dict(max_new_tokens=values["new_tokens"], min_new_tokens=values["new_tokens"], do_sample=False)
+    with torch.no_grad():
+        model.generate(ids, **kwargs)                                     # warm-up
+        tracker = MemTracker()
+        tracker.track_external(model, ids)
+        with tracker:
+            model.generate(ids, **kwargs)
+    return tracker
+
+
+def run_case(label, inputs):
+    torch.manual_seed(0)
+    fake = not any(word in label for word in REAL)
+    started = time.time()
+    with FakeTensorMode(allow_non_fake_inputs=False) if fake else _nullcontext():
+        values, arch, model = build(inputs)
+        params = sum(p.numel() for p in model.parameters())
+        measure = measure_infer if values["mode"] == "infer" else measure_train
+        tracker = measure(values, arch, model)
+    peak = tracker.get_tracker_snapshot("peak")
+    (device_peak,) = peak.values()
+    return {
+        "label": label,
+        "inputs": inputs,
+        "tensor_mode": "fake" if fake else "real",
+        "params": params,
+        "peak_bytes": device_peak["Total"],
+        "peak_breakdown": {k: v for k, v in device_peak.items() if k != "Total"},
+        "seconds": round(time.time() - started, 1),
+    }
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", help="run only cases whose label contains this text; print, do not save")
+    args = parser.parse_args()
+    results = []
+    for label, inputs in CASES:
+        if args.only and args.only not in label:
+            continue
+        result = run_case(label, inputs)
+        print(f"{label:48s} peak {result['peak_bytes'] / 2**30:9.3f} GiB  params {result['params']:>14,d}"
+              f"  {result['seconds']:6.1f}s", flush=True)
+        results.append(result)
+    if args.only:
+        return
+    record = {
+        "about": "Peak tensor bytes of real PyTorch steps, recorded by validation/measure.py",
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "python": platform.python_version(), "machine": platform.machine(),
+        "cases": results,
+    }
+    OUT.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {OUT.relative_to(ROOT)} ({len(results)} cases)")
+
+
+if __name__ == "__main__":
+    main()
