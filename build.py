@@ -3,6 +3,7 @@
 Usage:
     python build.py               # writes dist/ (runs `npm ci` first if node_modules is missing or stale)
     python build.py serve [PORT]  # builds, then serves dist/ on http://127.0.0.1:PORT (default 8000)
+    python build.py serve-only PORT DIR   # serves an already built folder (the browser tests use it)
 
 Standard library only, plus `npm ci` against the committed package.json and package-lock.json, which
 pin Pyodide and PyScript once. The output is deterministic (sorted entries, fixed zip timestamps) and
@@ -142,8 +143,8 @@ class Handler(SimpleHTTPRequestHandler):
         pass
 
 
-def serve(port):
-    server = ThreadingHTTPServer(("127.0.0.1", port), partial(Handler, directory=str(DIST)))
+def serve(port, directory=DIST):
+    server = ThreadingHTTPServer(("127.0.0.1", port), partial(Handler, directory=str(directory)))
     print(f"serving http://127.0.0.1:{server.server_port}/ (Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()
@@ -155,6 +156,8 @@ def main(argv):
     if argv[:1] == ["serve"]:
         build()
         serve(int(argv[1]) if len(argv) > 1 else 8000)
+    elif argv[:1] == ["serve-only"] and len(argv) == 3:
+        serve(int(argv[1]), Path(argv[2]))
     elif not argv:
         build()
     else:

@@ -34,6 +34,7 @@ from pycore import schema  # noqa: E402
 from pycore.estimate import resolve_architecture  # noqa: E402
 
 OUT = ROOT / "validation" / "measured.json"
+PARTIAL = ROOT / "validation" / "measured.partial.jsonl"     # one line per finished case, for --resume
 
 SMALL = {"layers": "2", "hidden": "512", "heads": "8", "ffn": "1408"}
 
@@ -229,6 +230,15 @@ def measure_infer(values, arch, model):
         model.generate(ids, **kwargs)                                     # warm-up
         tracker = MemTracker()
         tracker.track_external(model, ids)
+        # generate() calls the model once per token; MemTracker's per-module statistics allow one call of
+        # the root module, so they are cleared at each root call. The global peak is kept.
+        track_module = tracker._pre_fw_hook
+
+        def pre_forward(module, inputs):
+            if module is model and module in tracker.memory_tracking:
+                tracker.reset_mod_stats()
+            track_module(module, inputs)
+        tracker._pre_fw_hook = pre_forward
         with tracker:
             model.generate(ids, **kwargs)
     return tracker
@@ -267,12 +277,24 @@ class _nullcontext:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="run only cases whose label contains this text; print, do not save")
+    parser.add_argument("--resume", action="store_true", help="keep the cases finished by an interrupted run")
     args = parser.parse_args()
+    done = {}
+    if args.resume and PARTIAL.exists():
+        done = {r["label"]: r for r in map(json.loads, PARTIAL.read_text().splitlines())}
+    elif not args.only:
+        PARTIAL.unlink(missing_ok=True)
     results = []
     for label, inputs in CASES:
         if args.only and args.only not in label:
             continue
+        if label in done and done[label]["inputs"] == inputs:
+            results.append(done[label])
+            continue
         result = run_case(label, inputs)
+        if not args.only:
+            with PARTIAL.open("a") as handle:
+                handle.write(json.dumps(result) + "\n")
         print(f"{label:48s} peak {result['peak_bytes'] / 2**30:9.3f} GiB  params {result['params']:>14,d}"
               f"  {result['seconds']:6.1f}s", flush=True)
         results.append(result)
@@ -285,6 +307,7 @@ def main():
         "cases": results,
     }
     OUT.write_text(json.dumps(record, indent=1) + "\n")
+    PARTIAL.unlink()
     print(f"wrote {OUT.relative_to(ROOT)} ({len(results)} cases)")
 
 

@@ -1,0 +1,112 @@
+"""Serve the built site on a free localhost port and drive it with Chromium.
+
+The site is built once per session with build.py, unless DIST_DIR names an already built folder (CI's
+deploy job tests the very artifact it uploads). Chromium is Debian's /usr/bin/chromium when present
+(Playwright's own browser download is blocked on these machines), else Playwright's.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[2]
+
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+READY_MS = 120_000
+
+
+@pytest.fixture(scope="session")
+def dist():
+    if os.environ.get("DIST_DIR"):
+        return Path(os.environ["DIST_DIR"]).resolve()
+    subprocess.run([sys.executable, str(ROOT / "build.py")], check=True)
+    return ROOT / "dist"
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def base_url(dist):
+    """build.py's static server in its own process, checked to be up before any test runs."""
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, str(ROOT / "build.py"), "serve-only", str(port), str(dist)])
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                assert response.status == 200
+                break
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                raise
+            time.sleep(0.1)
+    yield url
+    server.terminate()
+    server.wait(10)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=ARGS) if executable \
+            else playwright.chromium.launch(args=ARGS)
+        yield launched
+        launched.close()
+
+
+class Watched:
+    """A page whose console errors, page errors and requests leaving localhost are recorded."""
+
+    def __init__(self, context, base_url):
+        self.context = context
+        self.page = context.new_page()
+        self.errors, self.outside = [], []
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", lambda d: (self.errors.append("dialog: " + d.message), d.dismiss()))
+
+        def route(route):
+            if route.request.url.startswith(base_url) or route.request.url.startswith(("blob:", "data:")):
+                route.continue_()
+            else:
+                self.outside.append(route.request.url)
+                route.abort()
+        context.route("**/*", route)
+
+    def open(self, base_url, query=""):
+        self.page.goto(base_url + query)
+        self.page.wait_for_selector("html.py-ready", timeout=READY_MS)
+        self.page.wait_for_function("document.documentElement.dataset.totalBytes !== undefined")
+        return self.page
+
+
+@pytest.fixture()
+def watched(browser, base_url):
+    context = browser.new_context(accept_downloads=True)
+    yield Watched(context, base_url)
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def shared(browser, base_url):
+    """One loaded page reused by a module's tests (Python starts once)."""
+    context = browser.new_context()
+    w = Watched(context, base_url)
+    w.open(base_url)
+    yield w
+    context.close()

@@ -1,0 +1,171 @@
+"""The built page in a real Chromium: one engine, two runtimes, one answer."""
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from pycore import estimate
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.browser
+
+
+def total(page):
+    return int(page.evaluate("document.documentElement.dataset.totalBytes"))
+
+
+def show(page, query):
+    """Navigate inside the page (history + popstate) and wait for the new result."""
+    before = page.evaluate("window.__renders = (window.__renders || 0)")
+    page.evaluate("q => { history.pushState(null, '', '?' + q); dispatchEvent(new PopStateEvent('popstate')); }",
+                  query)
+    page.wait_for_function("document.getElementById('link-field').value === location.href")
+    return before
+
+
+def test_loads_with_no_console_error_and_nothing_from_outside(watched, base_url):
+    page = watched.open(base_url)
+    assert watched.errors == [] and watched.outside == []
+    assert page.locator("#total-gib").inner_text() != "—"
+    assert page.locator("#f-batch").is_enabled()
+
+
+def test_inputs_disabled_until_python_is_ready(watched, base_url):
+    page = watched.page
+    page.goto(base_url, wait_until="domcontentloaded")
+    assert page.locator("#f-batch").is_disabled()
+    assert "Starting Python" in page.locator("#status").inner_text()
+    page.wait_for_selector("html.py-ready", timeout=120_000)
+    assert page.locator("#f-batch").is_enabled()
+
+
+def test_failure_to_start_python_is_said_in_words(watched, base_url):
+    watched.context.route("**/pyodide.asm.wasm", lambda route: route.abort())
+    page = watched.page
+    page.goto(base_url)
+    page.wait_for_selector("#status.failed", timeout=120_000)
+    assert "Python could not start" in page.locator("#status").inner_text()
+    assert page.locator("#f-batch").is_disabled()
+
+
+@pytest.mark.parametrize("selector,action,value", [
+    ("#f-batch", "fill", "16"), ("#f-seq", "fill", "8192"), ("#f-model", "fill", "gpt2"),
+    ("#f-precision", "select", "bf16"), ("#f-optimizer", "select", "sgd"), ("#f-recompute", "select", "full"),
+    ("#f-attention", "select", "eager"), ("#f-act_dtype", "select", "fp32"), ("#f-mode", "select", "infer"),
+    ("#f-activations", "select", "korthikanti"), ("#f-overhead", "fill", "10%"), ("#f-layers", "fill", "8"),
+])
+def test_each_kind_of_input_changes_the_numbers(shared, base_url, selector, action, value):
+    page = shared.page
+    show(page, "model=llama-3.2-1b&batch=8")        # activations dominate, so every kind of input shows
+    before = total(page)
+    locator = page.locator(selector)
+    locator.fill(value) if action == "fill" else locator.select_option(value)
+    page.wait_for_function(f"document.documentElement.dataset.totalBytes !== '{before}'")
+    query = dict(parse_qsl(urlsplit(page.url).query))
+    assert total(page) == estimate(query)["total_bytes"]
+
+
+CASES = [
+    "", "batch=4", "model=gpt2&batch=16&seq=1024", "model=llama-3.2-1b&precision=bf16&recompute=full&batch=8",
+    "model=mistral-7b-v0.1&precision=bf16-master&optimizer=sgd-momentum", "model=qwen2.5-7b&precision=fp32",
+    "model=gemma-2b&attention=eager&batch=2", "model=mixtral-8x7b&precision=bf16", "model=bert-base-uncased&batch=32&seq=512",
+    "model=llama-3.1-8b&mode=infer&precision=bf16&batch=8&seq=8192&new_tokens=512",
+    "model=qwen2.5-0.5b&mode=infer&kv_dtype=fp8&batch=64", "params=7B&activations=per-sample&act_per_sample=0.215GiB&batch=8",
+    "params=350M&activations=multiplier&act_multiplier=20&layers=24&hidden=1024",
+    "precision=amp-fp16&optimizer=adam-8bit", "precision=bf16&optimizer=lion&overhead=10%",
+    "optimizer=adafactor&recompute=selective&attention=eager", "activations=korthikanti&seq=4096",
+    "layers=4&hidden=1024&heads=16&kv_heads=4&ffn=2816&vocab=32000&batch=64", "precision=bf16-mixed&gpu=a100-40gb",
+    "weight_dtype=bf16&opt_dtype=bf16&grad_dtype=bf16", "model=llama-3.1-8b&experts=8&experts_per_token=2",
+    "overhead=3GiB&gpu=rtx-4090&model=llama-3.2-1b&precision=bf16",
+]
+
+
+def test_page_numbers_equal_cpython_numbers(shared, base_url):
+    page = shared.page
+    assert len(CASES) >= 20
+    for query in CASES:
+        show(page, query)
+        expected = estimate(dict(parse_qsl(query)))
+        assert total(page) == expected["total_bytes"], query
+        assert int(page.evaluate("document.documentElement.dataset.peakBytes")) == expected["peak_bytes"], query
+        shown = page.locator("#total-gib").inner_text().replace(",", "")
+        assert float(shown) == pytest.approx(expected["total_bytes"] / 2**30, abs=0.005), query
+        assert page.locator("#messages p").count() == 0, query
+
+
+def test_url_restores_every_field_after_reload(watched, base_url):
+    page = watched.open(base_url)
+    edits = {"#f-model": "gpt2", "#f-batch": "16", "#f-seq": "512", "#f-overhead": "2GiB"}
+    choices = {"#f-precision": "bf16", "#f-recompute": "full", "#f-kv_dtype": "fp8", "#f-optimizer": "lion"}
+    for selector, value in edits.items():
+        page.locator(selector).fill(value)
+    for selector, value in choices.items():
+        page.locator(selector).select_option(value)
+    page.wait_for_function("location.search.includes('optimizer=lion')")
+    page.reload()
+    page.wait_for_selector("html.py-ready", timeout=120_000)
+    for selector, value in {**edits, **choices}.items():
+        assert page.locator(selector).input_value() == value
+    assert total(page) == estimate(dict(parse_qsl(urlsplit(page.url).query)))["total_bytes"]
+
+
+def test_back_and_forward_restore_the_inputs(watched, base_url):
+    page = watched.open(base_url)
+    page.locator("#f-batch").fill("2")
+    page.locator("#f-batch").dispatch_event("change")
+    page.locator("#f-seq").fill("4096")
+    page.locator("#f-seq").dispatch_event("change")
+    four_k = total(page)
+    page.go_back()
+    page.wait_for_function("document.getElementById('f-seq').value === '2048'")
+    assert page.locator("#f-batch").input_value() == "2"
+    assert total(page) == estimate({"batch": "2"})["total_bytes"]
+    page.go_forward()
+    page.wait_for_function("document.getElementById('f-seq').value === '4096'")
+    assert total(page) == four_k
+
+
+def test_downloaded_csv_equals_the_command_line_csv(watched, base_url):
+    query = "model=qwen2.5-7b&batch=2&precision=bf16-master&recompute=selective"
+    page = watched.open(base_url, "?" + query)
+    with page.expect_download() as download:
+        page.locator("#download-csv").click()
+    downloaded = Path(download.value.path()).read_text()
+    cli = subprocess.run([sys.executable, "-m", "pycore", "--csv", *query.split("&")], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    assert downloaded == cli
+    rows = list(csv.reader(io.StringIO(downloaded)))
+    assert ["input", "batch", "2", "", ""] in rows
+
+
+HOSTILE = ("?model=%3Cimg%20src%3Dx%20onerror%3Dwindow.__pwned%3D1%3E&batch=1e999&seq=NaN"
+           "&%3Cscript%3Ewindow.__pwned%3D2%3C%2Fscript%3E=1&precision=%22%3E%3Csvg%20onload%3Dwindow.__pwned%3D3%3E"
+           "&vocab=99999999999999999999999&overhead=-5%25&seq=3&gpu=javascript:alert(1)")
+
+
+def test_hostile_url_parameters_show_messages_and_run_nothing(watched, base_url):
+    page = watched.open(base_url, HOSTILE)
+    messages = page.locator("#messages").inner_text()
+    for key in ("model", "batch", "precision", "vocab", "overhead", "gpu", "seq"):
+        assert f"{key}:" in messages
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("#messages img, #messages svg, #messages script").count() == 0
+    assert [e for e in watched.errors if "dialog" in e] == []
+    assert page.locator("#total-gib").inner_text() != "—"          # the page still computes
+    assert page.locator("#f-batch").input_value() == "1e999"        # what the user gave stays visible
+    assert "using the default" in page.locator("#e-batch").inner_text()
+
+
+def test_copy_link_gives_the_current_url(watched, base_url):
+    page = watched.open(base_url, "?batch=3")
+    watched.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.locator("#copy-link").click()
+    assert page.locator("#link-field").input_value() == page.url
+    assert "batch=3" in page.url
