@@ -29,6 +29,7 @@ ZIP_DATE = (2020, 1, 1, 0, 0, 0)
 
 sys.path.insert(0, str(ROOT))
 from pycore import catalog, schema  # noqa: E402
+from pycore.architecture import ARCH_FIELDS as ARCH_KEYS  # noqa: E402
 
 
 def fail(message):
@@ -80,12 +81,23 @@ def field_html(field):
             f'<p class="hint" id="h-{key}">{hint}</p><p class="error" id="e-{key}" role="alert"></p></div>')
 
 
+# Fields most people leave alone, folded under a summary line (opened when the URL sets one of them).
+FOLDED = {"model": ("Architecture overrides", set(ARCH_KEYS)),
+          "precision": ("Per-pool dtypes", {"weight_dtype", "grad_dtype", "master_dtype", "opt_dtype",
+                                            "act_dtype", "kv_dtype"})}
+
+
 def form_html():
     groups = []
     for group, title in schema.GROUPS:
-        fields = "".join(field_html(f) for f in schema.FIELDS if f.group == group and f.key != "config")
+        members = [f for f in schema.FIELDS if f.group == group and f.key != "config"]
+        summary, folded = FOLDED.get(group, ("", set()))
+        shown = "".join(field_html(f) for f in members if f.key not in folded)
+        hidden = "".join(field_html(f) for f in members if f.key in folded)
+        if hidden:
+            shown += f'<details class="more"><summary>{html.escape(summary)}</summary>{hidden}</details>'
         groups.append(f'<fieldset class="group" data-group="{group}"><legend>{html.escape(title)}</legend>'
-                      f"{fields}</fieldset>")
+                      f"{shown}</fieldset>")
     models = "".join(f'<option value="{html.escape(m)}">{html.escape(m)} · {e["params"] / 1e9:.2f}B</option>'
                      for m, e in catalog.models().items())
     gpus = "".join(f'<option value="{html.escape(g)}">{html.escape(e["name"])}</option>'

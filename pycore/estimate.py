@@ -162,12 +162,18 @@ def _training(arch, values, policy, counts, weights):
         upcast = 0 if logits_bytes == loss_saved else loss_saved
         loss_forward = logits_bytes + upcast                           # alive while the loss is computed
         loss_backward = 2 * loss_saved                                 # nll and log_softmax gradients
+    head_gradient = 0 if arch.tied_embeddings or arch.kind == "generic" else \
+        round(arch.vocab * arch.hidden * policy.bytes("grad"))
     autocast_cache = 2 * _linear_params(arch, counts) if policy.autocast and arch.kind != "generic" else 0
     static = weights + master + optimizer
     activations = saved + loss_saved
     phases = {
         "forward": static + autocast_cache + activations + loss_forward,
-        "backward": static + max(autocast_cache + activations + loss_backward, gradients) + working,
+        # Its start (loss gradients next to every activation), or any later layer: what is still saved
+        # plus the gradients made so far plus that layer's working tensors. Saved activations shrink
+        # and gradients grow monotonically, so the later moments peak at one end or the other.
+        "backward": static + max(autocast_cache + activations + loss_backward,
+                                 max(autocast_cache + saved + head_gradient, gradients) + working),
         "optimizer": static + step_gradients + step_temporaries,
     }
     components = {

@@ -26,25 +26,34 @@ def _pairs(query):
     return raw, errors
 
 
-def run(query):
-    """Estimate for a URL query string; returns JSON with result, csv, formulas, errors and query."""
+def _estimate(query):
+    """(values, result or None, errors) for a query string; bad inputs fall back to their defaults."""
     raw, errors = _pairs(query)
     raw = {k: v for k, v in raw.items() if v != ""}
     values, parse_errors = parse(raw, strict=False)
     errors.update(parse_errors)
-    result = None
     for _ in range(len(BY_KEY)):
         try:
-            result = estimate_values(values)
-            break
+            return values, estimate_values(values), errors
         except InputError as error:
             key = error.key if error.key in BY_KEY else "model"
             errors[key] = str(error)
             if values[key] == DEFAULTS[key]:       # the default itself fails: nothing left to try
                 break
             values[key] = DEFAULTS[key]
+    return values, None, errors
+
+
+def run(query):
+    """Estimate for a URL query string; returns JSON with result, breakdown, formulas, errors, query."""
+    values, result, errors = _estimate(query)
     payload = {"errors": errors, "query": to_query(values)}
     if result is not None:
-        payload.update(result=result, breakdown=report.breakdown(result), csv=report.to_csv(values, result),
-                       formulas=formulas(values, result))
+        payload.update(result=result, breakdown=report.breakdown(result), formulas=formulas(values, result))
     return json.dumps(payload)
+
+
+def csv(query):
+    """The CSV download for a URL query string: the same bytes as ``python -m pycore --csv``."""
+    values, result, _ = _estimate(query)
+    return report.to_csv(values, result) if result is not None else ""

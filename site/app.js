@@ -8,7 +8,6 @@ const GIB = 2 ** 30;
 const COLORS = ["#3b6fd8", "#8a5cd6", "#d6683b", "#2f9e7a", "#d6a93b", "#c2477a", "#5aa0c8", "#7a8b3b", "#999"];
 
 let run = null;          // pycore.web.run, once Python is ready
-let lastCsv = "";
 let pushNext = true;     // the first keystroke of an edit makes a history entry; the rest replace it
 
 const defaults = Object.fromEntries(fields().map((el) => [el.dataset.key, el.value]));
@@ -27,6 +26,7 @@ function fillForm(query) {
   for (const el of fields()) {
     const value = params.get(el.dataset.key);
     setValue(el, value === null ? defaults[el.dataset.key] : value);
+    if (value !== null) el.closest("details")?.setAttribute("open", "");
   }
 }
 
@@ -68,6 +68,7 @@ function showErrors(errors) {
     const target = form.querySelector(`[data-key="${CSS.escape(key)}"]`);
     if (target) {
       target.classList.add("invalid");
+      target.closest("details")?.setAttribute("open", "");
       document.getElementById(`e-${key}`).textContent = `${message} — using the default.`;
     }
     box.append(el("p", target ? `${message} — using the default.` : message));
@@ -131,7 +132,6 @@ function render(payload) {
     tr.append(el("td", f.name), el("td", f.formula, "formula"), el("td", gib(f.bytes), "num"), el("td", f.source, "muted"));
     formulas.append(tr);
   }
-  lastCsv = payload.csv;
   document.documentElement.dataset.totalBytes = String(r.total_bytes);
   document.documentElement.dataset.peakBytes = String(r.peak_bytes);
 }
@@ -170,7 +170,7 @@ document.getElementById("copy-link").addEventListener("click", async () => {
 });
 
 document.getElementById("download-csv").addEventListener("click", () => {
-  const url = URL.createObjectURL(new Blob([lastCsv], { type: "text/csv" }));
+  const url = URL.createObjectURL(new Blob([window.pycoreCsv(requestQuery())], { type: "text/csv" }));
   const a = el("a");
   a.href = url;
   a.download = "gpu-memory-estimate.csv";

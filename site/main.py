@@ -5,5 +5,6 @@ from pyodide.ffi import create_proxy
 from pycore import web
 
 window.pycoreRun = create_proxy(web.run)
+window.pycoreCsv = create_proxy(web.csv)
 document.documentElement.classList.add("py-ready")
 window.dispatchEvent(window.CustomEvent.new("pycore-ready"))

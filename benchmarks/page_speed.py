@@ -1,0 +1,121 @@
+"""Page speed in headless Chromium on localhost, against the bare-Pyodide floor.
+
+Usage: python build.py && python benchmarks/page_speed.py [RUNS]
+
+Prints, over RUNS runs (default 5): navigation to first computed result with a cold cache (a new
+browser context) and a warm one (the same context again); the same for a bare page that only calls
+loadPyodide() from the same files (the floor no Pyodide page can beat); input-to-update latency over
+100 edits (median and 95th percentile, from the input event to the next painted frame); and the bytes
+transferred on a cold load.
+"""
+
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+BARE = """<!doctype html><meta charset="utf-8"><script type="module">
+import { loadPyodide } from "./pyodide/pyodide.mjs";
+await loadPyodide({ indexURL: "./pyodide/" });
+window.__firstResultMs = performance.now();
+</script>"""
+
+
+def serve():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, str(ROOT / "build.py"), "serve-only", str(port), str(ROOT / "dist")])
+    url = f"http://127.0.0.1:{port}/"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return server, url
+        except OSError:
+            time.sleep(0.1)
+    server.kill()
+    raise SystemExit("server did not start")
+
+
+def first_result_ms(page, url):
+    page.goto(url)
+    page.wait_for_function("window.__firstResultMs !== undefined", timeout=120_000)
+    return page.evaluate("window.__firstResultMs")
+
+
+def load_pair(browser, url, bare):
+    """(cold ms, warm ms, cold bytes) for one fresh context."""
+    context = browser.new_context()
+    if bare:
+        context.route("**/__bare.html", lambda route: route.fulfill(body=BARE, content_type="text/html"))
+        url = url + "__bare.html"
+    transferred = []
+    context.on("requestfinished", lambda request: transferred.append(request.sizes()["responseBodySize"]))
+    page = context.new_page()
+    cold = first_result_ms(page, url)
+    cold_bytes = sum(transferred)
+    warm = first_result_ms(page, url)
+    context.close()
+    return cold, warm, cold_bytes
+
+
+def update_latencies(browser, url, edits=100):
+    context = browser.new_context()
+    page = context.new_page()
+    first_result_ms(page, url)
+    samples = page.evaluate("""async (edits) => {
+        const field = document.getElementById('f-batch');
+        const samples = [];
+        for (let i = 0; i < edits; i++) {
+            const started = performance.now();
+            field.value = String(1 + (i % 16));
+            field.dispatchEvent(new Event('input', { bubbles: true }));
+            await new Promise(requestAnimationFrame);
+            samples.push(performance.now() - started);
+        }
+        return samples;
+    }""", edits)
+    context.close()
+    return sorted(samples)
+
+
+def main():
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    if not (ROOT / "dist" / "index.html").is_file():
+        raise SystemExit("build first: python build.py")
+    server, url = serve()
+    try:
+        with sync_playwright() as playwright:
+            executable = shutil.which("chromium")
+            browser = playwright.chromium.launch(executable_path=executable, args=ARGS) if executable \
+                else playwright.chromium.launch(args=ARGS)
+            page_runs, bare_runs = [], []
+            for _ in range(runs):            # interleaved, so both see the same machine load
+                bare_runs.append(load_pair(browser, url, bare=True))
+                page_runs.append(load_pair(browser, url, bare=False))
+            latencies = update_latencies(browser, url)
+            browser.close()
+    finally:
+        server.terminate()
+    median = lambda rows, i: statistics.median(r[i] for r in rows)  # noqa: E731
+    print(f"runs: {runs} (headless Chromium, localhost)")
+    print(f"bare loadPyodide(), cold: {median(bare_runs, 0):7.0f} ms   warm: {median(bare_runs, 1):7.0f} ms   "
+          f"bytes: {median(bare_runs, 2) / 2**20:.2f} MiB")
+    print(f"page first result,   cold: {median(page_runs, 0):7.0f} ms   warm: {median(page_runs, 1):7.0f} ms   "
+          f"bytes: {median(page_runs, 2) / 2**20:.2f} MiB")
+    print(f"cold ratio to the floor: {median(page_runs, 0) / median(bare_runs, 0):.2f}x   "
+          f"warm ratio: {median(page_runs, 1) / median(bare_runs, 1):.2f}x")
+    print(f"input-to-update latency over {len(latencies)} edits: median {statistics.median(latencies):.1f} ms   "
+          f"p95 {latencies[int(0.95 * len(latencies))]:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
