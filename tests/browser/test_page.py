@@ -21,6 +21,14 @@ def total(page):
     return int(page.evaluate("document.documentElement.dataset.totalBytes"))
 
 
+def field(page, selector):
+    """The control, after opening its folded section the way a user would."""
+    locator = page.locator(selector)
+    if not locator.is_visible():
+        page.locator(f"details:has({selector}) > summary").click()
+    return locator
+
+
 def show(page, query):
     """Navigate inside the page (history + popstate) and wait for the new result."""
     before = page.evaluate("window.__renders = (window.__renders || 0)")
@@ -65,9 +73,10 @@ def test_each_kind_of_input_changes_the_numbers(shared, base_url, selector, acti
     page = shared.page
     show(page, "model=llama-3.2-1b&batch=8")        # activations dominate, so every kind of input shows
     before = total(page)
-    locator = page.locator(selector)
+    locator = field(page, selector)
     locator.fill(value) if action == "fill" else locator.select_option(value)
     page.wait_for_function(f"document.documentElement.dataset.totalBytes !== '{before}'")
+    page.wait_for_function("([k, v]) => new URLSearchParams(location.search).get(k) === v", arg=[selector[3:], value])
     query = dict(parse_qsl(urlsplit(page.url).query))
     assert total(page) == estimate(query)["total_bytes"]
 
@@ -105,9 +114,9 @@ def test_url_restores_every_field_after_reload(watched, base_url):
     edits = {"#f-model": "gpt2", "#f-batch": "16", "#f-seq": "512", "#f-overhead": "2GiB"}
     choices = {"#f-precision": "bf16", "#f-recompute": "full", "#f-kv_dtype": "fp8", "#f-optimizer": "lion"}
     for selector, value in edits.items():
-        page.locator(selector).fill(value)
+        field(page, selector).fill(value)
     for selector, value in choices.items():
-        page.locator(selector).select_option(value)
+        field(page, selector).select_option(value)
     page.wait_for_function("location.search.includes('optimizer=lion')")
     page.reload()
     page.wait_for_selector("html.py-ready", timeout=120_000)

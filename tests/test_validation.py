@@ -1,0 +1,55 @@
+"""The estimate against real PyTorch peaks recorded by validation/measure.py (validation/measured.json)."""
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from pycore import estimate
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "validation"))
+import compare  # noqa: E402
+
+RECORD = json.loads((ROOT / "validation" / "measured.json").read_text())
+CASES = RECORD["cases"]
+
+
+def test_enough_cases_and_families():
+    assert len(CASES) >= 40
+    families = {case["inputs"]["model"].split("-")[0] for case in CASES}
+    assert {"llama", "mistral", "qwen2.5", "gemma", "gpt2", "mixtral", "bert"} <= families
+    precisions = {case["inputs"].get("precision") for case in CASES}
+    assert {"fp32", "amp-bf16", "amp-fp16", "bf16-master", "fp16-master", "bf16", "fp16"} <= precisions
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c["label"])
+def test_peak_within_10_percent_of_measured(case):
+    estimated = estimate(case["inputs"])["peak_bytes"]
+    assert abs(estimated - case["peak_bytes"]) <= 0.10 * case["peak_bytes"]
+
+
+def test_median_error_within_3_percent():
+    errors = [abs(estimate(c["inputs"])["peak_bytes"] - c["peak_bytes"]) / c["peak_bytes"] for c in CASES]
+    assert statistics.median(errors) <= 0.03
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c["inputs"].get("mode") != "infer"], ids=lambda c: c["label"])
+def test_weights_and_optimizer_state_exact_to_a_tenth_of_a_percent(case):
+    # MemTracker's categories at the peak: Parameter is the weights; Optstate is the optimizer state (plus
+    # the step's temporaries when the peak is in the step); Other holds the fp32 master weights.
+    result = estimate(case["inputs"])
+    measured, c = case["peak_breakdown"], result["components"]
+    assert measured["Parameter"] == pytest.approx(c["weights"], rel=1e-3)
+    if result["peak_phase"] == "backward":
+        assert measured.get("Optstate", 0) == pytest.approx(c["optimizer"], rel=1e-3, abs=2**20)
+        assert measured.get("Other", 0) == pytest.approx(c["master_weights"], rel=1e-3, abs=2**20)
+    if result["peak_phase"] == "optimizer" and not c["master_weights"]:
+        assert measured["Gradient"] == pytest.approx(c["gradients"], rel=1e-3)
+
+
+def test_validation_doc_is_current():
+    record, table = compare.rows()
+    assert (ROOT / "docs" / "validation.md").read_text() == compare.markdown(record, table)
