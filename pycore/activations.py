@@ -67,14 +67,20 @@ def _attention_terms(arch, e, amp, attention, recompute, seq):
                   Term("attention output", e * q, "e·a·d"),
                   Term("logsumexp", 4 * a, "4·a")]
     else:
-        probs_cast = 0 if e == 4 and not amp else 2 if amp else e
-        terms += [Term("q (rotated)", e * q, "e·a·d"),
+        # Llama-style eager attention takes softmax in fp32 and casts back; GPT-2 and BERT take it in
+        # the scores' dtype. Autocast feeds the second matmul a 16-bit copy. Dropout keeps a 1-byte mask
+        # and its output; without dropout the matmul keeps the probabilities themselves.
+        softmax_bytes = 4 if (amp or arch.softmax_fp32) else e
+        probs_bytes = 2 if amp else e
+        terms += [Term("q", e * q, "e·a·d"),
                   Term("k (repeated)" if repeated else "k", e * k_saved, f"e·{k_formula}"),
-                  Term("softmax output (fp32)", 4 * a * seq, "4·a·s"),
-                  Term("probabilities cast", probs_cast * a * seq, f"{probs_cast}·a·s"),
+                  Term("softmax output", softmax_bytes * a * seq, f"{softmax_bytes:g}·a·s"),
                   Term("v (repeated)" if repeated else "v", e * k_saved, f"e·{k_formula}")]
         if arch.attention_dropout:
-            terms.append(Term("attention dropout mask and output", (1 + e) * a * seq, "(1 + e)·a·s"))
+            terms.append(Term("attention dropout mask and output", (1 + probs_bytes) * a * seq,
+                              f"(1 + {probs_bytes:g})·a·s"))
+        elif probs_bytes != softmax_bytes:
+            terms.append(Term("probabilities cast", probs_bytes * a * seq, f"{probs_bytes:g}·a·s"))
     terms.append(Term("o_proj input", e * q, "e·a·d"))
     return terms
 

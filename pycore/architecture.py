@@ -25,6 +25,7 @@ class Architecture:
     norm_weight_fp32: bool = False  # Gemma: RMSNorm multiplies by (1 + weight) in fp32 before casting back
     mlp: str = "gated"              # gated: act(gate(x)) * up(x); plain: act(fc(x))
     activation: str = "silu"        # silu, gelu, gelu_tanh (fused), gelu_new (GPT-2, written out)
+    softmax_fp32: bool = True       # eager attention's softmax in fp32 (Llama family) or in the scores' dtype
     qkv_bias: bool = False
     out_bias: bool = False
     mlp_bias: bool = False

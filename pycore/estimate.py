@@ -162,8 +162,11 @@ def _training(arch, values, policy, counts, weights):
         upcast = 0 if logits_bytes == loss_saved else loss_saved
         loss_forward = logits_bytes + upcast                           # alive while the loss is computed
         loss_backward = 2 * loss_saved                                 # nll and log_softmax gradients
-    head_gradient = 0 if arch.tied_embeddings or arch.kind == "generic" else \
-        round(arch.vocab * arch.hidden * policy.bytes("grad"))
+    # The output head's weight gradient appears first in backward. With tied embeddings autograd holds
+    # it in a buffer until the embedding's own gradient arrives at the very end, then sums the two into
+    # a third tensor: three vocab × hidden gradients exist for a moment.
+    head_gradient = 0 if arch.kind == "generic" else round(arch.vocab * arch.hidden * policy.bytes("grad"))
+    tied_sum = 2 * head_gradient if arch.tied_embeddings else 0
     autocast_cache = 2 * _linear_params(arch, counts) if policy.autocast and arch.kind != "generic" else 0
     static = weights + master + optimizer
     activations = saved + loss_saved
@@ -173,7 +176,8 @@ def _training(arch, values, policy, counts, weights):
         # plus the gradients made so far plus that layer's working tensors. Saved activations shrink
         # and gradients grow monotonically, so the later moments peak at one end or the other.
         "backward": static + max(autocast_cache + activations + loss_backward,
-                                 max(autocast_cache + saved + head_gradient, gradients) + working),
+                                 max(autocast_cache + saved + head_gradient, gradients) + working,
+                                 gradients + tied_sum),
         "optimizer": static + step_gradients + step_temporaries,
     }
     components = {

@@ -12,9 +12,9 @@ FAMILIES = {
     "qwen2": ("Qwen2ForCausalLM", {"qkv_bias": True}),
     "gemma": ("GemmaForCausalLM", {"activation": "gelu_tanh", "norm_weight_fp32": True}),
     "mixtral": ("MixtralForCausalLM", {}),
-    "gpt2": ("GPT2LMHeadModel", {"norm": "layernorm", "mlp": "plain", "activation": "gelu_new", "qkv_bias": True,
+    "gpt2": ("GPT2LMHeadModel", {"norm": "layernorm", "softmax_fp32": False, "mlp": "plain", "activation": "gelu_new", "qkv_bias": True,
                                  "out_bias": True, "mlp_bias": True, "positions": "learned"}),
-    "bert": ("BertForMaskedLM", {"kind": "encoder", "norm": "layernorm", "mlp": "plain", "activation": "gelu",
+    "bert": ("BertForMaskedLM", {"kind": "encoder", "norm": "layernorm", "softmax_fp32": False, "mlp": "plain", "activation": "gelu",
                                  "qkv_bias": True, "out_bias": True, "mlp_bias": True, "positions": "learned",
                                  "embedding_norm": True, "mlm_head": True}),
 }

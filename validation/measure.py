@@ -100,6 +100,17 @@ REAL = ("mixtral", "real", "infer")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+def cuda_like_dropout(input, p=0.5, training=True, inplace=False):
+    """Dropout as CUDA runs it: the fused kernel keeps a 1-byte bool mask. On the CPU, PyTorch's
+    unfused dropout keeps a mask in the input's dtype (4 bytes in fp32), which no GPU run would."""
+    if not training or p == 0:
+        return input
+    return torch.native_dropout(input, p, True)[0]
+
+
+torch.nn.functional.dropout = cuda_like_dropout
+
+
 def hf_config(arch, attention):
     """The transformers config for a pycore Architecture."""
     common = dict(vocab_size=arch.vocab, tie_word_embeddings=arch.tied_embeddings)
@@ -123,6 +134,13 @@ def hf_config(arch, attention):
             num_key_value_heads=arch.kv_heads, head_dim=arch.dim_head, intermediate_size=arch.ffn,
             use_cache=False, **extra, **common)
     config._attn_implementation = {"flash": "sdpa", "eager": "eager"}[attention]
+    if attention == "flash":
+        # FlashAttention on CUDA applies attention dropout inside the kernel and stores no s×s mask.
+        # The CPU's SDPA cannot, and falls back to the math kernel that stores the scores; measuring
+        # that would describe no GPU run. So fused-attention cases train without attention dropout.
+        for key in ("attn_pdrop", "attention_probs_dropout_prob", "attention_dropout"):
+            if hasattr(config, key):
+                setattr(config, key, 0.0)
     return config
 
 
@@ -278,10 +296,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="run only cases whose label contains this text; print, do not save")
     parser.add_argument("--resume", action="store_true", help="keep the cases finished by an interrupted run")
+    parser.add_argument("--redo", help="re-measure the cases whose label contains this text; keep the others")
     args = parser.parse_args()
     done = {}
     if args.resume and PARTIAL.exists():
         done = {r["label"]: r for r in map(json.loads, PARTIAL.read_text().splitlines())}
+    if args.redo:
+        done = {r["label"]: r for r in json.loads(OUT.read_text())["cases"] if args.redo not in r["label"]}
+        PARTIAL.unlink(missing_ok=True)
     elif not args.only:
         PARTIAL.unlink(missing_ok=True)
     results = []
