@@ -115,6 +115,18 @@ def pycore_zip(target):
             archive.writestr(info, path.read_bytes())
 
 
+def accuracy_html():
+    """The validation summary the page states, from validation/measured.json (docs/validation.md)."""
+    sys.path.insert(0, str(ROOT / "validation"))
+    import compare
+
+    s = compare.summary(compare.rows()[1])
+    return (f"Checked against {s['cases']} real PyTorch steps measured with MemTracker: median error "
+            f"{100 * s['median']:.1f}%, worst {100 * s['training_worst']:.1f}% for training and "
+            f"{100 * s['serving_worst']:.1f}% for serving; the usual textbook sum is off by "
+            f"{100 * s['textbook_median']:.0f}% in the median case.")
+
+
 def build():
     npm_ci()
     if DIST.exists():
@@ -135,7 +147,8 @@ def build():
                     ignore=shutil.ignore_patterns("*.map"))
     pycore_zip(DIST / "pycore.zip")
     page = (SITE / "index.html").read_text()
-    for marker, text in (("{{FORM}}", form_html()), ("{{PYODIDE_VERSION}}", version("pyodide")),
+    shutil.copy2(ROOT / "docs" / "validation.md", DIST / "validation.md")
+    for marker, text in (("{{FORM}}", form_html()), ("{{ACCURACY}}", html.escape(accuracy_html())), ("{{PYODIDE_VERSION}}", version("pyodide")),
                          ("{{PYSCRIPT_VERSION}}", version("@pyscript/core"))):
         if marker not in page:
             fail(f"site/index.html lacks {marker}")

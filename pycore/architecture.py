@@ -26,6 +26,7 @@ class Architecture:
     mlp: str = "gated"              # gated: act(gate(x)) * up(x); plain: act(fc(x))
     activation: str = "silu"        # silu, gelu, gelu_tanh (fused), gelu_new (GPT-2, written out)
     softmax_fp32: bool = True       # eager attention's softmax in fp32 (Llama family) or in the scores' dtype
+    loss_fp32: bool = True          # the loss upcasts 16-bit logits to fp32 (transformers' causal-LM loss)
     qkv_bias: bool = False
     out_bias: bool = False
     mlp_bias: bool = False

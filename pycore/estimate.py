@@ -157,8 +157,11 @@ def _training(arch, values, policy, counts, weights):
         else:
             saved, terms, working = _model_activation_bytes(arch, values, policy, tokens), [], 0
         vocab_tokens = arch.vocab * tokens
-        loss_saved = 4 * vocab_tokens                                  # log_softmax output, fp32
         logits_bytes = (2 if policy.autocast else e) * vocab_tokens
+        # transformers' causal-LM loss upcasts logits to fp32; autocast runs log_softmax in fp32;
+        # BERT's masked-LM loss stays in the logits' dtype.
+        loss_bytes = 4 if (arch.loss_fp32 or policy.autocast) else e
+        loss_saved = loss_bytes * vocab_tokens                         # log_softmax output
         upcast = 0 if logits_bytes == loss_saved else loss_saved
         loss_forward = logits_bytes + upcast                           # alive while the loss is computed
         loss_backward = 2 * loss_saved                                 # nll and log_softmax gradients

@@ -14,7 +14,7 @@ FAMILIES = {
     "mixtral": ("MixtralForCausalLM", {}),
     "gpt2": ("GPT2LMHeadModel", {"norm": "layernorm", "softmax_fp32": False, "mlp": "plain", "activation": "gelu_new", "qkv_bias": True,
                                  "out_bias": True, "mlp_bias": True, "positions": "learned"}),
-    "bert": ("BertForMaskedLM", {"kind": "encoder", "norm": "layernorm", "softmax_fp32": False, "mlp": "plain", "activation": "gelu",
+    "bert": ("BertForMaskedLM", {"kind": "encoder", "norm": "layernorm", "softmax_fp32": False, "loss_fp32": False, "mlp": "plain", "activation": "gelu",
                                  "qkv_bias": True, "out_bias": True, "mlp_bias": True, "positions": "learned",
                                  "embedding_norm": True, "mlm_head": True}),
 }

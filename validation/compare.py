@@ -31,7 +31,7 @@ def rows():
         c = textbook["components"]
         plain = c["weights"] + c["master_weights"] + c["gradients"] + c["optimizer"] + c["activations"] + c["kv_cache"]
         measured = case["peak_bytes"]
-        out.append({"label": case["label"], "mode": case["tensor_mode"], "measured": measured,
+        out.append({"label": case["label"], "mode": case["tensor_mode"], "kind": case["inputs"].get("mode", "train"), "measured": measured,
                     "estimated": result["peak_bytes"], "phase": result["peak_phase"],
                     "error": (result["peak_bytes"] - measured) / measured,
                     "textbook_error": (plain - measured) / measured,
@@ -42,7 +42,10 @@ def rows():
 def summary(table):
     errors = [abs(r["error"]) for r in table]
     textbook = [abs(r["textbook_error"]) for r in table]
+    training = [abs(r["error"]) for r in table if r["kind"] == "train"]
+    serving = [abs(r["error"]) for r in table if r["kind"] == "infer"]
     return {"cases": len(table), "median": statistics.median(errors), "worst": max(errors),
+            "training_worst": max(training), "serving_worst": max(serving, default=0.0),
             "textbook_median": statistics.median(textbook), "textbook_worst": max(textbook)}
 
 
@@ -59,9 +62,21 @@ def markdown(record, table):
         "`torch.cuda.max_memory_allocated()` reports; `nvidia-smi` shows it plus the runtime overhead.",
         "",
         f"Over {s['cases']} cases the estimate's error is {100 * s['median']:.1f}% in the median case and "
-        f"{100 * s['worst']:.1f}% at worst.",
+        f"{100 * s['worst']:.1f}% at worst ({100 * s['training_worst']:.1f}% worst over training steps, "
+        f"{100 * s['serving_worst']:.1f}% over serving).",
         f"The textbook sum (weights + gradients + optimizer + Korthikanti activations) is off by "
         f"{100 * s['textbook_median']:.1f}% in the median and {100 * s['textbook_worst']:.1f}% at worst on the same cases.",
+        "",
+        "Known gaps, stated rather than tuned away:",
+        "",
+        "- Serving: transformers' `generate()` holds memory that grows with the number of generated tokens",
+        "  (about 10 KB per new token per sequence in the small Qwen-shaped case, independent of the",
+        "  vocabulary; not the KV cache, which is modelled exactly). Its source is not identified yet, so the",
+        "  estimate leaves it out and falls short by up to 13% on long generations of tiny models; for real",
+        "  model sizes it is a small share of the weights and cache.",
+        "- CPU stand-ins for GPU kernels: the measurement keeps a 1-byte dropout mask (as CUDA's fused dropout",
+        "  does) and trains fused-attention cases without attention dropout, because the CPU's SDPA cannot",
+        "  fuse it; the optimizers run their `foreach` implementations, the CUDA default.",
         "",
         "| case | tensors | measured GiB | estimate GiB | error | textbook error | peak phase | params match |",
         "|---|---|---:|---:|---:|---:|---|---|",
