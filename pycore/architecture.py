@@ -38,9 +38,22 @@ class Architecture:
     mlm_head: bool = False          # BERT's dense + LayerNorm transform before the tied decoder
     experts: int = 0                # routed experts per MoE layer; 0 = dense
     experts_per_token: int = 0
+    expert_ffn: int = 0             # intermediate size of one routed expert; 0 means ffn (Mixtral)
+    shared_experts: int = 0         # experts every token goes through (DeepSeek), each expert_ffn wide
+    dense_layers: int = 0           # leading layers with a dense MLP of size ffn (DeepSeek's first_k_dense_replace)
+    norms_per_layer: int = 2        # Gemma 2/3 add post-attention and post-MLP norms: 4
+    qk_norm: str = "none"           # none; head (RMSNorm over head_dim: Qwen3, Gemma 3); full (over q and k: OLMo 2)
+    attention: str = "gqa"          # gqa (MHA/GQA/MQA by kv_heads) or mla (DeepSeek multi-head latent attention)
+    q_lora_rank: int = 0            # MLA: query down-projection rank (0 = no down-projection)
+    kv_lora_rank: int = 0           # MLA: compressed key/value width (what an MLA-aware engine caches)
+    qk_rope_dim: int = 0            # MLA: rotary part of each query/key head
+    qk_nope_dim: int = 0            # MLA: non-rotary part of each query/key head
+    v_head_dim: int = 0             # MLA: value head size
     dropout: float = 0.0            # hidden/residual dropout probability used in training
     attention_dropout: float = 0.0
     params_override: int = 0        # generic networks: a bare parameter count
+    act_per_sample_fp32: int = 0    # generic presets: measured peak bytes one more sample adds, fp32
+    act_per_sample_16: int = 0      # the same in bf16 (validation/vision_measured.json)
     source: str = ""
 
     def __post_init__(self):
@@ -89,16 +102,32 @@ class ParameterCount:
     parts: dict = field(default_factory=dict)
 
 
+def _mla_params(arch):
+    """DeepSeek-V2/V3 multi-head latent attention (transformers DeepseekV3Attention)."""
+    h, a = arch.hidden, arch.heads
+    qk_head = arch.qk_nope_dim + arch.qk_rope_dim
+    if arch.q_lora_rank:
+        query = h * arch.q_lora_rank + arch.q_lora_rank + arch.q_lora_rank * a * qk_head
+    else:
+        query = h * a * qk_head
+    kv = h * (arch.kv_lora_rank + arch.qk_rope_dim) + arch.kv_lora_rank + \
+        arch.kv_lora_rank * a * (arch.qk_nope_dim + arch.v_head_dim)
+    return query + kv + a * arch.v_head_dim * h
+
+
 def _attention_params(arch):
+    if arch.attention == "mla":
+        return _mla_params(arch)
     weights = arch.hidden * arch.q_dim + 2 * arch.hidden * arch.kv_dim + arch.q_dim * arch.hidden
+    weights += {"none": 0, "head": 2 * arch.dim_head, "full": arch.q_dim + arch.kv_dim}[arch.qk_norm]
     biases = (arch.q_dim + 2 * arch.kv_dim if arch.qkv_bias else 0) + (arch.hidden if arch.out_bias else 0)
     return weights + biases
 
 
-def _mlp_params(arch):
+def _mlp_params(arch, width):
     matrices = 3 if arch.mlp == "gated" else 2
-    biases = ((2 if arch.mlp == "gated" else 1) * arch.ffn + arch.hidden) if arch.mlp_bias else 0
-    return matrices * arch.hidden * arch.ffn + biases
+    biases = ((2 if arch.mlp == "gated" else 1) * width + arch.hidden) if arch.mlp_bias else 0
+    return matrices * arch.hidden * width + biases
 
 
 def count_parameters(arch):
@@ -115,27 +144,34 @@ def count_parameters(arch):
         embedding += arch.norm_params
 
     attention = _attention_params(arch)
-    mlp = _mlp_params(arch)
-    norms = 2 * arch.norm_params
+    dense_mlp = _mlp_params(arch, arch.ffn)
+    norms = arch.norms_per_layer * arch.norm_params
+    dense_layer = attention + norms + dense_mlp
     if arch.experts:
+        expert = _mlp_params(arch, arch.expert_ffn or arch.ffn)
+        shared = _mlp_params(arch, arch.shared_experts * arch.expert_ffn) if arch.shared_experts else 0
         router = h * arch.experts
-        per_layer = attention + norms + router + arch.experts * mlp
-        active_layer = attention + norms + router + arch.experts_per_token * mlp
+        moe_layer = attention + norms + router + arch.experts * expert + shared
+        active_moe = attention + norms + router + arch.experts_per_token * expert + shared
     else:
-        per_layer = active_layer = attention + norms + mlp
+        moe_layer = active_moe = dense_layer
+    dense_count = arch.dense_layers if arch.experts else arch.layers
+    layers_total = dense_count * dense_layer + (arch.layers - dense_count) * moe_layer
+    active_layers = dense_count * dense_layer + (arch.layers - dense_count) * active_moe
+    per_layer = moe_layer
 
     head = arch.norm_params if arch.kind == "decoder" else 0        # final norm
     if arch.mlm_head:
         head += h * h + h + arch.norm_params + vocab                 # transform dense, its norm, decoder bias
     head_weight = 0 if arch.tied_embeddings else vocab * h
     head += head_weight
-    total = embedding + arch.layers * per_layer + head
-    active = embedding + arch.layers * active_layer + head
+    total = embedding + layers_total + head
+    active = embedding + active_layers + head
     largest = max(vocab * h, h * arch.ffn, h * arch.q_dim)
     parts = {"embedding": embedding, "attention": arch.layers * attention,
-             "mlp": arch.layers * (per_layer - attention - norms), "norms": arch.layers * norms,
+             "mlp": layers_total - arch.layers * (attention + norms), "norms": arch.layers * norms,
              "head": head}
-    return ParameterCount(embedding, per_layer, arch.layers * per_layer, head, total, active, largest, parts)
+    return ParameterCount(embedding, per_layer, layers_total, head, total, active, largest, parts)
 
 
 ARCH_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "experts",

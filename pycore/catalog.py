@@ -50,6 +50,8 @@ def architecture(model_id):
     """The Architecture of a preset id or alias. Raises KeyError if unknown."""
     entry = models()[model_aliases()[model_id.lower()]]
     fields = {k: v for k, v in entry.items() if k not in _NOT_ARCH}
+    if fields.get("kind") == "generic":
+        fields["params_override"] = entry["params"]
     return Architecture(name=entry["id"], source=entry["source"], **fields)
 
 

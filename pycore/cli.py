@@ -41,7 +41,8 @@ def main(argv=None):
         return 0
     if words == ["gpus"]:
         for gpu_id, gpu in catalog.gpus().items():
-            print(f"{gpu_id:20s} {gpu['usable_bytes'] / 2**30:8.2f} GiB usable  {gpu['source']}")
+            print(f"{gpu_id:22s} {gpu['usable_bytes'] / 2**30:8.2f} GiB usable ({gpu['usable_source']}); "
+                  f"{gpu['datasheet']}; price: {gpu['price_source']}")
         return 0
     if words == ["schema"]:
         sys.stdout.write(markdown_table())

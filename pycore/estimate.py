@@ -21,15 +21,17 @@ from .catalog import architecture as preset_architecture
 from .catalog import gpus as gpu_catalog
 from .hf_config import architecture_from_file
 from .precision import policy as precision_policy
-from .schema import InputError, parse
+from .schema import DEFAULTS, InputError, parse
 
 
 def resolve_architecture(values):
     """The Architecture named by parsed inputs: config file, else preset, else a bare parameter count."""
     if values.get("config"):
         arch = architecture_from_file(values["config"])
-    elif values.get("params") and values["model"] == parse({})["model"] and not _arch_overrides(values):
-        return Architecture(name="generic", kind="generic", params_override=values["params"])
+    elif values.get("params") and values["model"] == DEFAULTS["model"]:
+        return Architecture(name="generic", kind="generic", params_override=values["params"],
+                            layers=values.get("layers") or 0, hidden=values.get("hidden") or 0,
+                            heads=values.get("heads") or 0)
     else:
         try:
             arch = preset_architecture(values["model"])
@@ -80,6 +82,13 @@ def _model_activation_bytes(arch, values, policy, tokens):
     """Activation bytes under the korthikanti, multiplier or per-sample models."""
     e = policy.bytes("act")
     model = values["activations"]
+    if model == "detailed":         # a generic preset with measured bytes per sample
+        per_sample = arch.act_per_sample_fp32 if e == 4 else arch.act_per_sample_16
+        return per_sample * values["batch"]
+    needs = {"korthikanti": ("layers", "hidden", "heads"), "multiplier": ("layers", "hidden")}.get(model, ())
+    for key in needs:
+        if not getattr(arch, key):
+            raise InputError(key, f"the {model} activation model needs {', '.join(needs)}; give {key}")
     if model == "korthikanti":
         return act.korthikanti(arch, values["batch"], values["seq"], values["recompute"], e)
     if model == "multiplier":
@@ -107,7 +116,8 @@ def estimate_values(values):
     arch = resolve_architecture(values)
     policy = precision_policy(values)
     counts = count_parameters(arch)
-    if arch.kind == "generic" and values["activations"] == "detailed" and values["mode"] == "train":
+    if arch.kind == "generic" and values["activations"] == "detailed" and values["mode"] == "train" \
+            and not arch.act_per_sample_fp32:
         raise InputError("activations", "a generic network (params only) needs multiplier or per-sample")
     if arch.kind == "generic" and values["mode"] == "infer":
         raise InputError("mode", "serving needs a transformer architecture (model or config), not params")
@@ -183,6 +193,11 @@ def _training(arch, values, policy, counts, weights):
                                  gradients + tied_sum),
         "optimizer": static + step_gradients + step_temporaries,
     }
+    if arch.kind == "generic":
+        # No layer structure to follow: the plain sum, which is also what a measured per-sample
+        # figure adds to (validation/vision_measured.json: the peak at any batch is weights,
+        # gradients and optimizer state plus that figure per sample).
+        phases["backward"] = static + gradients + activations
     components = {
         "weights": weights, "master_weights": master, "gradients": gradients, "optimizer": optimizer,
         "activations": saved, "logits_and_loss": loss_saved + max(loss_forward, loss_backward),

@@ -30,6 +30,8 @@ from torch.distributed._tools.mem_tracker import MemTracker
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "validation"))
+import hf_models  # noqa: E402
 from pycore import schema  # noqa: E402
 from pycore.estimate import resolve_architecture  # noqa: E402
 
@@ -112,27 +114,8 @@ torch.nn.functional.dropout = cuda_like_dropout
 
 
 def hf_config(arch, attention):
-    """The transformers config for a pycore Architecture."""
-    common = dict(vocab_size=arch.vocab, tie_word_embeddings=arch.tied_embeddings)
-    if arch.hf_class == "GPT2LMHeadModel":
-        config = transformers.GPT2Config(n_layer=arch.layers, n_embd=arch.hidden, n_head=arch.heads,
-                                         n_inner=arch.ffn, n_positions=arch.max_positions, **common)
-    elif arch.hf_class == "BertForMaskedLM":
-        config = transformers.BertConfig(num_hidden_layers=arch.layers, hidden_size=arch.hidden,
-                                         num_attention_heads=arch.heads, intermediate_size=arch.ffn,
-                                         max_position_embeddings=arch.max_positions,
-                                         type_vocab_size=arch.type_vocab, **common)
-    else:
-        family = arch.hf_class.removesuffix("ForCausalLM")
-        extra = {}
-        if arch.experts:
-            extra = dict(num_local_experts=arch.experts, num_experts_per_tok=arch.experts_per_token)
-        if family == "Gemma":
-            extra["hidden_activation"] = "gelu_pytorch_tanh"
-        config = getattr(transformers, family + "Config")(
-            num_hidden_layers=arch.layers, hidden_size=arch.hidden, num_attention_heads=arch.heads,
-            num_key_value_heads=arch.kv_heads, head_dim=arch.dim_head, intermediate_size=arch.ffn,
-            use_cache=False, **extra, **common)
+    config = hf_models.config_for(arch)
+    config.use_cache = False
     config._attn_implementation = {"flash": "sdpa", "eager": "eager"}[attention]
     if attention == "flash":
         # FlashAttention on CUDA applies attention dropout inside the kernel and stores no s×s mask.

@@ -1,0 +1,48 @@
+"""Count every preset's parameters with transformers itself, on the meta device (nothing is allocated).
+
+Dev-only (needs torch and transformers). Writes validation/param_counts.json and the 'params' field of
+presets/models.json; tests/test_parameters.py checks pycore's own count against both.
+
+Usage: python validation/count_presets.py
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+import transformers
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "validation"))
+import hf_models  # noqa: E402
+from pycore import catalog  # noqa: E402
+
+OUT = ROOT / "validation" / "param_counts.json"
+PRESETS = ROOT / "presets" / "models.json"
+
+
+def main():
+    counts = {}
+    for model_id in catalog.models():
+        arch = catalog.architecture(model_id)
+        if arch.kind == "generic":
+            continue
+        with torch.device("meta"):
+            model = getattr(transformers, arch.hf_class)(hf_models.config_for(arch))
+        counts[model_id] = sum(p.numel() for p in model.parameters())
+        print(f"{model_id:28s} {counts[model_id]:>16,d}", flush=True)
+    OUT.write_text(json.dumps({"about": "sum(p.numel() for p in model.parameters()) of each preset, built by "
+                                        "validation/count_presets.py on the meta device",
+                               "torch": torch.__version__, "transformers": transformers.__version__,
+                               "counts": counts}, indent=1) + "\n")
+    doc = json.loads(PRESETS.read_text())
+    for entry in doc["models"]:
+        if entry["id"] in counts:
+            entry["params"] = counts[entry["id"]]
+    PRESETS.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
