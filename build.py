@@ -66,7 +66,8 @@ def field_html(field):
     unit = f'<span class="unit">{html.escape(field.unit)}</span>' if field.unit else ""
     common = f'id="f-{key}" name="{key}" data-key="{key}" disabled aria-describedby="h-{key} e-{key}"'
     if field.kind == "choice":
-        control = f"<select {common}>{_options(field.choices, field.default)}</select>"
+        blank = "preset value" if field.default is None else None
+        control = f"<select {common}>{_options(field.choices, field.default, blank)}</select>"
     elif field.kind == "dtype":
         control = f"<select {common}>{_options(field.choices, None, 'from policy')}</select>"
     else:
@@ -87,6 +88,16 @@ FOLDED = {"model": ("Architecture overrides", set(ARCH_KEYS)),
                                             "act_dtype", "kv_dtype"})}
 
 
+IMPORT_PANEL = """<details class="more import" id="import"><summary>Import a Hugging Face config.json</summary>
+<p class="hint">Paste it, choose the file, or fetch it from the hub by id. The architecture goes into the link.</p>
+<textarea id="import-text" rows="4" placeholder='{"model_type": "llama", "num_hidden_layers": 32, ...}' disabled></textarea>
+<div class="control"><input type="file" id="import-file" accept=".json,application/json" disabled></div>
+<div class="control"><input type="text" id="import-hub" placeholder="meta-llama/Llama-3.1-8B" disabled
+  aria-label="Hugging Face model id"><button type="button" id="import-fetch" disabled>Fetch</button></div>
+<div class="control"><button type="button" id="import-apply" disabled>Import pasted text</button></div>
+<p class="import-status" id="import-status" role="status"></p></details>"""
+
+
 def form_html():
     groups = []
     for group, title in schema.GROUPS:
@@ -96,6 +107,8 @@ def form_html():
         hidden = "".join(field_html(f) for f in members if f.key in folded)
         if hidden:
             shown += f'<details class="more"><summary>{html.escape(summary)}</summary>{hidden}</details>'
+        if group == "model":
+            shown += IMPORT_PANEL
         groups.append(f'<fieldset class="group" data-group="{group}"><legend>{html.escape(title)}</legend>'
                       f"{shown}</fieldset>")
     models = "".join(f'<option value="{html.escape(m)}">{html.escape(m)} · {e["params"] / 1e9:.2f}B</option>'

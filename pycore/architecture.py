@@ -175,12 +175,14 @@ def count_parameters(arch):
 
 
 ARCH_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "experts",
-               "experts_per_token")
+               "experts_per_token", "expert_ffn", "tied")
 
 
 def with_overrides(arch, overrides):
-    """A copy of ``arch`` with integer fields replaced (the schema's architecture keys)."""
+    """A copy of ``arch`` with fields replaced by the schema's architecture keys."""
     changes = {k: v for k, v in overrides.items() if k in ARCH_FIELDS and v is not None}
+    if "tied" in changes:
+        changes["tied_embeddings"] = changes.pop("tied") == "yes"
     if "heads" in changes and "kv_heads" not in changes and arch.kv_heads == arch.heads:
         changes["kv_heads"] = changes["heads"]      # multi-head attention stays multi-head
     return replace(arch, **changes) if changes else arch

@@ -16,7 +16,7 @@ and the decode step.
 
 from . import activations as act
 from . import optimizer as opt
-from .architecture import Architecture, count_parameters, with_overrides
+from .architecture import ARCH_FIELDS, Architecture, count_parameters, with_overrides
 from .catalog import architecture as preset_architecture
 from .catalog import gpus as gpu_catalog
 from .hf_config import architecture_from_file
@@ -46,8 +46,7 @@ def resolve_architecture(values):
 
 
 def _arch_overrides(values):
-    return {k: values.get(k) for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab",
-                                         "experts", "experts_per_token") if values.get(k) is not None}
+    return {k: values.get(k) for k in ARCH_FIELDS if values.get(k) is not None}
 
 
 def _linear_params(arch, counts):

@@ -115,6 +115,10 @@ FIELDS = (
     _int("vocab", None, "vocabulary size (vocab_size); " + ARCH_HINT, "model"),
     _int("experts", None, "routed experts per layer (0 = dense); " + ARCH_HINT, "model", minimum=0),
     _int("experts_per_token", None, "experts each token is routed to; " + ARCH_HINT, "model", minimum=0),
+    _int("expert_ffn", None, "intermediate size of one routed expert (moe_intermediate_size); " + ARCH_HINT,
+         "model"),
+    _choice("tied", None, ("yes", "no"), "output head shares the embedding matrix (tie_word_embeddings); "
+            + ARCH_HINT, "model"),
     Field("params", "count", None, "parameter count of a generic network (used when no transformer is given)",
           "a count such as 7B, 350M, 7e9 or 7000000000", (), "", "model", "parameters", 1),
     _choice("mode", "train", ("train", "infer"), "a training step, or serving with generate()", "workload"),
@@ -159,6 +163,7 @@ LABELS = {
     "model": "Model preset", "config": "config.json path", "layers": "Layers", "hidden": "Hidden size",
     "heads": "Attention heads", "kv_heads": "KV heads", "head_dim": "Head dim", "ffn": "FFN size",
     "vocab": "Vocabulary", "experts": "Experts", "experts_per_token": "Experts per token",
+    "expert_ffn": "Expert FFN size", "tied": "Tied embeddings",
     "params": "Parameters (generic network)", "mode": "Workload", "batch": "Micro-batch per GPU",
     "seq": "Sequence length", "new_tokens": "New tokens", "precision": "Precision policy",
     "weight_dtype": "Weights dtype", "grad_dtype": "Gradients dtype", "master_dtype": "Master weights dtype",

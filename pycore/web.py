@@ -8,8 +8,12 @@ import json
 from urllib.parse import parse_qsl
 
 from . import report
+from .architecture import count_parameters
+from .catalog import architecture as preset_architecture
+from .hf_config import FAMILY_PRESETS, architecture_from_dict
 from .explain import formulas
 from .schema import BY_KEY, DEFAULTS, InputError, parse, to_query
+from .architecture import ARCH_FIELDS
 from .estimate import estimate_values
 
 
@@ -57,3 +61,37 @@ def csv(query):
     """The CSV download for a URL query string: the same bytes as ``python -m pycore --csv``."""
     values, result, _ = _estimate(query)
     return report.to_csv(values, result) if result is not None else ""
+
+
+def import_config(text):
+    """A pasted, uploaded or fetched config.json as schema inputs: its family's preset plus overrides.
+
+    Returns JSON with ``query`` (key, value pairs for the form and URL), ``params`` and ``message``, or
+    ``error`` naming what is missing or unsupported.
+    """
+    try:
+        config = json.loads(text)
+        if not isinstance(config, dict):
+            raise ValueError("expected a JSON object")
+        arch = architecture_from_dict(config)
+    except (ValueError, InputError) as error:
+        message = str(error).removeprefix("config: ")
+        return json.dumps({"error": f"config.json: {message[:300]}"})
+    model_type = config.get("model_type") if "text_config" not in config else "gemma3_text"
+    preset = preset_architecture(FAMILY_PRESETS[model_type])
+    query = [("model", preset.name)]
+    for key in ARCH_FIELDS:
+        ours = getattr(arch, "tied_embeddings" if key == "tied" else key)
+        theirs = getattr(preset, "tied_embeddings" if key == "tied" else key)
+        if key == "head_dim" and not arch.head_dim:
+            continue                                # derived from hidden / heads
+        if ours != theirs:
+            query.append((key, ("yes" if ours else "no") if key == "tied" else str(ours)))
+    expected = count_parameters(arch).total
+    values, result, errors = _estimate("&".join(f"{k}={v}" for k, v in query))
+    if result is None or result["params"]["total"] != expected:
+        return json.dumps({"error": "config.json: this architecture has features the inputs cannot express yet "
+                                    f"(expected {expected:,} parameters); try the nearest preset"})
+    return json.dumps({"query": query, "params": expected,
+                       "message": f"Imported a {model_type} config: {expected:,} parameters, "
+                                  f"expressed as {preset.name} with {len(query) - 1} overrides."})

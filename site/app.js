@@ -203,10 +203,66 @@ document.getElementById("download-csv").addEventListener("click", () => {
   setTimeout(() => URL.revokeObjectURL(url), 0);
 });
 
+// config.json import: pycore reads it; the page only moves text around.
+const importStatus = document.getElementById("import-status");
+
+function importConfig(text, origin) {
+  const answer = JSON.parse(window.pycoreImport(text));
+  if (answer.error) {
+    importStatus.textContent = `${origin}: ${answer.error}`;
+    importStatus.className = "import-status failed";
+    return;
+  }
+  const params = new URLSearchParams(formQuery());
+  for (const el of form.querySelectorAll('[data-field] [data-key]')) {
+    if (el.closest('fieldset[data-group="model"]')) params.delete(el.dataset.key);
+  }
+  for (const [key, value] of answer.query) params.set(key, value);
+  fillForm(params.toString());
+  importStatus.textContent = `${origin}: ${answer.message}`;
+  importStatus.className = "import-status";
+  update("push");
+  pushNext = true;
+}
+
+document.getElementById("import-apply").addEventListener("click", () =>
+  importConfig(document.getElementById("import-text").value, "Pasted config.json"));
+document.getElementById("import-file").addEventListener("change", async (event) => {
+  const file = event.target.files[0];
+  if (file) importConfig(await file.text(), file.name.slice(0, 80));
+});
+document.getElementById("import-fetch").addEventListener("click", async () => {
+  const id = document.getElementById("import-hub").value.trim();
+  if (!/^[A-Za-z0-9][\w.-]*\/[\w.-]+$/.test(id)) {
+    importStatus.textContent = "Hub id: expected owner/name, such as meta-llama/Llama-3.1-8B.";
+    importStatus.className = "import-status failed";
+    return;
+  }
+  importStatus.textContent = `Fetching ${id} from the Hugging Face hub…`;
+  importStatus.className = "import-status";
+  let response;
+  try {
+    response = await fetch(`https://huggingface.co/${id}/resolve/main/config.json`);
+  } catch {
+    response = null;
+  }
+  if (!response || !response.ok) {
+    const why = !response ? "no answer (offline, or blocked)" :
+      response.status === 401 || response.status === 403 ? `status ${response.status}: a gated or private model` :
+      `status ${response.status}`;
+    importStatus.textContent = `The hub refused ${id} (${why}). Download its config.json where you are signed in, then paste it or choose the file.`;
+    importStatus.className = "import-status failed";
+    return;
+  }
+  importConfig(await response.text(), id);
+});
+
 function ready() {
   if (run || !window.pycoreRun) return;
   run = window.pycoreRun;
-  for (const control of [...fields(), ...document.querySelectorAll(".actions button")]) control.disabled = false;
+  for (const control of [...fields(), ...document.querySelectorAll(".actions button, #import textarea, #import input, #import button")]) {
+    control.disabled = false;
+  }
   statusLine.textContent = "Ready. Results update as you type.";
   update(null);
 }

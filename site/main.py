@@ -6,5 +6,6 @@ from pycore import web
 
 window.pycoreRun = create_proxy(web.run)
 window.pycoreCsv = create_proxy(web.csv)
+window.pycoreImport = create_proxy(web.import_config)
 document.documentElement.classList.add("py-ready")
 window.dispatchEvent(window.CustomEvent.new("pycore-ready"))

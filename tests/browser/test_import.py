@@ -1,0 +1,76 @@
+"""Importing a Hugging Face config.json on the page: paste, upload, fetch from the hub (stubbed)."""
+
+import json
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from pycore import estimate
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+pytestmark = pytest.mark.browser
+
+
+def open_import(page):
+    page.locator("#import > summary").click()
+
+
+def imported_total(page):
+    page.wait_for_function("document.getElementById('import-status').textContent.includes('Imported')")
+    page.wait_for_function("new URLSearchParams(location.search).has('model')")
+    query = dict(parse_qsl(urlsplit(page.url).query))
+    assert int(page.evaluate("document.documentElement.dataset.totalBytes")) == estimate(query)["total_bytes"]
+    return query
+
+
+def test_paste_a_config_and_the_link_keeps_it(watched, base_url):
+    page = watched.open(base_url, "?batch=4")
+    open_import(page)
+    page.locator("#import-text").fill((CONFIGS / "qwen2.5-0.5b.json").read_text())
+    page.locator("#import-apply").click()
+    query = imported_total(page)
+    assert query["batch"] == "4"                            # the workload is kept
+    assert "494,032,768 parameters" in page.locator("#params-line").inner_text()
+    page.reload()
+    page.wait_for_selector("html.py-ready", timeout=120_000)
+    assert page.locator("#f-hidden").input_value() == "896"
+    assert "494,032,768 parameters" in page.locator("#params-line").inner_text()
+
+
+def test_upload_a_config_file(watched, base_url):
+    page = watched.open(base_url)
+    open_import(page)
+    page.locator("#import-file").set_input_files(str(CONFIGS / "gpt2.json"))
+    assert imported_total(page)["model"] == "gpt2"
+
+
+def test_fetch_from_the_hub(watched, base_url):
+    body = (CONFIGS / "qwen3-30b-a3b.json").read_text()
+    watched.context.route("https://huggingface.co/**", lambda route: route.fulfill(body=body, content_type="application/json"))
+    page = watched.open(base_url)
+    open_import(page)
+    page.locator("#import-hub").fill("Qwen/Qwen3-30B-A3B")
+    page.locator("#import-fetch").click()
+    assert imported_total(page)["model"] == "qwen3-30b-a3b"
+
+
+def test_gated_model_says_to_paste_instead(watched, base_url):
+    watched.context.route("https://huggingface.co/**", lambda route: route.fulfill(status=401, body="gated"))
+    page = watched.open(base_url)
+    open_import(page)
+    page.locator("#import-hub").fill("meta-llama/Llama-3.1-8B")
+    page.locator("#import-fetch").click()
+    status = page.locator("#import-status")
+    page.wait_for_function("document.getElementById('import-status').textContent.includes('refused')")
+    assert "gated" in status.inner_text() and "paste" in status.inner_text()
+
+
+def test_partial_config_names_the_missing_fields(watched, base_url):
+    page = watched.open(base_url)
+    open_import(page)
+    page.locator("#import-text").fill(json.dumps({"model_type": "llama", "hidden_size": 4096}))
+    page.locator("#import-apply").click()
+    status = page.locator("#import-status").inner_text()
+    assert "num_hidden_layers" in status and "vocab_size" in status
+    assert "model=" not in page.url                         # nothing changed
