@@ -51,6 +51,8 @@ class Architecture:
     v_head_dim: int = 0             # MLA: value head size
     dropout: float = 0.0            # hidden/residual dropout probability used in training
     attention_dropout: float = 0.0
+    decoder_layers: int = 0         # encoder-decoder (T5): decoder blocks; layers counts the encoder's
+    relative_buckets: int = 0       # T5 relative-position buckets (a buckets x heads table per stack)
     params_override: int = 0        # generic networks: a bare parameter count
     act_per_sample_fp32: int = 0    # generic presets: measured peak bytes one more sample adds, fp32
     act_per_sample_16: int = 0      # the same in bf16 (validation/vision_measured.json)
@@ -135,6 +137,8 @@ def count_parameters(arch):
     if arch.kind == "generic":
         n = arch.params_override
         return ParameterCount(0, 0, n, 0, n, n, n, {"model": n})
+    if arch.kind == "encoder-decoder":
+        return _count_encoder_decoder(arch)
     h, vocab = arch.hidden, arch.vocab
     embedding = vocab * h
     if arch.positions == "learned":
@@ -172,6 +176,23 @@ def count_parameters(arch):
              "mlp": layers_total - arch.layers * (attention + norms), "norms": arch.layers * norms,
              "head": head}
     return ParameterCount(embedding, per_layer, layers_total, head, total, active, largest, parts)
+
+
+def _count_encoder_decoder(arch):
+    """T5ForConditionalGeneration: shared embedding, encoder and decoder stacks, optional untied head."""
+    h = arch.hidden
+    attention = 4 * h * arch.q_dim
+    mlp = _mlp_params(arch, arch.ffn)
+    bias_table = arch.relative_buckets * arch.heads
+    encoder = arch.layers * (attention + mlp + 2 * arch.norm_params) + bias_table + arch.norm_params
+    decoder = arch.decoder_layers * (2 * attention + mlp + 3 * arch.norm_params) + bias_table + arch.norm_params
+    embedding = arch.vocab * h
+    head = 0 if arch.tied_embeddings else arch.vocab * h
+    total = embedding + encoder + decoder + head
+    layers_total = encoder + decoder
+    return ParameterCount(embedding, layers_total // (arch.layers + arch.decoder_layers), layers_total, head,
+                          total, total, max(arch.vocab * h, h * arch.ffn),
+                          {"embedding": embedding, "encoder": encoder, "decoder": decoder, "head": head})
 
 
 ARCH_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "experts",

@@ -60,8 +60,16 @@ def _linear_params(arch, counts):
 def _activation_bytes(arch, values, policy, tokens):
     """(saved activation bytes, per-layer terms, working bytes of one layer's backward)."""
     e = policy.bytes("act")
-    terms = act.layer_terms(arch, policy, values["attention"], values["recompute"], values["seq"])
+    # T5 adds a learned position bias to the scores, so transformers runs it with eager attention.
+    attention = "eager" if arch.kind == "encoder-decoder" else values["attention"]
+    terms = act.layer_terms(arch, policy, attention, values["recompute"], values["seq"])
     per_layer = sum(t.bytes_per_token for t in terms)
+    if arch.kind == "encoder-decoder":
+        # Approximation, not yet measured: decoder blocks as encoder blocks plus one more attention
+        # block (cross-attention), target as long as the source.
+        cross = sum(t.bytes_per_token for t in act._attention_terms(arch, e, policy.autocast, attention,
+                                                                       values["recompute"], values["seq"]))
+        per_layer = (per_layer * (arch.layers + arch.decoder_layers) + cross * arch.decoder_layers) / arch.layers
     final = act._norm_terms(arch, e, policy.autocast, 1, "final norm")
     extra = sum(t.bytes_per_token for t in final)
     if values["recompute"] == "full":

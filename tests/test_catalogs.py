@@ -15,7 +15,7 @@ VISION = json.loads((ROOT / "validation" / "vision_measured.json").read_text())[
 FAMILIES = ["llama-2-7b", "llama-3-8b", "llama-3.1-405b", "llama-3.2-1b", "llama-3.3-70b-instruct", "mistral-7b-v0.1",
             "mixtral-8x7b-v0.1", "mixtral-8x22b-v0.1", "qwen2.5-0.5b", "qwen2.5-72b", "qwen3-8b", "qwen3-30b-a3b",
             "gemma-2-9b", "gemma-3-27b-pt", "phi-3-mini-4k-instruct", "phi-4", "deepseek-v3", "olmo-2-1124-7b", "gpt2",
-            "gpt2-medium", "gpt2-large", "gpt2-xl", "bert-base-uncased", "bert-large-uncased", "resnet-50",
+            "gpt2-medium", "gpt2-large", "gpt2-xl", "bert-base-uncased", "bert-large-uncased", "t5-small", "t5-base", "resnet-50",
             "vit-base-patch16-224"]
 GPUS = ["v100-16gb", "v100-32gb", "a10g", "a100-40gb", "a100-sxm-80gb", "l4", "l40s", "h100-pcie-80gb", "h100-sxm-80gb",
         "h100-nvl-94gb", "h200-141gb", "b200-180gb", "b300-288gb", "gb200-186gb", "rtx-3090", "rtx-4090", "rtx-5090",

@@ -5,10 +5,21 @@ import transformers
 
 def config_for(arch):
     """The transformers config of the model that a pycore Architecture describes."""
+    config = _config_for(arch)
+    config.tie_word_embeddings = arch.tied_embeddings   # T5Config overrides the keyword argument
+    return config
+
+
+def _config_for(arch):
     common = dict(vocab_size=arch.vocab, tie_word_embeddings=arch.tied_embeddings)
     if arch.hf_class == "GPT2LMHeadModel":
         return transformers.GPT2Config(n_layer=arch.layers, n_embd=arch.hidden, n_head=arch.heads, n_inner=arch.ffn,
                                        n_positions=arch.max_positions, **common)
+    if arch.hf_class == "T5ForConditionalGeneration":
+        return transformers.T5Config(num_layers=arch.layers, num_decoder_layers=arch.decoder_layers, d_model=arch.hidden,
+                                     num_heads=arch.heads, d_kv=arch.dim_head, d_ff=arch.ffn,
+                                     feed_forward_proj="gated-gelu" if arch.mlp == "gated" else "relu",
+                                     relative_attention_num_buckets=arch.relative_buckets, **common)
     if arch.hf_class == "BertForMaskedLM":
         return transformers.BertConfig(num_hidden_layers=arch.layers, hidden_size=arch.hidden,
                                        num_attention_heads=arch.heads, intermediate_size=arch.ffn,
