@@ -85,7 +85,9 @@ def field_html(field):
 # Fields most people leave alone, folded under a summary line (opened when the URL sets one of them).
 FOLDED = {"model": ("Architecture overrides", set(ARCH_KEYS)),
           "precision": ("Per-pool dtypes", {"weight_dtype", "grad_dtype", "master_dtype", "opt_dtype",
-                                            "act_dtype", "kv_dtype"})}
+                                            "act_dtype", "kv_dtype"}),
+          "parallel": ("Single GPU — open to shard across GPUs",
+                       {f.key for f in schema.FIELDS if f.group == "parallel"})}
 
 
 IMPORT_PANEL = """<details class="more import" id="import"><summary>Import a Hugging Face config.json</summary>

@@ -21,10 +21,16 @@ class Term:
     name: str
     bytes_per_token: float
     formula: str
+    replicated: bool = False    # outside the tensor-parallel region (norms, residual path): split only by SP
 
 
 def _norm_terms(arch, e, amp, consumers, label):
     """A pre-norm saves its fp32 input, the normalised tensor, and what its consumers read."""
+    from dataclasses import replace
+    return [replace(t, replicated=True) for t in _norm_terms_unsharded(arch, e, amp, consumers, label)]
+
+
+def _norm_terms_unsharded(arch, e, amp, consumers, label):
     h = arch.hidden
     if arch.norm == "layernorm":
         # native_layer_norm saves its input and fp32 mean and rstd; consumers save its output.
@@ -112,7 +118,7 @@ def layer_terms(arch, policy, attention, recompute, seq):
     terms += _norm_terms(arch, e, amp, 2 if arch.mlp == "gated" else 1, "MLP norm")
     terms += _mlp_terms(arch, e)
     if arch.dropout:
-        terms.append(Term("residual dropout masks", 2 * arch.hidden, "2·h"))
+        terms.append(Term("residual dropout masks", 2 * arch.hidden, "2·h", replicated=True))
     return terms
 
 
@@ -121,14 +127,19 @@ def layer_input_bytes(arch, policy):
     return (4 if policy.autocast else policy.bytes("act")) * arch.hidden
 
 
-def korthikanti(arch, batch, seq, recompute, act_bytes):
-    """Korthikanti et al. 2022 eq. (1)-(2), scaled from 16-bit to ``act_bytes`` per element."""
+def korthikanti(arch, batch, seq, recompute, act_bytes, tp=1, sp=False):
+    """Korthikanti et al. 2022 eq. (1)-(2) and Table 2, scaled from 16-bit to ``act_bytes`` per element.
+
+    Per layer: sbh(34 + 5as/h) with no parallelism; sbh(10 + 24/t + 5as/(ht)) with tensor parallelism;
+    sbh(34/t + 5as/(ht)) with sequence parallelism too. Selective recompute drops the 5as/h term; full
+    recompute keeps the layer input, 2sbh (2sbh/t with sequence parallelism).
+    """
     sbh = seq * batch * arch.hidden
-    scale = act_bytes / 2
+    scores = 0 if recompute == "selective" else 5 * arch.heads * seq / (arch.hidden * tp)
     if recompute == "full":
-        per_layer = 2 * sbh
-    elif recompute == "selective":
-        per_layer = 34 * sbh
+        per_layer = 2 * sbh / (tp if sp else 1)
+    elif sp:
+        per_layer = sbh * (34 / tp + scores)
     else:
-        per_layer = sbh * (34 + 5 * arch.heads * seq / arch.hidden)
-    return round(per_layer * scale * arch.layers)
+        per_layer = sbh * (10 + 24 / tp + scores)
+    return round(per_layer * act_bytes / 2 * arch.layers)

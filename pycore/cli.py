@@ -4,6 +4,7 @@ import json
 import sys
 
 from . import catalog, report
+from .answers import answer
 from .estimate import estimate_values
 from .schema import InputError, markdown_table, parse
 
@@ -54,10 +55,11 @@ def main(argv=None):
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    answers = answer(values, result)
     if fmt == "json":
-        print(json.dumps(result, indent=1))
+        print(json.dumps({**result, "answers": answers}, indent=1))
     elif fmt == "csv":
-        sys.stdout.write(report.to_csv(values, result))
+        sys.stdout.write(report.to_csv(values, result, answers))
     else:
-        sys.stdout.write(report.table(result))
+        sys.stdout.write(report.table(result, answers))
     return 0

@@ -14,8 +14,11 @@ Serving is the weights plus the KV cache at its final length plus the larger of 
 and the decode step.
 """
 
+import math
+
 from . import activations as act
 from . import optimizer as opt
+from . import parallel
 from .architecture import ARCH_FIELDS, Architecture, count_parameters, with_overrides
 from .catalog import architecture as preset_architecture
 from .catalog import gpus as gpu_catalog
@@ -49,44 +52,37 @@ def _arch_overrides(values):
     return {k: values.get(k) for k in ARCH_FIELDS if values.get(k) is not None}
 
 
-def _linear_params(arch, counts):
-    """Parameters in matrices that autocast casts to 16 bit (all but embeddings and norms)."""
-    linear = counts.total - counts.embedding - arch.layers * 2 * arch.norm_params
-    if arch.tied_embeddings:
-        linear += arch.vocab * arch.hidden           # the tied head is cast for the output matmul
-    return linear
+def _activation_bytes(arch, values, policy, lay):
+    """(saved bytes per token per layer, terms, final-norm bytes per token, working bytes per token).
 
-
-def _activation_bytes(arch, values, policy, tokens):
-    """(saved activation bytes, per-layer terms, working bytes of one layer's backward)."""
+    With tensor parallelism the terms inside the parallel region split t ways, and the norm and residual
+    terms too with sequence parallelism (Korthikanti et al. 2022, section 4.2).
+    """
     e = policy.bytes("act")
     # T5 adds a learned position bias to the scores, so transformers runs it with eager attention.
     attention = "eager" if arch.kind == "encoder-decoder" else values["attention"]
     terms = act.layer_terms(arch, policy, attention, values["recompute"], values["seq"])
-    per_layer = sum(t.bytes_per_token for t in terms)
+    split = lambda t: t.bytes_per_token / (lay.tp if (not t.replicated or lay.sp) else 1)  # noqa: E731
+    per_layer = sum(split(t) for t in terms)
     if arch.kind == "encoder-decoder":
         # Approximation, not yet measured: decoder blocks as encoder blocks plus one more attention
         # block (cross-attention), target as long as the source.
-        cross = sum(t.bytes_per_token for t in act._attention_terms(arch, e, policy.autocast, attention,
-                                                                       values["recompute"], values["seq"]))
+        cross = sum(split(t) for t in act._attention_terms(arch, e, policy.autocast, attention,
+                                                            values["recompute"], values["seq"]))
         per_layer = (per_layer * (arch.layers + arch.decoder_layers) + cross * arch.decoder_layers) / arch.layers
-    final = act._norm_terms(arch, e, policy.autocast, 1, "final norm")
-    extra = sum(t.bytes_per_token for t in final)
-    if values["recompute"] == "full":
-        saved = arch.layers * act.layer_input_bytes(arch, policy) + extra
-        recomputed = per_layer          # one layer's activations rebuilt during its backward
-    else:
-        saved = arch.layers * per_layer + extra
-        recomputed = 0
-    width = max(arch.ffn * max(arch.experts_per_token, 1), arch.q_dim)
+    final = sum(split(t) for t in act._norm_terms(arch, e, policy.autocast, 1, "final norm"))
+    width = max(arch.ffn * max(arch.experts_per_token, 1), arch.q_dim) / lay.tp
     working = 3 * e * width
-    if values["attention"] == "eager":
-        working += (4 + e) * arch.heads * values["seq"]
-    return round(saved * tokens), terms, round((recomputed + working) * tokens)
+    if attention == "eager":
+        working += (4 + e) * arch.heads / lay.tp * values["seq"]
+    if values["recompute"] == "full":
+        working += per_layer           # one layer's activations rebuilt during its backward
+        per_layer = act.layer_input_bytes(arch, policy) / (lay.tp if lay.sp else 1)
+    return per_layer, terms, final, working
 
 
-def _model_activation_bytes(arch, values, policy, tokens):
-    """Activation bytes under the korthikanti, multiplier or per-sample models."""
+def _model_activation_bytes(arch, values, policy, tokens, lay):
+    """Activation bytes of the whole model under the korthikanti, multiplier or per-sample models."""
     e = policy.bytes("act")
     model = values["activations"]
     if model == "detailed":         # a generic preset with measured bytes per sample
@@ -97,9 +93,10 @@ def _model_activation_bytes(arch, values, policy, tokens):
         if not getattr(arch, key):
             raise InputError(key, f"the {model} activation model needs {', '.join(needs)}; give {key}")
     if model == "korthikanti":
-        return act.korthikanti(arch, values["batch"], values["seq"], values["recompute"], e)
+        return act.korthikanti(arch, values["batch"], values["seq"] // lay.cp, values["recompute"], e, lay.tp,
+                               lay.sp)
     if model == "multiplier":
-        return round(tokens * arch.hidden * arch.layers * values["act_multiplier"] * e / 2)
+        return round(tokens * arch.hidden * arch.layers * values["act_multiplier"] * e / 2 / lay.tp)
     return values["act_per_sample"] * values["batch"]
 
 
@@ -129,11 +126,13 @@ def estimate_values(values):
     if arch.kind == "generic" and values["mode"] == "infer":
         raise InputError("mode", "serving needs a transformer architecture (model or config), not params")
     params = counts.total
-    weights = round(params * policy.bytes("weight"))
+    lay = parallel.layout(values, arch)
     if values["mode"] == "infer":
-        result = _serving(arch, values, policy, counts, weights)
+        if not lay.single:
+            raise InputError("mode", "serving is sized for one GPU; set dp, tp, pp, cp and ep to 1")
+        result = _serving(arch, values, policy, counts, round(params * policy.bytes("weight")))
     else:
-        result = _training(arch, values, policy, counts, weights)
+        result = _training(arch, values, policy, counts, lay)
     peak_phase = max(result["phases"], key=result["phases"].get)
     peak = result["phases"][peak_phase]
     kind, amount = values["overhead"]
@@ -151,68 +150,108 @@ def estimate_values(values):
     }
 
 
-def _training(arch, values, policy, counts, weights):
-    params = counts.total
-    tokens = values["batch"] * values["seq"]
-    gradients = round(params * policy.bytes("grad"))
-    master = round(params * policy.bytes("master"))
+def _training(arch, values, policy, counts, lay):
+    """Phases and components of a training step on the worst GPU; every pipeline stage when pp > 1."""
+    per_stage = [_training_stage(arch, values, policy, counts, lay, stage)
+                 for stage in parallel.stages(arch, counts, lay)]
+    worst = max(per_stage, key=lambda r: max(r["phases"].values()))
+    if len(per_stage) > 1:
+        worst["stages"] = [{"stage": r["stage"], "layers": r["stage_layers"], "peak_bytes": max(r["phases"].values()),
+                            "peak_phase": max(r["phases"], key=r["phases"].get), "components": r["components"]}
+                           for r in per_stage]
+    return worst
+
+
+def _shard(size, group, stage_needed, zero):
+    return math.ceil(size / group) if zero >= stage_needed else size
+
+
+def _training_stage(arch, values, policy, counts, lay, stage):
+    params = stage.params
+    tokens = values["batch"] * values["seq"] // lay.cp
+    group = lay.shard_group
+    # Megatron and DeepSpeed accumulate 16-bit gradients in an fp32 buffer across micro-batches.
+    grad_bytes = 4 if (policy.master != "none" and lay.microbatches > 1) else policy.bytes("grad")
+    weights = _shard(round(params * policy.bytes("weight")), group, 3, lay.zero)
+    gathered = 2 * round(stage.largest_layer * policy.bytes("weight")) if lay.zero == 3 and group > 1 else 0
+    gradients = _shard(round(params * grad_bytes), group, 2, lay.zero)
+    buckets = round(stage.largest_layer * grad_bytes) if lay.zero >= 2 and group > 1 else 0
+    master = _shard(round(params * policy.bytes("master")), group, 1, lay.zero)
     state_bytes = policy.bytes("opt")
-    optimizer = opt.state_bytes(values["optimizer"], params, state_bytes)
-    step_temporaries = opt.step_temporary_bytes(values["optimizer"], params, state_bytes)
+    optimizer = _shard(opt.state_bytes(values["optimizer"], params, state_bytes), group, 1, lay.zero)
+    step_temporaries = _shard(opt.step_temporary_bytes(values["optimizer"], params, state_bytes), group, 1, lay.zero)
     if master:      # the fp32 master weights receive fp32 copies of the gradients before the step
-        step_temporaries += round(params * policy.bytes("master"))
+        step_temporaries += master
         step_gradients = 0
     else:
         step_gradients = gradients
+    host = 0
+    if lay.offload != "none":               # the step runs on the CPU, on CPU copies of the state
+        host = master + optimizer + step_temporaries + gradients
+        master = optimizer = step_temporaries = step_gradients = 0
+        if lay.offload == "params":
+            host += weights
+            weights = 0
+    weights += gathered
     e = policy.bytes("act")
+    terms = []
+    final = working = 0
+    loss_saved = loss_forward = loss_backward = 0
     if arch.kind == "generic":
-        saved, terms, working = _model_activation_bytes(arch, values, policy, tokens), [], 0
-        loss_saved = loss_forward = loss_backward = 0
+        saved = _model_activation_bytes(arch, values, policy, tokens, lay)
     else:
         if values["activations"] == "detailed":
-            saved, terms, working = _activation_bytes(arch, values, policy, tokens)
+            per_layer, terms, final, working = _activation_bytes(arch, values, policy, lay)
+            saved = round(per_layer * stage.layers * stage.in_flight * tokens +
+                          (final * tokens if stage.has_head else 0))
+            working = round(working * tokens)
         else:
-            saved, terms, working = _model_activation_bytes(arch, values, policy, tokens), [], 0
-        vocab_tokens = arch.vocab * tokens
-        logits_bytes = (2 if policy.autocast else e) * vocab_tokens
-        # transformers' causal-LM loss upcasts logits to fp32; autocast runs log_softmax in fp32;
-        # BERT's masked-LM loss stays in the logits' dtype.
-        loss_bytes = 4 if (arch.loss_fp32 or policy.autocast) else e
-        loss_saved = loss_bytes * vocab_tokens                         # log_softmax output
-        upcast = 0 if logits_bytes == loss_saved else loss_saved
-        loss_forward = logits_bytes + upcast                           # alive while the loss is computed
-        loss_backward = 2 * loss_saved                                 # nll and log_softmax gradients
+            whole = _model_activation_bytes(arch, values, policy, tokens, lay)
+            saved = round(whole * stage.layers / arch.layers * stage.in_flight)
+        if stage.has_head:
+            vocab_tokens = math.ceil(arch.vocab / lay.tp) * tokens
+            logits_bytes = (2 if policy.autocast else e) * vocab_tokens
+            # transformers' causal-LM loss upcasts logits to fp32; autocast runs log_softmax in fp32;
+            # BERT's masked-LM loss stays in the logits' dtype.
+            loss_bytes = 4 if (arch.loss_fp32 or policy.autocast) else e
+            loss_saved = loss_bytes * vocab_tokens                     # log_softmax output
+            upcast = 0 if logits_bytes == loss_saved else loss_saved
+            loss_forward = logits_bytes + upcast                       # alive while the loss is computed
+            loss_backward = 2 * loss_saved                             # nll and log_softmax gradients
     # The output head's weight gradient appears first in backward. With tied embeddings autograd holds
     # it in a buffer until the embedding's own gradient arrives at the very end, then sums the two into
     # a third tensor: three vocab × hidden gradients exist for a moment.
-    head_gradient = 0 if arch.kind == "generic" else round(arch.vocab * arch.hidden * policy.bytes("grad"))
-    tied_sum = 2 * head_gradient if arch.tied_embeddings else 0
-    autocast_cache = 2 * _linear_params(arch, counts) if policy.autocast and arch.kind != "generic" else 0
+    head_gradient = 0 if arch.kind == "generic" or not stage.has_head else \
+        round(math.ceil(arch.vocab / lay.tp) * arch.hidden * grad_bytes)
+    tied_sum = 2 * head_gradient if arch.tied_embeddings and stage.has_embedding else 0
+    autocast_cache = 2 * stage.matrix_params if policy.autocast and arch.kind != "generic" else 0
     static = weights + master + optimizer
     activations = saved + loss_saved
+    gradients_live = gradients + buckets
     phases = {
         "forward": static + autocast_cache + activations + loss_forward,
         # Its start (loss gradients next to every activation), or any later layer: what is still saved
         # plus the gradients made so far plus that layer's working tensors. Saved activations shrink
         # and gradients grow monotonically, so the later moments peak at one end or the other.
         "backward": static + max(autocast_cache + activations + loss_backward,
-                                 max(autocast_cache + saved + head_gradient, gradients) + working,
-                                 gradients + tied_sum),
+                                 max(autocast_cache + saved + head_gradient, gradients_live) + working,
+                                 gradients_live + tied_sum),
         "optimizer": static + step_gradients + step_temporaries,
     }
     if arch.kind == "generic":
         # No layer structure to follow: the plain sum, which is also what a measured per-sample
         # figure adds to (validation/vision_measured.json: the peak at any batch is weights,
         # gradients and optimizer state plus that figure per sample).
-        phases["backward"] = static + gradients + activations
+        phases["backward"] = static + gradients_live + activations
     components = {
         "weights": weights, "master_weights": master, "gradients": gradients, "optimizer": optimizer,
         "activations": saved, "logits_and_loss": loss_saved + max(loss_forward, loss_backward),
         "autocast_weight_copies": autocast_cache, "backward_working": working,
         "optimizer_step_temporaries": step_temporaries, "kv_cache": 0,
     }
-    return {"components": components, "phases": phases,
-            "activation_terms": [t.__dict__ for t in terms], "tokens": tokens, "layers": arch.layers}
+    return {"components": components, "phases": phases, "activation_terms": [t.__dict__ for t in terms],
+            "tokens": tokens, "layers": stage.layers, "stage": stage.index, "stage_layers": stage.layers,
+            "params_per_gpu": params, "host_bytes": host}
 
 
 def _serving(arch, values, policy, counts, weights):

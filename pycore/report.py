@@ -52,7 +52,29 @@ def breakdown(result):
     return rows
 
 
-def table(result):
+def answer_rows(result, answers):
+    """(key, value) rows of the answers, as the table and the CSV show them."""
+    rows = [("fits", answers["fits"])]
+    for key in ("gpus_needed", "max_batch", "max_seq"):
+        if key in answers:
+            rows.append((key, "none fits" if answers[key] is None else answers[key]))
+    cost = answers.get("cost")
+    if cost:
+        rows.append(("gpus_for_cost", cost["gpus"]))
+        rows.append(("train_hours", "" if cost["hours"] is None else f"{cost['hours']:.1f}"))
+        rows.append(("train_cost_usd", "" if cost["cost_usd"] is None else f"{cost['cost_usd']:.0f}"))
+    for i, change in enumerate(answers["how_to_fit"], 1):
+        rows.append((f"how_to_fit_{i}", f"{change['change']}: {change['total_bytes'] / GIB:.2f} GiB"
+                                        f"{' (fits)' if change['fits'] else ''}"))
+    for stage in result.get("stages", ()):
+        rows.append((f"stage_{stage['stage']}", f"{stage['layers']} layers, {stage['peak_bytes'] / GIB:.2f} GiB "
+                                                 f"peak in {stage['peak_phase']}"))
+    if result.get("host_bytes"):
+        rows.append(("host_ram_bytes", result["host_bytes"]))
+    return rows
+
+
+def table(result, answers=None):
     """A readable text table in GiB (2**30 bytes)."""
     peak = result["peak_bytes"]
     lines = [f"Model: {result['model']['name']}  ({result['params']['total']:,} parameters)",
@@ -66,12 +88,15 @@ def table(result):
               f"({result['total_bytes'] / GB:.2f} GB)", "",
               "GiB = 2^30 bytes; vendors' GB = 10^9 bytes.", ""]
     for gpu in result["gpus"]:
-        lines.append(f"{gpu['name']:32s} {gpu['memory_bytes'] / GIB:7.2f} GiB usable  {gpu['status']:>5s}  "
+        lines.append(f"{gpu['name']:38s} {gpu['memory_bytes'] / GIB:7.2f} GiB usable  {gpu['status']:>5s}  "
                      f"headroom {gpu['headroom_bytes'] / GIB:8.2f} GiB")
+    if answers:
+        lines.append("")
+        lines += [f"{key:24s} {value}" for key, value in answer_rows(result, answers)]
     return "\n".join(lines) + "\n"
 
 
-def to_csv(values, result):
+def to_csv(values, result, answers):
     """The CSV the page downloads: one section of inputs, one of results, exact bytes."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -90,4 +115,6 @@ def to_csv(values, result):
         writer.writerow(["result", key, "", result[key], f"{result[key] / GIB:.4f}"])
     for gpu in result["gpus"]:
         writer.writerow(["gpu", gpu["id"], gpu["status"], gpu["memory_bytes"], f"{gpu['memory_bytes'] / GIB:.4f}"])
+    for key, value in answer_rows(result, answers):
+        writer.writerow(["answer", key, value, "", ""])
     return out.getvalue()

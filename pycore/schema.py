@@ -47,9 +47,10 @@ class Field:
                 value = text.lower()
                 if self.key == "precision":
                     value = PRECISION_ALIASES.get(value, value)
-                if value not in self.choices:
+                canonical = {choice.lower(): choice for choice in self.choices}
+                if value not in canonical:
                     raise ValueError
-                return value
+                return canonical[value]
             if self.kind == "int":
                 if not text.isdigit():
                     raise ValueError
@@ -60,7 +61,7 @@ class Field:
                 value = parse_size(text)
             elif self.kind == "float":
                 value = float(text)
-                if not (value == value and abs(value) != float("inf")):
+                if not (value == value and abs(value) != float("inf")) or (self.key == "mfu" and value > 1):
                     raise ValueError
             elif self.kind == "overhead":
                 if text.endswith("%"):
@@ -153,6 +154,32 @@ FIELDS = (
     Field("overhead", "overhead", ("bytes", 2**30), "runtime overhead on top of tensors: CUDA context, "
           "allocator caching, cuBLAS workspaces", "a size (2GiB, 800MiB) or a percent of the peak (10%)", (),
           "a CUDA context with cuBLAS takes 0.5-1 GiB; 1 GiB is a round allowance", "hardware", ""),
+    _int("dp", 1, "data-parallel degree (replicas, or ZeRO/FSDP shards)", "parallel"),
+    _int("tp", 1, "tensor-parallel degree (Megatron-style, within a node)", "parallel"),
+    _int("pp", 1, "pipeline-parallel stages", "parallel"),
+    _int("cp", 1, "context-parallel degree (the sequence split across GPUs)", "parallel"),
+    _int("ep", 1, "expert-parallel degree (routed experts split across GPUs)", "parallel"),
+    _choice("zero", "0", ("0", "1", "2", "3"), "ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also "
+            "weights, over dp × cp", "parallel", "DeepSpeed's default"),
+    _choice("fsdp", "none", ("none", "NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD"),
+            "PyTorch FSDP sharding strategy; sets the ZeRO stage (0, 2, 3, 3 within shard_group)", "parallel"),
+    _int("shard_group", None, "HYBRID_SHARD: GPUs one shard spans (default min(dp × cp, 8), a node)",
+         "parallel"),
+    _choice("sp", "no", ("no", "yes"), "sequence parallelism with tensor parallelism (Korthikanti et al. 2022)",
+            "parallel"),
+    _int("microbatches", 1, "micro-batches per optimizer step (gradient accumulation; pipeline micro-batches)",
+         "parallel"),
+    _int("interleave", 1, "virtual pipeline stages per GPU (interleaved 1F1B)", "parallel"),
+    _choice("offload", "none", ("none", "optimizer", "params"), "keep optimizer state (and with params, the "
+            "weights) in CPU memory, as ZeRO-Offload and FSDP CPU offload do", "parallel"),
+    _int("gpus", None, "GPUs you have (for time and cost); default: the layout's dp × tp × pp × cp",
+         "hardware"),
+    Field("train_tokens", "count", 0, "tokens to train on, for time and cost (such as 1T or 15e12)",
+          "a count such as 2B, 1T or 15e12", (), "", "hardware", "tokens", 0),
+    Field("mfu", "float", 0.4, "model FLOPs utilisation you expect (0-1)", "a number between 0 and 1", (),
+          "typical large-model training reaches 0.35-0.45 (Chowdhery et al. 2022, PaLM: 0.46)", "hardware"),
+    Field("price", "float", None, "$ per GPU-hour; default: the catalog's on-demand price",
+          "a number of dollars", (), "presets/gpus.json", "hardware", "$/GPU-h"),
     Field("gpu", "text", "h100-sxm-80gb", "GPU for fit, count and cost", "a GPU id (python -m pycore gpus)",
           (), "the most rented training GPU", "hardware"),
 )
@@ -170,10 +197,15 @@ LABELS = {
     "opt_dtype": "Optimizer state dtype", "act_dtype": "Activations dtype", "kv_dtype": "KV cache dtype",
     "optimizer": "Optimizer", "recompute": "Activation recomputation", "attention": "Attention kernel",
     "activations": "Activation model", "act_multiplier": "Activation multiplier",
+    "dp": "Data parallel (dp)", "tp": "Tensor parallel (tp)", "pp": "Pipeline stages (pp)",
+    "cp": "Context parallel (cp)", "ep": "Expert parallel (ep)", "zero": "ZeRO stage", "fsdp": "FSDP strategy",
+    "shard_group": "Shard group", "sp": "Sequence parallel", "microbatches": "Micro-batches per step",
+    "interleave": "Interleaved stages", "offload": "CPU offload", "gpus": "GPUs available",
+    "train_tokens": "Tokens to train", "mfu": "MFU", "price": "Price",
     "act_per_sample": "Activation bytes per sample", "overhead": "Runtime overhead", "gpu": "GPU",
 }
 GROUPS = (("model", "Model"), ("workload", "Workload"), ("precision", "Precision and optimizer"),
-          ("savers", "Memory savers"), ("hardware", "Hardware"))
+          ("savers", "Memory savers"), ("parallel", "Parallelism"), ("hardware", "Hardware and cost"))
 DEFAULTS = {f.key: f.default for f in FIELDS}
 
 

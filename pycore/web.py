@@ -8,6 +8,7 @@ import json
 from urllib.parse import parse_qsl
 
 from . import report
+from .answers import answer
 from .architecture import count_parameters
 from .catalog import architecture as preset_architecture
 from .hf_config import FAMILY_PRESETS, architecture_from_dict
@@ -53,14 +54,15 @@ def run(query):
     values, result, errors = _estimate(query)
     payload = {"errors": errors, "query": to_query(values)}
     if result is not None:
-        payload.update(result=result, breakdown=report.breakdown(result), formulas=formulas(values, result))
+        payload.update(result=result, breakdown=report.breakdown(result), formulas=formulas(values, result),
+                       answers=answer(values, result))
     return json.dumps(payload)
 
 
 def csv(query):
     """The CSV download for a URL query string: the same bytes as ``python -m pycore --csv``."""
     values, result, _ = _estimate(query)
-    return report.to_csv(values, result) if result is not None else ""
+    return report.to_csv(values, result, answer(values, result)) if result is not None else ""
 
 
 def import_config(text):

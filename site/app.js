@@ -115,7 +115,7 @@ function render(payload) {
 
   const list = document.getElementById("gpus");
   list.replaceChildren();
-  for (const gpu of r.gpus) {
+  for (const gpu of [...r.gpus].sort((x, y) => y.chosen - x.chosen)) {
     const item = el("li", undefined, `gpu ${gpu.status}${gpu.chosen ? " chosen" : ""}`);
     item.dataset.gpu = gpu.id;
     const word = { fits: "fits", tight: "tight", no: "does not fit" }[gpu.status];
@@ -124,6 +124,8 @@ function render(payload) {
       el("span", word, `badge ${gpu.status}`), el("span", headroom, "muted"));
     list.append(item);
   }
+
+  renderAnswers(payload.answers, r);
 
   const formulas = document.querySelector("#formulas tbody");
   formulas.replaceChildren();
@@ -157,6 +159,53 @@ function scheduleUrl(mode) {
   if (urlMode === null) urlMode = mode;
   clearTimeout(urlTimer);
   urlTimer = setTimeout(writeUrl, 150);
+}
+
+function renderAnswers(a, r) {
+  const list = document.getElementById("answers");
+  list.replaceChildren();
+  const add = (term, value) => list.append(el("dt", term), el("dd", value));
+  const count = (n, unit) => (n === null || n === undefined ? "none fits" : `${n.toLocaleString("en-US")} ${unit}`);
+  if ("gpus_needed" in a) add("GPUs needed", count(a.gpus_needed, "GPUs (dp × tp × pp × cp)"));
+  add("Largest micro-batch", count(a.max_batch, "sequences"));
+  if (a.max_seq !== null) add("Longest sequence", count(a.max_seq, "tokens at this batch"));
+  if (a.cost) {
+    if (a.cost.hours !== null) {
+      add("Training time", `${(a.cost.hours / 24).toLocaleString("en-US", { maximumFractionDigits: 1 })} days on ${a.cost.gpus} GPUs`);
+    }
+    if (a.cost.cost_usd !== null) add("Training cost", `$${Math.round(a.cost.cost_usd).toLocaleString("en-US")} at $${a.cost.price_usd_per_gpu_hour}/GPU-hour`);
+    if (a.cost.why_not) add("Time and cost", a.cost.why_not);
+  }
+  if (r.host_bytes) add("Host RAM for offload", `${gib(r.host_bytes)} GiB per GPU`);
+  const fixes = document.getElementById("how-to-fit");
+  fixes.replaceChildren();
+  const chosen = r.gpus.find((gpu) => gpu.chosen);
+  if (a.how_to_fit.length) fixes.append(el("li", `It does not fit on the ${chosen ? chosen.name : "chosen GPU"}. One change at a time:`, "lead"));
+  for (const fix of a.how_to_fit) {
+    const item = el("li", undefined, fix.fits ? "fix fits" : "fix");
+    const button = el("button", fix.change);
+    button.type = "button";
+    button.addEventListener("click", () => {
+      for (const [key, value] of Object.entries(fix.query)) {
+        const field = form.querySelector(`[data-key="${CSS.escape(key)}"]`);
+        if (field) { setValue(field, value); field.closest("details")?.setAttribute("open", ""); }
+      }
+      update("push");
+      pushNext = true;
+    });
+    item.append(button, el("span", ` → ${gib(fix.total_bytes)} GiB${fix.fits ? " (fits)" : ""}`));
+    fixes.append(item);
+  }
+  const stages = document.getElementById("stages");
+  const body = stages.querySelector("tbody");
+  body.replaceChildren();
+  stages.hidden = !r.stages;
+  for (const stage of r.stages || []) {
+    const tr = el("tr");
+    tr.append(el("td", String(stage.stage)), el("td", String(stage.layers), "num"),
+      el("td", gib(stage.peak_bytes), "num"), el("td", stage.peak_phase));
+    body.append(tr);
+  }
 }
 
 function update(historyMode) {

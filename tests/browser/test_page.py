@@ -178,3 +178,22 @@ def test_copy_link_gives_the_current_url(watched, base_url):
     page.locator("#copy-link").click()
     assert page.locator("#link-field").input_value() == page.url
     assert "batch=3" in page.url
+
+
+def test_parallelism_panel_stages_and_how_to_fit(watched, base_url):
+    page = watched.open(base_url, "?model=llama-3.1-70b&precision=bf16-master&gpu=a100-40gb")
+    assert not page.locator("#f-dp").is_visible()                 # hidden behind "single GPU"
+    assert "does not fit" in page.locator("#how-to-fit").inner_text()
+    field(page, "#f-pp").fill("4")
+    page.wait_for_selector("#stages:not([hidden])")
+    assert page.locator("#stages tbody tr").count() == 4
+    field(page, "#f-zero").select_option("3")
+    field(page, "#f-dp").fill("8")
+    page.wait_for_function("new URLSearchParams(location.search).get('dp') === '8'")
+    query = dict(parse_qsl(urlsplit(page.url).query))
+    assert total(page) == estimate(query)["total_bytes"]
+    before = total(page)
+    page.locator("#how-to-fit button").first.click()             # apply the best-ranked change
+    page.wait_for_function(f"document.documentElement.dataset.totalBytes !== '{before}'")
+    assert total(page) < before
+    assert "GPUs needed" in page.locator("#answers").inner_text()

@@ -1,0 +1,135 @@
+"""Parallel layouts: how parameters, gradients, optimizer state and activations split across GPUs.
+
+- Data parallel with ZeRO (Rajbhandari et al. 2020): stage 1 shards optimizer state (and fp32 master
+  weights) over the data-parallel group, stage 2 gradients too, stage 3 the weights too. PyTorch FSDP:
+  NO_SHARD = 0, SHARD_GRAD_OP = 2, FULL_SHARD = 3, HYBRID_SHARD = 3 within a shard group. The sharding
+  group is dp × cp, as Megatron's distributed optimizer and torchtitan's FSDP mesh do.
+- Tensor parallel t (Shoeybi et al. 2019): attention and MLP matrices and the vocabulary-parallel
+  embedding and head split t ways; norms are replicated.
+- Pipeline parallel p: layers split into p stages; the first holds the embedding, the last the head.
+- Expert parallel e: routed experts split e ways (and t ways inside each expert).
+- Context parallel c: the sequence splits c ways; activations per GPU follow the local tokens.
+"""
+
+import math
+from dataclasses import dataclass
+
+from .architecture import _attention_params, _mlp_params
+from .schema import InputError
+
+FSDP_STAGES = {"none": None, "NO_SHARD": 0, "SHARD_GRAD_OP": 2, "FULL_SHARD": 3, "HYBRID_SHARD": 3}
+
+
+@dataclass(frozen=True)
+class Layout:
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    zero: int = 0
+    shard_group: int = 1        # GPUs one ZeRO/FSDP shard spans
+    sp: bool = False
+    microbatches: int = 1
+    interleave: int = 1
+    offload: str = "none"
+
+    @property
+    def world(self):
+        return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def single(self):
+        return self.world == 1 and self.ep == 1
+
+
+def layout(values, arch):
+    """The Layout of parsed inputs, checked against the architecture; InputError names the key."""
+    zero = int(values["zero"])
+    if values["fsdp"] != "none":
+        zero = FSDP_STAGES[values["fsdp"]]
+    replicas = values["dp"] * values["cp"]
+    shard = replicas
+    if values["fsdp"] == "HYBRID_SHARD":
+        shard = values["shard_group"] or min(replicas, 8)
+        if replicas % shard:
+            raise InputError("shard_group", f"must divide dp × cp ({replicas}), got {shard}")
+    if arch.kind != "generic":
+        if arch.heads % values["tp"] or (arch.kv_heads % values["tp"] and values["tp"] % arch.kv_heads):
+            raise InputError("tp", f"must divide the attention heads ({arch.heads}), got {values['tp']}")
+        if values["pp"] > arch.layers:
+            raise InputError("pp", f"at most one stage per layer ({arch.layers}), got {values['pp']}")
+        if values["ep"] > 1 and (not arch.experts or arch.experts % values["ep"]):
+            raise InputError("ep", f"must divide the routed experts ({arch.experts}), got {values['ep']}")
+    elif values["tp"] > 1 or values["pp"] > 1 or values["ep"] > 1:
+        raise InputError("tp" if values["tp"] > 1 else "pp" if values["pp"] > 1 else "ep",
+                         "a generic network (params only) supports data parallelism and ZeRO only")
+    if values["offload"] == "params" and zero != 3:
+        raise InputError("offload", "offloading parameters needs ZeRO-3 / FULL_SHARD (zero=3)")
+    if values["interleave"] > 1 and values["microbatches"] % values["pp"]:
+        raise InputError("microbatches", "the interleaved schedule needs a multiple of pp micro-batches")
+    return Layout(values["dp"], values["tp"], values["pp"], values["cp"], values["ep"], zero, shard,
+                  values["sp"] == "yes", values["microbatches"], values["interleave"], values["offload"])
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What one GPU of a pipeline stage holds, before ZeRO sharding."""
+
+    index: int
+    layers: int
+    params: int                 # parameters on this GPU
+    matrix_params: int          # of which in matrices autocast casts to 16 bit
+    largest_layer: int          # parameters of its biggest layer (ZeRO-3 gathers one at a time)
+    has_embedding: bool
+    has_head: bool
+    in_flight: float            # micro-batches whose activations it holds at once (1F1B)
+
+
+def stages(arch, counts, lay):
+    """One Stage per pipeline stage (a single one without pipeline parallelism)."""
+    if arch.kind == "generic":
+        return [Stage(0, 0, counts.total, 0, 0, True, True, 1)]
+    t, e = lay.tp, lay.ep
+    norms = arch.norms_per_layer * arch.norm_params
+    attention = _attention_params(arch)
+    if arch.experts:
+        expert = _mlp_params(arch, arch.expert_ffn or arch.ffn)
+        shared = _mlp_params(arch, arch.shared_experts * arch.expert_ffn) if arch.shared_experts else 0
+        moe_layer = math.ceil(attention / t) + norms + arch.hidden * arch.experts + \
+            math.ceil(arch.experts * expert / (e * t)) + math.ceil(shared / t)
+    dense_layer = math.ceil((attention + _mlp_params(arch, arch.ffn)) / t) + norms
+    if arch.kind == "encoder-decoder":       # no pipeline split modelled: counts as one stage
+        per_layer = math.ceil((counts.layers_total) / t)
+        return [Stage(0, arch.layers, math.ceil(counts.total / t), math.ceil(counts.total / t), per_layer, True,
+                      True, 1)]
+    embedding = math.ceil(counts.embedding / t)
+    head = math.ceil((0 if arch.tied_embeddings else arch.vocab * arch.hidden) / t) + \
+        (arch.norm_params if arch.kind == "decoder" else counts.head)
+    result = []
+    first = 0
+    for index in range(lay.pp):
+        n = arch.layers // lay.pp + (1 if index < arch.layers % lay.pp else 0)
+        layer_params = []
+        for layer in range(first, first + n):
+            is_dense = not arch.experts or layer < arch.dense_layers
+            layer_params.append(dense_layer if is_dense else moe_layer)
+        first += n
+        params = sum(layer_params)
+        has_embedding, has_head = index == 0, index == lay.pp - 1
+        if has_embedding:
+            params += embedding
+        if has_head:
+            params += head
+            if arch.tied_embeddings and lay.pp > 1:
+                params += embedding        # the last stage keeps its own copy of the tied matrix
+        # the matrices autocast casts: as pycore.estimate counts them for one GPU (two norms a layer)
+        matrix = params - (embedding if has_embedding else 0) - n * 2 * arch.norm_params
+        if has_head and arch.tied_embeddings:
+            matrix += embedding if lay.pp == 1 else 0
+        in_flight = min(lay.pp - index, lay.microbatches)
+        if lay.interleave > 1 and index == 0:
+            in_flight = lay.pp * (1 + (lay.pp - 1) / (lay.pp * lay.interleave))
+        result.append(Stage(index, n, params, matrix, max(layer_params, default=0), has_embedding, has_head,
+                            in_flight))
+    return result

@@ -1,0 +1,155 @@
+"""Per-GPU memory under ZeRO/FSDP and tensor, pipeline, context and expert parallelism."""
+
+import pytest
+
+from pycore import catalog, estimate, parse
+from pycore.answers import answer
+from pycore.architecture import Architecture, count_parameters
+from pycore.estimate import estimate_values
+from pycore import parallel
+
+GB = 10**9
+
+
+def model_states(result):
+    c = result["components"]
+    return c["weights"] + c["master_weights"] + c["gradients"] + c["optimizer"]
+
+
+@pytest.mark.parametrize("zero,expected_gb", [("0", 120), ("1", 31.4), ("2", 16.6), ("3", 1.9)])
+def test_zero_paper_figure_1(zero, expected_gb):
+    # Rajbhandari et al. 2020, Figure 1: a 7.5B-parameter model on 64 GPUs with mixed-precision Adam
+    # (K = 12) needs 120 GB per GPU of model states; 31.4, 16.6 and 1.9 GB with ZeRO stages 1, 2, 3.
+    result = estimate({"params": "7.5B", "precision": "bf16-master", "activations": "per-sample", "dp": "64",
+                       "zero": zero})
+    assert round(model_states(result) / GB, 1) == expected_gb
+
+
+@pytest.mark.parametrize("fsdp,zero", [("NO_SHARD", "0"), ("SHARD_GRAD_OP", "2"), ("FULL_SHARD", "3")])
+def test_fsdp_names_are_zero_stages(fsdp, zero):
+    base = {"model": "llama-3.1-8b", "dp": "8", "precision": "bf16-master"}
+    assert estimate({**base, "fsdp": fsdp})["components"] == estimate({**base, "zero": zero})["components"]
+
+
+def test_hybrid_shard_shards_within_its_group():
+    base = {"model": "llama-3.1-8b", "precision": "bf16-master"}
+    hybrid = estimate({**base, "dp": "64", "fsdp": "HYBRID_SHARD", "shard_group": "8"})
+    full = estimate({**base, "dp": "8", "fsdp": "FULL_SHARD"})
+    assert model_states(hybrid) == model_states(full)
+
+
+GPT3 = {"layers": "1", "hidden": "12288", "heads": "96", "kv_heads": "96", "ffn": "49152", "vocab": "51200",
+        "activations": "korthikanti", "precision": "bf16", "batch": "1", "seq": "2048"}
+
+
+@pytest.mark.parametrize("tp,sp,coefficient", [
+    # Korthikanti et al. 2022, Table 2, activations per layer: sbh(10 + 24/t + 5as/(ht)) with tensor
+    # parallelism, sbh(34/t + 5as/(ht)) with sequence parallelism too.
+    (8, "no", lambda t, scores: 10 + 24 / t + scores / t),
+    (8, "yes", lambda t, scores: 34 / t + scores / t),
+    (1, "no", lambda t, scores: 34 + scores),
+])
+def test_korthikanti_table_2(tp, sp, coefficient):
+    result = estimate({**GPT3, "tp": str(tp), "sp": sp})
+    s, b, h, a = 2048, 1, 12288, 96
+    assert result["components"]["activations"] == round(s * b * h * coefficient(tp, 5 * a * s / h))
+
+
+def test_tensor_parallel_splits_matrices_and_keeps_norms():
+    arch = catalog.architecture("llama-3.1-8b")
+    counts = count_parameters(arch)
+    (stage,) = parallel.stages(arch, counts, parallel.Layout(tp=8))
+    norms = arch.layers * 2 * arch.hidden + arch.hidden
+    assert stage.params == pytest.approx((counts.total - norms) / 8 + norms, abs=8 * arch.layers)
+
+
+def test_pipeline_stages_partition_the_layers_and_the_parameters():
+    arch = catalog.architecture("llama-3.1-70b")
+    counts = count_parameters(arch)
+    stages = parallel.stages(arch, counts, parallel.Layout(pp=6, microbatches=12))
+    assert sum(s.layers for s in stages) == arch.layers
+    assert sum(s.params for s in stages) == counts.total
+    assert stages[0].has_embedding and stages[-1].has_head
+    assert [s.in_flight for s in stages] == [6, 5, 4, 3, 2, 1]
+
+
+def test_1f1b_first_stage_holds_a_whole_model_of_activations():
+    # Korthikanti et al. 2022, section 4.2.3: with 1F1B the first stage stores activations of p
+    # micro-batches of its L/p layers, the same as all L layers for one micro-batch.
+    base = {"model": "llama-3.1-70b", "activations": "korthikanti", "precision": "bf16", "seq": "4096"}
+    single = estimate(base)["components"]["activations"]
+    piped = estimate({**base, "pp": "8", "microbatches": "16"})
+    first = piped["stages"][0]["components"]["activations"]
+    assert first == pytest.approx(single, rel=1e-9)
+    interleaved = estimate({**base, "pp": "8", "microbatches": "16", "interleave": "2"})
+    assert interleaved["stages"][0]["components"]["activations"] == pytest.approx(single * (1 + 7 / 16), rel=1e-9)
+
+
+def test_context_parallel_splits_activations():
+    base = {"model": "llama-3.1-8b", "precision": "bf16", "seq": "32768", "recompute": "selective"}
+    one, four = estimate(base), estimate({**base, "cp": "4"})
+    assert four["components"]["activations"] == pytest.approx(one["components"]["activations"] / 4, rel=0.01)
+
+
+def test_expert_parallel_splits_experts_only():
+    arch = catalog.architecture("mixtral-8x7b")
+    counts = count_parameters(arch)
+    (one,) = parallel.stages(arch, counts, parallel.Layout())
+    (eight,) = parallel.stages(arch, counts, parallel.Layout(ep=8))
+    experts = arch.layers * arch.experts * 3 * arch.hidden * arch.ffn
+    assert one.params - eight.params == experts - experts // 8
+
+
+def test_offload_moves_the_optimizer_to_host_memory():
+    base = {"model": "llama-3.1-8b", "precision": "bf16-master", "dp": "8", "zero": "3"}
+    on_gpu, offloaded = estimate(base), estimate({**base, "offload": "optimizer"})
+    assert offloaded["components"]["optimizer"] == 0 and offloaded["host_bytes"] > on_gpu["components"]["optimizer"]
+    assert offloaded["peak_bytes"] < on_gpu["peak_bytes"]
+
+
+@pytest.mark.parametrize("inputs,key", [({"tp": "3"}, "tp"), ({"pp": "99"}, "pp"), ({"ep": "2"}, "ep"),
+                                        ({"offload": "params"}, "offload"),
+                                        ({"dp": "12", "fsdp": "HYBRID_SHARD", "shard_group": "5"}, "shard_group"),
+                                        ({"mode": "infer", "tp": "2"}, "mode")])
+def test_impossible_layouts_name_the_key(inputs, key):
+    from pycore import InputError
+    with pytest.raises(InputError) as error:
+        estimate(inputs)
+    assert error.value.key == key
+
+
+def test_answers_are_the_boundaries():
+    values = parse({"model": "llama-3.1-8b", "precision": "bf16-master", "recompute": "full", "zero": "3",
+                    "seq": "4096", "dp": "4"})
+    result = estimate_values(values)
+    usable = catalog.gpus()["h100-sxm-80gb"]["usable_bytes"]
+    got = answer(values, result)
+    fits = lambda **c: estimate_values({**values, **c})["total_bytes"] <= usable  # noqa: E731
+    assert fits(dp=got["gpus_needed"]) and not fits(dp=got["gpus_needed"] - 1)
+    assert fits(batch=got["max_batch"]) and not fits(batch=got["max_batch"] + 1)
+    assert fits(seq=got["max_seq"]) and not fits(seq=got["max_seq"] + 1)
+
+
+def test_how_to_fit_ranks_changes_that_fit_first():
+    values = parse({"model": "llama-3.1-8b", "gpu": "rtx-4090", "precision": "bf16", "batch": "1", "seq": "1024"})
+    rows = answer(values, estimate_values(values))["how_to_fit"]
+    assert rows and all(r["total_bytes"] > 0 for r in rows)
+    flags = [r["fits"] for r in rows]
+    assert flags == sorted(flags, reverse=True)
+
+
+def test_training_time_and_cost():
+    # 6·P·T FLOPs (Kaplan et al. 2020): P active parameters, T tokens.
+    values = parse({"model": "llama-3.1-8b", "train_tokens": "1T", "dp": "64", "mfu": "0.4", "zero": "3",
+                    "gpu": "h100-sxm-80gb", "price": "2"})
+    result = estimate_values(values)
+    cost = answer(values, result)["cost"]
+    hours = 6 * 8_030_261_248 * 10**12 / (64 * 989e12 * 0.4) / 3600
+    assert cost["hours"] == pytest.approx(hours) and cost["cost_usd"] == pytest.approx(64 * 2 * hours)
+
+
+def test_generic_network_shards_with_zero():
+    arch = Architecture("generic", kind="generic", params_override=10**9)
+    assert arch.kind == "generic"
+    one = estimate({"params": "1B", "activations": "per-sample", "zero": "3", "dp": "4"})
+    assert one["components"]["weights"] == 10**9 * 4 // 4
