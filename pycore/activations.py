@@ -11,7 +11,7 @@ models reproduce the formulas people already know:
 - ``per-sample``: act_per_sample·batch.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -22,12 +22,13 @@ class Term:
     bytes_per_token: float
     formula: str
     replicated: bool = False    # outside the tensor-parallel region (norms, residual path): split only by SP
+    feeds: str = ""             # the linear layers that read it (qkv, o, gate_up, down): kept only if trainable
 
 
-def _norm_terms(arch, e, amp, consumers, label):
+def _norm_terms(arch, e, amp, consumers, label, feeds=""):
     """A pre-norm saves its fp32 input, the normalised tensor, and what its consumers read."""
-    from dataclasses import replace
-    return [replace(t, replicated=True) for t in _norm_terms_unsharded(arch, e, amp, consumers, label)]
+    terms = _norm_terms_unsharded(arch, e, amp, consumers, label)
+    return [replace(t, replicated=True, feeds=feeds if "output" in t.name else "") for t in terms]
 
 
 def _norm_terms_unsharded(arch, e, amp, consumers, label):
@@ -66,7 +67,7 @@ def _attention_terms(arch, e, amp, attention, recompute, seq):
         # Only the core's inputs (before repeat_kv) and its output survive the forward.
         return [Term("q, k, v (core inputs)", (4 if amp else e) * q + 2 * e * kv, "e·q + 2·e·k·d"),
                 Term("attention output", e * q, "e·a·d"),
-                Term("o_proj input", e * q, "e·a·d")]
+                Term("o_proj input", e * q, "e·a·d", feeds="o")]
     if attention == "flash":
         terms += [Term("q (rotated)", e * q, "e·a·d"),
                   Term("k, v (repeated for GQA)" if repeated else "k, v", 2 * e * k_saved, f"2·e·{k_formula}"),
@@ -87,7 +88,7 @@ def _attention_terms(arch, e, amp, attention, recompute, seq):
                               f"(1 + {probs_bytes:g})·a·s"))
         elif probs_bytes != softmax_bytes:
             terms.append(Term("probabilities cast", probs_bytes * a * seq, f"{probs_bytes:g}·a·s"))
-    terms.append(Term("o_proj input", e * q, "e·a·d"))
+    terms.append(Term("o_proj input", e * q, "e·a·d", feeds="o"))
     return terms
 
 
@@ -97,13 +98,13 @@ def _mlp_terms(arch, e):
     if arch.mlp == "gated":
         terms = [Term("gate, up", 2 * e * f * tokens, "2·e·f"),
                  Term("activation output", e * f * tokens, "e·f"),
-                 Term("down_proj input", e * f * tokens, "e·f")]
+                 Term("down_proj input", e * f * tokens, "e·f", feeds="down")]
     elif arch.activation == "gelu_new":
         # GPT-2's NewGELU is written out in Python; autograd keeps four f-sized intermediates.
         terms = [Term("fc output and GELU intermediates", 4 * e * f, "4·e·f"),
-                 Term("proj input", e * f, "e·f")]
+                 Term("proj input", e * f, "e·f", feeds="down")]
     else:
-        terms = [Term("fc output", e * f, "e·f"), Term("proj input", e * f, "e·f")]
+        terms = [Term("fc output", e * f, "e·f"), Term("proj input", e * f, "e·f", feeds="down")]
     if arch.experts:
         terms.append(Term("router logits and weights", 4 * 3 * arch.experts, "12·E"))
     return terms
@@ -113,9 +114,9 @@ def layer_terms(arch, policy, attention, recompute, seq):
     """Saved tensors of one layer (bytes per token), without full recomputation."""
     e = policy.bytes("act")
     amp = policy.autocast
-    terms = _norm_terms(arch, e, amp, 3 if arch.norm == "rmsnorm" else 1, "attention norm")
+    terms = _norm_terms(arch, e, amp, 3 if arch.norm == "rmsnorm" else 1, "attention norm", "qkv")
     terms += _attention_terms(arch, e, amp, attention, recompute, seq)
-    terms += _norm_terms(arch, e, amp, 2 if arch.mlp == "gated" else 1, "MLP norm")
+    terms += _norm_terms(arch, e, amp, 2 if arch.mlp == "gated" else 1, "MLP norm", "gate_up")
     terms += _mlp_terms(arch, e)
     if arch.dropout:
         terms.append(Term("residual dropout masks", 2 * arch.hidden, "2·h", replicated=True))

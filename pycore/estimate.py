@@ -17,8 +17,9 @@ and the decode step.
 import math
 
 from . import activations as act
+from . import finetune, parallel, quantization
 from . import optimizer as opt
-from . import parallel
+from .precision import BITS
 from .architecture import ARCH_FIELDS, Architecture, count_parameters, with_overrides
 from .catalog import architecture as preset_architecture
 from .catalog import gpus as gpu_catalog
@@ -62,6 +63,13 @@ def _activation_bytes(arch, values, policy, lay):
     # T5 adds a learned position bias to the scores, so transformers runs it with eager attention.
     attention = "eager" if arch.kind == "encoder-decoder" else values["attention"]
     terms = act.layer_terms(arch, policy, attention, values["recompute"], values["seq"])
+    if values["method"] != "full":
+        # Frozen linear layers need no input to compute their (absent) weight gradient.
+        kept = finetune.adapted_inputs(values["lora_targets"])
+        terms = [t for t in terms if not t.feeds or t.feeds in kept]
+        adapters = finetune.adapter_activation_bytes_per_token(arch, values["lora_rank"], values["lora_targets"],
+                                                               e) / arch.layers
+        terms.append(act.Term("LoRA A outputs", adapters, "r·e per adapted layer"))
     split = lambda t: t.bytes_per_token / (lay.tp if (not t.replicated or lay.sp) else 1)  # noqa: E731
     per_layer = sum(split(t) for t in terms)
     if arch.kind == "encoder-decoder":
@@ -113,6 +121,13 @@ def estimate(inputs):
     return estimate_values(parse(inputs))
 
 
+def quantization_of(values):
+    """The weight storage format: quant, or NF4 with double quantization for QLoRA (Dettmers et al. 2023)."""
+    if values["quant"] == "none" and values["method"] == "qlora":
+        return "nf4-dq"
+    return values["quant"]
+
+
 def estimate_values(values):
     """``estimate`` for values already parsed by ``schema.parse``."""
     if values["gpu"] not in gpu_catalog():
@@ -127,10 +142,17 @@ def estimate_values(values):
         raise InputError("mode", "serving needs a transformer architecture (model or config), not params")
     params = counts.total
     lay = parallel.layout(values, arch)
+    if values["mode"] == "train" and values["method"] == "full" and values["quant"] != "none":
+        raise InputError("quant", "quantized weights are trained through adapters: set method=lora or qlora")
+    if values["method"] == "qlora" and quantization_of(values) not in ("nf4", "nf4-dq"):
+        raise InputError("quant", "QLoRA stores the base in NF4: quant=nf4 or nf4-dq")
+    if values["method"] != "full" and arch.kind != "decoder":
+        raise InputError("method", "LoRA is modelled for decoder transformers (the presets' causal LMs)")
     if values["mode"] == "infer":
         if not lay.single:
             raise InputError("mode", "serving is sized for one GPU; set dp, tp, pp, cp and ep to 1")
-        result = _serving(arch, values, policy, counts, round(params * policy.bytes("weight")))
+        result = _serving(arch, values, policy, counts, quantization.weight_bytes(
+            quantization_of(values), values["group_size"], arch, counts, policy.bytes("weight")))
     else:
         result = _training(arch, values, policy, counts, lay)
     peak_phase = max(result["phases"], key=result["phases"].get)
@@ -168,18 +190,30 @@ def _shard(size, group, stage_needed, zero):
 
 def _training_stage(arch, values, policy, counts, lay, stage):
     params = stage.params
+    share = params / counts.total                   # this GPU's part of the model, before ZeRO
     tokens = values["batch"] * values["seq"] // lay.cp
     group = lay.shard_group
-    # Megatron and DeepSpeed accumulate 16-bit gradients in an fp32 buffer across micro-batches.
-    grad_bytes = 4 if (policy.master != "none" and lay.microbatches > 1) else policy.bytes("grad")
-    weights = _shard(round(params * policy.bytes("weight")), group, 3, lay.zero)
+    quant = quantization_of(values)
+    stored = round(quantization.weight_bytes(quant, values["group_size"], arch, counts, policy.bytes("weight"))
+                   * share)
+    if values["method"] == "full":
+        trainable = params
+        # Megatron and DeepSpeed accumulate 16-bit gradients in an fp32 buffer across micro-batches.
+        grad_bytes = 4 if (policy.master != "none" and lay.microbatches > 1) else policy.bytes("grad")
+        state_bytes, master_bytes = policy.bytes("opt"), policy.bytes("master")
+    else:
+        trainable = round(finetune.adapter_params(arch, values["lora_rank"], values["lora_targets"]) * share)
+        grad_bytes = state_bytes = BITS[values["lora_dtype"]] / 8
+        master_bytes = 0
+        stored += round(trainable * grad_bytes)
+    weights = _shard(stored, group, 3, lay.zero)
     gathered = 2 * round(stage.largest_layer * policy.bytes("weight")) if lay.zero == 3 and group > 1 else 0
-    gradients = _shard(round(params * grad_bytes), group, 2, lay.zero)
-    buckets = round(stage.largest_layer * grad_bytes) if lay.zero >= 2 and group > 1 else 0
-    master = _shard(round(params * policy.bytes("master")), group, 1, lay.zero)
-    state_bytes = policy.bytes("opt")
-    optimizer = _shard(opt.state_bytes(values["optimizer"], params, state_bytes), group, 1, lay.zero)
-    step_temporaries = _shard(opt.step_temporary_bytes(values["optimizer"], params, state_bytes), group, 1, lay.zero)
+    gradients = _shard(round(trainable * grad_bytes), group, 2, lay.zero)
+    buckets = round(stage.largest_layer * grad_bytes) if lay.zero >= 2 and group > 1 and trainable == params else 0
+    master = _shard(round(trainable * master_bytes), group, 1, lay.zero)
+    optimizer = _shard(opt.state_bytes(values["optimizer"], trainable, state_bytes), group, 1, lay.zero)
+    step_temporaries = _shard(opt.step_temporary_bytes(values["optimizer"], trainable, state_bytes), group, 1,
+                              lay.zero)
     if master:      # the fp32 master weights receive fp32 copies of the gradients before the step
         step_temporaries += master
         step_gradients = 0
@@ -202,6 +236,9 @@ def _training_stage(arch, values, policy, counts, lay, stage):
     else:
         if values["activations"] == "detailed":
             per_layer, terms, final, working = _activation_bytes(arch, values, policy, lay)
+            if quant != "none" and values["method"] != "full":
+                # bitsandbytes dequantizes one layer's weights at a time to compute in 16 bit
+                working += 2 * stage.largest_layer / max(tokens, 1)
             saved = round(per_layer * stage.layers * stage.in_flight * tokens +
                           (final * tokens if stage.has_head else 0))
             working = round(working * tokens)
@@ -221,7 +258,7 @@ def _training_stage(arch, values, policy, counts, lay, stage):
     # The output head's weight gradient appears first in backward. With tied embeddings autograd holds
     # it in a buffer until the embedding's own gradient arrives at the very end, then sums the two into
     # a third tensor: three vocab × hidden gradients exist for a moment.
-    head_gradient = 0 if arch.kind == "generic" or not stage.has_head else \
+    head_gradient = 0 if arch.kind == "generic" or not stage.has_head or values["method"] != "full" else \
         round(math.ceil(arch.vocab / lay.tp) * arch.hidden * grad_bytes)
     tied_sum = 2 * head_gradient if arch.tied_embeddings and stage.has_embedding else 0
     autocast_cache = 2 * stage.matrix_params if policy.autocast and arch.kind != "generic" else 0

@@ -140,6 +140,19 @@ FIELDS = (
     _dtype("kv_dtype", "dtype of the KV cache when serving"),
     _choice("optimizer", "adamw", OPTIMIZERS, "optimizer, which sets the state kept per parameter", "precision",
             "the usual choice for transformers"),
+    _choice("method", "full", ("full", "lora", "qlora"), "what is trained: every weight, LoRA adapters, or LoRA "
+            "adapters on an NF4-quantized base (QLoRA)", "finetune"),
+    _int("lora_rank", 16, "LoRA rank r: each adapted layer gains r·(in + out) parameters", "finetune",
+         "PEFT LoraConfig default (r=8) doubled, as common recipes use"),
+    _choice("lora_targets", "qv", ("qv", "attention", "all-linear"), "which linear layers carry adapters: q and v "
+            "projections, all attention projections, or every linear layer", "finetune",
+            "PEFT's default target modules for Llama (q_proj, v_proj)"),
+    _choice("lora_dtype", "fp32", ("fp32", "bf16", "fp16"), "dtype of the adapters, their gradients and states",
+            "finetune", "PEFT upcasts 16-bit adapters to fp32 (autocast_adapter_dtype=True)"),
+    _choice("quant", "none", ("none", "int8", "fp8", "fp8-channel", "gptq-int4", "awq-int4", "nf4", "nf4-dq",
+                              "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k"),
+            "quantized weight storage (qlora defaults to nf4-dq); bits per weight in the formulas", "finetune"),
+    _int("group_size", 128, "weights per scale for GPTQ/AWQ", "finetune", "GPTQ and AWQ default"),
     _choice("recompute", "none", ("none", "selective", "full"),
             "activation recomputation: none, selective (attention core only), full (every layer)", "savers"),
     _choice("attention", "flash", ("flash", "eager"),
@@ -197,6 +210,8 @@ LABELS = {
     "opt_dtype": "Optimizer state dtype", "act_dtype": "Activations dtype", "kv_dtype": "KV cache dtype",
     "optimizer": "Optimizer", "recompute": "Activation recomputation", "attention": "Attention kernel",
     "activations": "Activation model", "act_multiplier": "Activation multiplier",
+    "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
+    "lora_dtype": "Adapter dtype", "quant": "Weight quantization", "group_size": "Quantization group size",
     "dp": "Data parallel (dp)", "tp": "Tensor parallel (tp)", "pp": "Pipeline stages (pp)",
     "cp": "Context parallel (cp)", "ep": "Expert parallel (ep)", "zero": "ZeRO stage", "fsdp": "FSDP strategy",
     "shard_group": "Shard group", "sp": "Sequence parallel", "microbatches": "Micro-batches per step",
@@ -205,7 +220,7 @@ LABELS = {
     "act_per_sample": "Activation bytes per sample", "overhead": "Runtime overhead", "gpu": "GPU",
 }
 GROUPS = (("model", "Model"), ("workload", "Workload"), ("precision", "Precision and optimizer"),
-          ("savers", "Memory savers"), ("parallel", "Parallelism"), ("hardware", "Hardware and cost"))
+          ("savers", "Memory savers"), ("finetune", "Fine-tuning and quantization"), ("parallel", "Parallelism"), ("hardware", "Hardware and cost"))
 DEFAULTS = {f.key: f.default for f in FIELDS}
 
 

@@ -90,6 +90,11 @@ CASES = [
     ("mixtral small bf16 adamw b8s256", dict(model="mixtral-8x7b-v0.1", layers="2", hidden="256", heads="8", kv_heads="2", ffn="512", vocab="8000", precision="bf16", batch="8", seq="256")),
     # Real tensors for small dense cases, to show fake and real agree
     ("llama small fp32 b2s256 real", dict(model="llama-3.1-8b", layers="2", hidden="256", heads="4", kv_heads="2", ffn="704", vocab="8000", precision="fp32", batch="2", seq="256")),
+    # LoRA with PEFT (the base frozen, fp32 adapters); real tensors, since PEFT moves adapters with .to()
+    ("llama small lora qv bf16 b8s1024 real", dict(model="llama-3.1-8b", **SMALL, kv_heads="2", vocab="32000", method="lora", lora_targets="qv", precision="bf16", batch="8", seq="1024")),
+    ("llama small lora all-linear bf16 b4s1024 real", dict(model="llama-3.1-8b", **SMALL, kv_heads="2", vocab="32000", method="lora", lora_targets="all-linear", lora_rank="64", precision="bf16", batch="4", seq="1024")),
+    ("qwen small lora attention fp32 b4s512 real", dict(model="qwen2.5-0.5b", layers="2", hidden="448", heads="7", kv_heads="1", ffn="1216", vocab="32000", method="lora", lora_targets="attention", precision="fp32", batch="4", seq="512")),
+    ("llama small lora all-linear amp-bf16 b4s512 real", dict(model="llama-3.1-8b", **SMALL, kv_heads="2", vocab="32000", method="lora", lora_targets="all-linear", precision="amp-bf16", batch="4", seq="512")),
     # Serving: generate() with a KV cache
     ("llama small infer bf16 b4 s512+64", dict(model="llama-3.1-8b", layers="4", hidden="512", heads="8", kv_heads="2", ffn="1408", vocab="32000", mode="infer", precision="bf16", batch="4", seq="512", new_tokens="64")),
     ("llama small infer fp32 b1 s1024+32", dict(model="llama-3.1-8b", layers="4", hidden="512", heads="8", kv_heads="2", ffn="1408", vocab="32000", mode="infer", precision="fp32", batch="1", seq="1024", new_tokens="32")),
@@ -199,8 +204,30 @@ def train_step(model, batch, optimizer, precision, masters):
                 param.copy_(master)
 
 
+LORA_MODULES = {"qv": ["q_proj", "v_proj"], "attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
+                "all-linear": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+
+
+def with_lora(model, values):
+    """PEFT's LoRA with the schema's rank and targets (dropout 0, PEFT's default fp32 adapters)."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=values["lora_rank"], lora_alpha=2 * values["lora_rank"], lora_dropout=0.0,
+                        target_modules=LORA_MODULES[values["lora_targets"]])
+    model = get_peft_model(model, config, autocast_adapter_dtype=False)
+    # PEFT's default upcasts 16-bit adapters to fp32 with .to(), which fake tensors cannot do in place;
+    # the same result, built directly:
+    dtype = DTYPES[values["lora_dtype"]]
+    for name, module in model.named_modules():
+        if name.endswith(("lora_A.default", "lora_B.default")):
+            module.weight = torch.nn.Parameter(torch.zeros(module.weight.shape, dtype=dtype))
+    return model
+
+
 def measure_train(values, arch, model):
     precision = values["precision"]
+    if values["method"] == "lora":
+        model = with_lora(model, values)
     model.train()
     if values["recompute"] == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -211,10 +238,15 @@ def measure_train(values, arch, model):
         masters = [p.detach().float().requires_grad_(True) for p in model.parameters()]
         optimizer = make_optimizer(masters, values["optimizer"])
     else:
-        optimizer = make_optimizer(model.parameters(), values["optimizer"])
+        optimizer = make_optimizer([p for p in model.parameters() if p.requires_grad], values["optimizer"])
     batch = make_batch(values, arch)
     train_step(model, batch, optimizer, precision, masters)        # warm-up: creates optimizer state
     tracker = MemTracker()
+    if values["method"] != "full":
+        # MemTracker hooks every parameter's gradient and cannot hook frozen ones; without the hooks
+        # adapter gradients are still counted, under another category. The total is what is compared.
+        track = tracker._track_module_params_and_buffers
+        tracker._track_module_params_and_buffers = lambda module, install_grad_hooks=True: track(module, False)
     tracker.track_external(model, optimizer, *(masters or ()), *batch.values())
     with tracker:
         train_step(model, batch, optimizer, precision, masters)
