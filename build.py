@@ -77,10 +77,17 @@ def field_html(field):
         control = (f'<input type="text" {common} value="{html.escape(default)}" '
                    f'placeholder="{html.escape(default or "preset value")}"{listing}{mode} autocomplete="off" '
                    f'spellcheck="false">')
-    return (f'<div class="field" data-field="{key}"><label for="f-{key}">{label}</label>'
+    only = ' data-transformer=""' if field.key in TRANSFORMER_ONLY else ""
+    return (f'<div class="field" data-field="{key}"{only}><label for="f-{key}">{label}</label>'
             f'<div class="control">{control}{unit}</div>'
             f'<p class="hint" id="h-{key}">{hint}</p><p class="error" id="e-{key}" role="alert"></p></div>')
 
+
+# Inputs that mean nothing for a generic network (params only): hidden when one is chosen.
+TRANSFORMER_ONLY = {"heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", "experts_per_token", "expert_ffn",
+                    "tied", "seq", "new_tokens", "mode", "kv_dtype", "attention", "recompute", "method", "lora_rank",
+                    "lora_targets", "lora_dtype", "quant", "group_size", "tp", "pp", "cp", "ep", "sp",
+                    "interleave"}
 
 # Fields most people leave alone, folded under a summary line (opened when the URL sets one of them).
 FOLDED = {"model": ("Architecture overrides", set(ARCH_KEYS)),

@@ -111,5 +111,9 @@ def answer(values, result):
         out["cost"] = _cost(values, result, gpu)
     out["max_batch"] = _largest(values, "batch", usable)
     out["max_seq"] = _largest(values, "seq", usable) if result["model"]["kind"] != "generic" else None
+    if values["mode"] == "infer":
+        # Sequences of prompt + new tokens served at once, and the longest context at this batch.
+        out["max_concurrency"] = out["max_batch"]
+        out["max_context"] = None if out["max_seq"] is None else out["max_seq"] + values["new_tokens"]
     out["how_to_fit"] = [] if fits else _how_to_fit(values, usable)
     return out

@@ -51,6 +51,8 @@ class Architecture:
     v_head_dim: int = 0             # MLA: value head size
     dropout: float = 0.0            # hidden/residual dropout probability used in training
     attention_dropout: float = 0.0
+    sliding_window: int = 0         # tokens a local-attention layer attends to (and caches); 0 = none
+    global_every: int = 0           # with sliding_window: every Nth layer is global (0 = none is)
     decoder_layers: int = 0         # encoder-decoder (T5): decoder blocks; layers counts the encoder's
     relative_buckets: int = 0       # T5 relative-position buckets (a buckets x heads table per stack)
     params_override: int = 0        # generic networks: a bare parameter count

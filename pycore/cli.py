@@ -5,10 +5,11 @@ import sys
 
 from . import catalog, report
 from .answers import answer
+from .compare import compare
 from .estimate import estimate_values
 from .schema import InputError, markdown_table, parse
 
-USAGE = """usage: python -m pycore [--json | --csv] KEY=VALUE ...
+USAGE = """usage: python -m pycore [--json | --csv] KEY=VALUE ... [--compare KEY=VALUE ...]
        python -m pycore models | gpus | schema
 
 Estimates GPU memory per device for a training step or for serving. Keys: see docs/inputs.md
@@ -16,19 +17,31 @@ or `python -m pycore schema`. Sizes are shown in GiB (2^30 bytes)."""
 
 
 def parse_arguments(words):
-    """(output format, key -> value) from KEY=VALUE words; InputError on a malformed word."""
-    fmt, raw = "table", {}
+    """(output format, key -> value, baseline key -> value) from the words; InputError on a malformed one.
+
+    Words after --compare change the baseline, as base.KEY=VALUE does in the URL.
+    """
+    fmt, raw, base = "table", {}, {}
+    target = raw
     for word in words:
         if word in ("--json", "--csv"):
             fmt = word[2:]
+        elif word == "--compare":
+            target = base
+            raw.setdefault("compare", "baseline")
         elif "=" in word and not word.startswith("-"):
             key, value = word.split("=", 1)
-            if key in raw:
+            if key.startswith("base."):
+                key, target_now = key[5:], base
+                raw.setdefault("compare", "baseline")
+            else:
+                target_now = target
+            if key in target_now:
                 raise InputError(key, "given twice")
-            raw[key] = value
+            target_now[key] = value
         else:
-            raise InputError(word[:40], "expected KEY=VALUE, --json or --csv")
-    return fmt, raw
+            raise InputError(word[:40], "expected KEY=VALUE, --json, --csv or --compare")
+    return fmt, raw, base
 
 
 def main(argv=None):
@@ -49,13 +62,14 @@ def main(argv=None):
         sys.stdout.write(markdown_table())
         return 0
     try:
-        fmt, raw = parse_arguments(words)
+        fmt, raw, base = parse_arguments(words)
         values = parse(raw)
         result = estimate_values(values)
+        answers = answer(values, result)
+        answers["comparison"] = compare(values, result, base) if values["compare"] != "off" else None
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    answers = answer(values, result)
     if fmt == "json":
         print(json.dumps({**result, "answers": answers}, indent=1))
     elif fmt == "csv":

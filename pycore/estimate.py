@@ -291,28 +291,46 @@ def _training_stage(arch, values, policy, counts, lay, stage):
             "params_per_gpu": params, "host_bytes": host}
 
 
+def kv_cache_bytes(arch, tokens, kv_bytes):
+    """KV-cache bytes of one sequence holding ``tokens`` tokens.
+
+    Grouped-query and multi-query attention cache keys and values of kv_heads heads per layer; multi-head
+    latent attention caches the compressed latent and the shared rotary key (kv_lora_rank + qk_rope_dim
+    per token and layer, as vLLM and SGLang do; transformers itself caches decompressed heads). Layers
+    with a sliding window (Mistral 7B v0.1; Gemma 2 every other layer; Gemma 3 five layers in six) keep
+    at most the window.
+    """
+    per_layer = arch.kv_lora_rank + arch.qk_rope_dim if arch.attention == "mla" else 2 * arch.kv_dim
+    if arch.sliding_window:
+        global_layers = arch.layers // arch.global_every if arch.global_every else 0
+        local = (arch.layers - global_layers) * min(tokens, arch.sliding_window)
+        cached = global_layers * tokens + local
+    else:
+        cached = arch.layers * tokens
+    return round(per_layer * cached * kv_bytes)
+
+
 def _serving(arch, values, policy, counts, weights):
     batch, prompt, new = values["batch"], values["seq"], values["new_tokens"]
     kv_bytes = policy.bytes("kv")
     e = policy.bytes("act")
-    per_token_kv = 2 * arch.layers * arch.kv_dim * kv_bytes
     final_tokens = prompt + max(new - 1, 0)         # the last generated token is never cached
-    kv_cache = round(per_token_kv * batch * final_tokens)
+    kv_cache = batch * kv_cache_bytes(arch, final_tokens, kv_bytes)
     tokens = batch * prompt
     width = max(3 * arch.ffn * max(arch.experts_per_token, 1), 4 * arch.q_dim + 2 * arch.kv_dim)
     prefill_working = round((width + 3 * arch.hidden) * e * tokens + 8 * arch.vocab * batch)
     if values["attention"] == "eager":
         prefill_working += round((4 + e) * arch.heads * prompt * tokens)
-    # DynamicCache appends with torch.cat: one layer's keys or values exist twice for a moment.
-    decode_working = round(2 * arch.kv_dim * kv_bytes * batch * final_tokens)
+    # DynamicCache appends with torch.cat: one layer's keys and values exist twice for a moment.
+    decode_working = math.ceil(kv_cache / arch.layers)
     phases = {
-        "prefill": weights + round(per_token_kv * tokens) + prefill_working,
+        "prefill": weights + batch * kv_cache_bytes(arch, prompt, kv_bytes) + prefill_working,
         "decode": weights + kv_cache + decode_working,
     }
     components = {"weights": weights, "kv_cache": kv_cache, "prefill_working": prefill_working,
                   "master_weights": 0, "gradients": 0, "optimizer": 0, "activations": 0}
     return {"components": components, "phases": phases, "activation_terms": [], "tokens": tokens,
-            "kv_bytes_per_token": per_token_kv}
+            "kv_bytes_per_token": kv_cache_bytes(arch, 1, kv_bytes)}
 
 
 def _fits(total, chosen):

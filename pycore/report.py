@@ -55,7 +55,7 @@ def breakdown(result):
 def answer_rows(result, answers):
     """(key, value) rows of the answers, as the table and the CSV show them."""
     rows = [("fits", answers["fits"])]
-    for key in ("gpus_needed", "max_batch", "max_seq"):
+    for key in ("gpus_needed", "max_batch", "max_seq", "max_concurrency", "max_context"):
         if key in answers:
             rows.append((key, "none fits" if answers[key] is None else answers[key]))
     cost = answers.get("cost")
@@ -71,6 +71,14 @@ def answer_rows(result, answers):
                                                  f"peak in {stage['peak_phase']}"))
     if result.get("host_bytes"):
         rows.append(("host_ram_bytes", result["host_bytes"]))
+    comparison = answers.get("comparison")
+    if comparison:
+        rows.append(("baseline", "&".join(f"{k}={v}" for k, v in comparison["baseline_query"])))
+        rows.append(("baseline_total_bytes", comparison["baseline_total_bytes"]))
+        rows.append(("saving_percent", f"{100 * comparison['saving']:.1f}"))
+        for row in comparison["components"]:
+            rows.append((f"difference_{row['component']}", row["difference_bytes"]))
+        rows.append(("baseline_gpus_needed", comparison["baseline_gpus_needed"]))
     return rows
 
 

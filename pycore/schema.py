@@ -126,6 +126,8 @@ FIELDS = (
     _int("batch", 1, "micro-batch size per GPU (sequences)", "workload", "", 1, "sequences"),
     _int("seq", 2048, "sequence length in tokens (prompt length when serving)", "workload",
          "Llama 3 pre-training context", 1, "tokens"),
+    _choice("compare", "off", ("off", "baseline", "serving"), "compare with fp32 and no memory savers, or with "
+            "serving the same model; base.KEY=VALUE changes any baseline input", "workload"),
     _int("new_tokens", 256, "tokens generated per sequence when serving", "workload", "", 0, "tokens"),
     _choice("precision", "amp-bf16", PRECISIONS,
             "precision policy: fp32; amp-* autocast with fp32 weights; *-master 16-bit weights with fp32 master "
@@ -210,7 +212,7 @@ LABELS = {
     "opt_dtype": "Optimizer state dtype", "act_dtype": "Activations dtype", "kv_dtype": "KV cache dtype",
     "optimizer": "Optimizer", "recompute": "Activation recomputation", "attention": "Attention kernel",
     "activations": "Activation model", "act_multiplier": "Activation multiplier",
-    "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
+    "compare": "Compare with", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
     "lora_dtype": "Adapter dtype", "quant": "Weight quantization", "group_size": "Quantization group size",
     "dp": "Data parallel (dp)", "tp": "Tensor parallel (tp)", "pp": "Pipeline stages (pp)",
     "cp": "Context parallel (cp)", "ep": "Expert parallel (ep)", "zero": "ZeRO stage", "fsdp": "FSDP strategy",

@@ -9,6 +9,7 @@ from urllib.parse import parse_qsl
 
 from . import report
 from .answers import answer
+from .compare import compare
 from .architecture import count_parameters
 from .catalog import architecture as preset_architecture
 from .hf_config import FAMILY_PRESETS, architecture_from_dict
@@ -19,10 +20,11 @@ from .estimate import estimate_values
 
 
 def _pairs(query):
-    """Key -> last value of a query string, and messages for repeated or unknown keys."""
+    """Key -> last value of a query string (base.KEY under its own key), and messages for repeated or
+    unknown keys."""
     raw, errors = {}, {}
     for key, value in parse_qsl(query.lstrip("?"), keep_blank_values=True):
-        if key not in BY_KEY:
+        if key.removeprefix("base.") not in BY_KEY:
             errors[key[:40]] = f"{key[:40]}: unknown key, ignored"
             continue
         if key in raw:
@@ -34,12 +36,21 @@ def _pairs(query):
 def _estimate(query):
     """(values, result or None, errors) for a query string; bad inputs fall back to their defaults."""
     raw, errors = _pairs(query)
-    raw = {k: v for k, v in raw.items() if v != ""}
+    base_raw = {k[5:]: v for k, v in raw.items() if k.startswith("base.") and v != ""}
+    raw = {k: v for k, v in raw.items() if v != "" and not k.startswith("base.")}
     values, parse_errors = parse(raw, strict=False)
     errors.update(parse_errors)
+    if base_raw and values["compare"] == "off":
+        values["compare"] = "baseline"
     for _ in range(len(BY_KEY)):
         try:
-            return values, estimate_values(values), errors
+            result = estimate_values(values)
+            if values["compare"] != "off":
+                try:
+                    result["comparison"] = compare(values, result, base_raw)
+                except InputError as error:
+                    errors[error.key] = str(error)
+            return values, result, errors
         except InputError as error:
             key = error.key if error.key in BY_KEY else "model"
             errors[key] = str(error)
@@ -54,15 +65,21 @@ def run(query):
     values, result, errors = _estimate(query)
     payload = {"errors": errors, "query": to_query(values)}
     if result is not None:
+        answers = answer(values, result)
+        answers["comparison"] = result.pop("comparison", None)
         payload.update(result=result, breakdown=report.breakdown(result), formulas=formulas(values, result),
-                       answers=answer(values, result))
+                       answers=answers)
     return json.dumps(payload)
 
 
 def csv(query):
     """The CSV download for a URL query string: the same bytes as ``python -m pycore --csv``."""
     values, result, _ = _estimate(query)
-    return report.to_csv(values, result, answer(values, result)) if result is not None else ""
+    if result is None:
+        return ""
+    answers = answer(values, result)
+    answers["comparison"] = result.pop("comparison", None)
+    return report.to_csv(values, result, answers)
 
 
 def import_config(text):

@@ -126,6 +126,10 @@ function render(payload) {
   }
 
   renderAnswers(payload.answers, r);
+  renderComparison(payload.answers.comparison);
+  const generic = r.model.kind === "generic";
+  form.classList.toggle("generic", generic);
+  document.getElementById("generic-note").hidden = !generic;
 
   const formulas = document.querySelector("#formulas tbody");
   formulas.replaceChildren();
@@ -168,7 +172,10 @@ function renderAnswers(a, r) {
   const count = (n, unit) => (n === null || n === undefined ? "none fits" : `${n.toLocaleString("en-US")} ${unit}`);
   if ("gpus_needed" in a) add("GPUs needed", count(a.gpus_needed, "GPUs (dp × tp × pp × cp)"));
   add("Largest micro-batch", count(a.max_batch, "sequences"));
-  if (a.max_seq !== null) add("Longest sequence", count(a.max_seq, "tokens at this batch"));
+  if ("max_concurrency" in a) {
+    add("Concurrent sequences", count(a.max_concurrency, "of prompt + new tokens"));
+    add("Longest context", count(a.max_context, "tokens at this batch"));
+  } else if (a.max_seq !== null) add("Longest sequence", count(a.max_seq, "tokens at this batch"));
   if (a.cost) {
     if (a.cost.hours !== null) {
       add("Training time", `${(a.cost.hours / 24).toLocaleString("en-US", { maximumFractionDigits: 1 })} days on ${a.cost.gpus} GPUs`);
@@ -204,6 +211,42 @@ function renderAnswers(a, r) {
     const tr = el("tr");
     tr.append(el("td", String(stage.stage)), el("td", String(stage.layers), "num"),
       el("td", gib(stage.peak_bytes), "num"), el("td", stage.peak_phase));
+    body.append(tr);
+  }
+}
+
+function renderComparison(c) {
+  const box = document.getElementById("comparison");
+  box.hidden = !c;
+  if (!c) return;
+  document.getElementById("compare-what").textContent =
+    c.mode === "serving" ? "the same model, the other workload" : "fp32 with no memory savers";
+  const message = document.getElementById("compare-message");
+  message.textContent = `${c.message} Baseline: ${gib(c.baseline_total_bytes)} GiB, this: ${gib(c.total_bytes)} GiB.`;
+  message.classList.toggle("negative", c.saving < 0);
+  const body = document.querySelector("#compare-table tbody");
+  body.replaceChildren();
+  const signed = (bytes) => `${bytes > 0 ? "+" : bytes < 0 ? "−" : ""}${gib(Math.abs(bytes))}`;
+  for (const row of c.components) {
+    const tr = el("tr");
+    tr.append(el("td", row.component.replaceAll("_", " ")), el("td", gib(row.bytes), "num"),
+      el("td", gib(row.baseline_bytes), "num"), el("td", signed(row.difference_bytes), "num"));
+    body.append(tr);
+  }
+  const total = el("tr", undefined, "total-row");
+  total.append(el("td", "Total per GPU"), el("td", gib(c.total_bytes), "num"), el("td", gib(c.baseline_total_bytes), "num"),
+    el("td", `${signed(c.total_bytes - c.baseline_total_bytes)} (${(-100 * c.saving).toFixed(1)}%)`, "num"));
+  body.append(total);
+  if (c.gpus_needed !== undefined) {
+    const tr = el("tr");
+    tr.append(el("td", "GPUs needed"), el("td", String(c.gpus_needed ?? "none fit"), "num"),
+      el("td", String(c.baseline_gpus_needed ?? "none fit"), "num"), el("td", ""));
+    body.append(tr);
+  }
+  if (c.cost_usd !== null && c.cost_usd !== undefined) {
+    const tr = el("tr");
+    const dollars = (x) => (x === null || x === undefined ? "—" : `$${Math.round(x).toLocaleString("en-US")}`);
+    tr.append(el("td", "Training cost"), el("td", dollars(c.cost_usd), "num"), el("td", dollars(c.baseline_cost_usd), "num"), el("td", ""));
     body.append(tr);
   }
 }

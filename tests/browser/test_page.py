@@ -197,3 +197,14 @@ def test_parallelism_panel_stages_and_how_to_fit(watched, base_url):
     page.wait_for_function(f"document.documentElement.dataset.totalBytes !== '{before}'")
     assert total(page) < before
     assert "GPUs needed" in page.locator("#answers").inner_text()
+
+
+def test_comparison_and_generic_networks(watched, base_url):
+    page = watched.open(base_url, "?precision=bf16-master&recompute=full&compare=baseline")
+    assert page.locator("#comparison").is_visible()
+    assert "more memory" in page.locator("#compare-message").inner_text()
+    show(page, "model=resnet-50&batch=64")
+    page.wait_for_function("document.getElementById('generic-note').hidden === false")
+    assert not page.locator("[data-field='seq']").is_visible()
+    assert page.locator("[data-field='batch']").is_visible()
+    assert total(page) == estimate({"model": "resnet-50", "batch": "64"})["total_bytes"]
