@@ -207,7 +207,15 @@ def _training_stage(arch, values, policy, counts, lay, stage):
         master_bytes = 0
         stored += round(trainable * grad_bytes)
     weights = _shard(stored, group, 3, lay.zero)
-    gathered = 2 * round(stage.largest_layer * policy.bytes("weight")) if lay.zero == 3 and group > 1 else 0
+    # FSDP2 (and ZeRO-3) gather one layer at a time, but keep the root group (embeddings and head)
+    # gathered through forward and backward, and reduce-scatter its gradients from a full-size buffer
+    # at the end (validation/measured_fsdp.json). SHARD_GRAD_OP keeps its shards beside the full copy.
+    sharded3 = lay.zero == 3 and group > 1
+    gathered = round(stage.root_params * policy.bytes("weight")) if sharded3 else 0
+    layer_gather = round(stage.largest_layer * policy.bytes("weight")) if sharded3 else 0
+    root_grad_buffer = round(stage.root_params * grad_bytes) if sharded3 else 0
+    if values["fsdp"] == "SHARD_GRAD_OP" and group > 1:
+        gathered = math.ceil(stored / group)
     gradients = _shard(round(trainable * grad_bytes), group, 2, lay.zero)
     buckets = round(stage.largest_layer * grad_bytes) if lay.zero >= 2 and group > 1 and trainable == params else 0
     master = _shard(round(trainable * master_bytes), group, 1, lay.zero)
@@ -270,9 +278,10 @@ def _training_stage(arch, values, policy, counts, lay, stage):
         # Its start (loss gradients next to every activation), or any later layer: what is still saved
         # plus the gradients made so far plus that layer's working tensors. Saved activations shrink
         # and gradients grow monotonically, so the later moments peak at one end or the other.
-        "backward": static + max(autocast_cache + activations + loss_backward,
-                                 max(autocast_cache + saved + head_gradient, gradients_live) + working,
-                                 gradients_live + tied_sum),
+        "backward": static + max(autocast_cache + activations + loss_backward + layer_gather,
+                                 max(autocast_cache + saved + head_gradient, gradients_live) + working
+                                 + layer_gather,
+                                 gradients_live + max(tied_sum, root_grad_buffer)),
         "optimizer": static + step_gradients + step_temporaries,
     }
     if arch.kind == "generic":

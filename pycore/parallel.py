@@ -81,6 +81,7 @@ class Stage:
     params: int                 # parameters on this GPU
     matrix_params: int          # of which in matrices autocast casts to 16 bit
     largest_layer: int          # parameters of its biggest layer (ZeRO-3 gathers one at a time)
+    root_params: int            # embeddings and head: FSDP's root group, gathered through the step
     has_embedding: bool
     has_head: bool
     in_flight: float            # micro-batches whose activations it holds at once (1F1B)
@@ -89,7 +90,7 @@ class Stage:
 def stages(arch, counts, lay):
     """One Stage per pipeline stage (a single one without pipeline parallelism)."""
     if arch.kind == "generic":
-        return [Stage(0, 0, counts.total, 0, 0, True, True, 1)]
+        return [Stage(0, 0, counts.total, 0, 0, 0, True, True, 1)]
     t, e = lay.tp, lay.ep
     norms = arch.norms_per_layer * arch.norm_params
     attention = _attention_params(arch)
@@ -101,8 +102,8 @@ def stages(arch, counts, lay):
     dense_layer = math.ceil((attention + _mlp_params(arch, arch.ffn)) / t) + norms
     if arch.kind == "encoder-decoder":       # no pipeline split modelled: counts as one stage
         per_layer = math.ceil((counts.layers_total) / t)
-        return [Stage(0, arch.layers, math.ceil(counts.total / t), math.ceil(counts.total / t), per_layer, True,
-                      True, 1)]
+        return [Stage(0, arch.layers, math.ceil(counts.total / t), math.ceil(counts.total / t), per_layer,
+                      math.ceil(counts.embedding / t), True, True, 1)]
     embedding = math.ceil(counts.embedding / t)
     head = math.ceil((0 if arch.tied_embeddings else arch.vocab * arch.hidden) / t) + \
         (arch.norm_params if arch.kind == "decoder" else counts.head)
@@ -130,6 +131,7 @@ def stages(arch, counts, lay):
         in_flight = min(lay.pp - index, lay.microbatches)
         if lay.interleave > 1 and index == 0:
             in_flight = lay.pp * (1 + (lay.pp - 1) / (lay.pp * lay.interleave))
-        result.append(Stage(index, n, params, matrix, max(layer_params, default=0), has_embedding, has_head,
+        root = params - sum(layer_params)
+        result.append(Stage(index, n, params, matrix, max(layer_params, default=0), root, has_embedding, has_head,
                             in_flight))
     return result

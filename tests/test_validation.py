@@ -65,3 +65,13 @@ def test_weights_and_optimizer_state_exact_to_a_tenth_of_a_percent(case):
 def test_validation_doc_is_current():
     record, table = compare.rows()
     assert (ROOT / "docs" / "validation.md").read_text() == compare.markdown(record, table)
+
+
+FSDP = json.loads((ROOT / "validation" / "measured_fsdp.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("case", FSDP, ids=lambda c: c["label"])
+def test_fsdp_peak_within_10_percent_of_measured(case):
+    # validation/measured_fsdp.json: FSDP2 rank 0 of N under FSDPMemTracker with the fake process group.
+    estimated = estimate(case["inputs"])["peak_bytes"]
+    assert abs(estimated - case["peak_bytes"]) <= 0.10 * case["peak_bytes"]
