@@ -2,7 +2,34 @@
 "How this is computed" section)."""
 
 from . import optimizer as opt
+from . import quantization
+from .estimate import quantization_of
+from .precision import BITS
 from .precision import policy as precision_policy
+from .quantization import bits_per_weight
+
+
+def _setup_rows(values, result):
+    """Rows for quantization, LoRA and the parallel layout, when they are in use."""
+    rows = []
+    quant = quantization_of(values)
+    if quant != "none":
+        bits = bits_per_weight(quant, values["group_size"], 4096)
+        rows.append({"name": "Quantized weights", "formula": f"{quant}: {bits:.3f} bits per weight of the linear "
+                     "layers (GGUF: of every tensor)", "bytes": result["components"]["weights"],
+                     "source": quantization.__doc__.split("\n\n")[1].replace("\n", " ")[:300]})
+    if values["method"] != "full":
+        rows.append({"name": "LoRA adapters", "formula": f"r = {values['lora_rank']} on {values['lora_targets']}: "
+                     "r·(in + out) per adapted layer; gradients and optimizer state for adapters only",
+                     "bytes": result["components"]["gradients"], "source": "Hu et al. 2021; PEFT"})
+    layout = [f"{k}={values[k]}" for k in ("dp", "tp", "pp", "cp", "ep") if values[k] > 1]
+    if layout or values["zero"] != "0" or values["fsdp"] != "none":
+        rows.append({"name": "Parallel layout", "formula": ", ".join(layout + [f"zero={values['zero']}",
+                     f"fsdp={values['fsdp']}"]) + "; ZeRO shards over dp × cp; tensor parallel splits matrices "
+                     "and (with sp) norms; 1F1B keeps up to pp micro-batches on the first stage",
+                     "bytes": result["peak_bytes"], "source": "Rajbhandari et al. 2020; Korthikanti et al. 2022 "
+                                                              "Table 2; validation/measured_fsdp.json"})
+    return rows
 
 
 def formulas(values, result):
@@ -13,6 +40,7 @@ def formulas(values, result):
     rows = [{"name": "Weights", "formula": f"P × {policy.bytes('weight'):g} B ({policy.weight})",
              "bytes": c["weights"], "source": f"P = {params:,} parameters, counted layer by layer "
                                                "(exact against transformers, docs/validation.md)"}]
+    rows += _setup_rows(values, result)
     if values["mode"] == "infer":
         rows.append({"name": "KV cache", "formula": "2 · layers · kv_heads · head_dim · bytes · batch · "
                      "(prompt + new_tokens − 1)", "bytes": c["kv_cache"],
@@ -24,10 +52,14 @@ def formulas(values, result):
     if c["master_weights"]:
         rows.append({"name": "Master weights", "formula": f"P × {policy.bytes('master'):g} B",
                      "bytes": c["master_weights"], "source": "Micikevicius et al. 2018, mixed precision training"})
-    rows.append({"name": "Gradients", "formula": f"P × {policy.bytes('grad'):g} B ({policy.grad})",
+    trainable = "P" if values["method"] == "full" else "adapters"
+    grad_bytes = policy.bytes("grad") if values["method"] == "full" else BITS[values["lora_dtype"]] / 8
+    shard = " / (dp × cp)" if values["zero"] in ("2", "3") else ""
+    rows.append({"name": "Gradients", "formula": f"{trainable} × {grad_bytes:g} B{shard}",
                  "bytes": c["gradients"], "source": "one gradient per trainable parameter"})
-    rows.append({"name": "Optimizer state", "formula": f"P × {opt.STATES[values['optimizer']]:g} states × "
-                 f"{policy.bytes('opt'):g} B", "bytes": c["optimizer"], "source": opt.__doc__.split("\n\n")[1]
+    state_bytes = policy.bytes("opt") if values["method"] == "full" else grad_bytes
+    rows.append({"name": "Optimizer state", "formula": f"{trainable} × {opt.STATES[values['optimizer']]:g} states × "
+                 f"{state_bytes:g} B{' / (dp × cp)' if values['zero'] != '0' else ''}", "bytes": c["optimizer"], "source": opt.__doc__.split("\n\n")[1]
                  .replace("\n", " ")})
     if values["activations"] == "detailed" and result["activation_terms"]:
         per_token = sum(t["bytes_per_token"] for t in result["activation_terms"])
