@@ -74,9 +74,32 @@ def _cost(values, result, gpu):
     return answer
 
 
-def _how_to_fit(values, usable):
-    """Single changes ranked: those that fit first, then by the total they give."""
-    candidates = [
+def _how_to_fit(values, usable, current):
+    """Single changes that lower the total, ranked: those that fit first, then by the total they give."""
+    if values["mode"] == "infer":
+        candidates = [
+            ("kv_dtype=fp8", {"kv_dtype": "fp8"}),
+            ("quant=awq-int4", {"quant": "awq-int4"}),
+            ("quant=fp8", {"quant": "fp8"}),
+            (f"batch={max(values['batch'] // 2, 1)}", {"batch": max(values["batch"] // 2, 1)}),
+            (f"seq={max(values['seq'] // 2, 1)}", {"seq": max(values["seq"] // 2, 1)}),
+        ]
+    else:
+        candidates = _training_changes(values)
+    rows = []
+    for label, change in candidates:
+        if all(values.get(k) == v for k, v in change.items()):
+            continue
+        total = _total(values, **change)
+        if total is not None and total < current:
+            rows.append({"change": label, "total_bytes": total, "fits": total <= usable,
+                         "query": {k: str(v) for k, v in change.items()}})
+    rows.sort(key=lambda r: (not r["fits"], r["total_bytes"]))
+    return rows
+
+
+def _training_changes(values):
+    return [
         ("recompute=full", {"recompute": "full"}),
         ("recompute=selective", {"recompute": "selective"}),
         ("attention=flash", {"attention": "flash"}),
@@ -88,16 +111,6 @@ def _how_to_fit(values, usable):
         ("offload=optimizer with zero=3" if values["zero"] != "3" else "offload=optimizer",
          {"offload": "optimizer", "zero": "3", "fsdp": "none"}),
     ]
-    rows = []
-    for label, change in candidates:
-        if all(values.get(k) == v for k, v in change.items()):
-            continue
-        total = _total(values, **change)
-        if total is not None:
-            rows.append({"change": label, "total_bytes": total, "fits": total <= usable,
-                         "query": {k: str(v) for k, v in change.items()}})
-    rows.sort(key=lambda r: (not r["fits"], r["total_bytes"]))
-    return rows
 
 
 def answer(values, result):
@@ -115,5 +128,5 @@ def answer(values, result):
         # Sequences of prompt + new tokens served at once, and the longest context at this batch.
         out["max_concurrency"] = out["max_batch"]
         out["max_context"] = None if out["max_seq"] is None else out["max_seq"] + values["new_tokens"]
-    out["how_to_fit"] = [] if fits else _how_to_fit(values, usable)
+    out["how_to_fit"] = [] if fits else _how_to_fit(values, usable, result["total_bytes"])
     return out

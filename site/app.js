@@ -171,7 +171,7 @@ function renderAnswers(a, r) {
   const add = (term, value) => list.append(el("dt", term), el("dd", value));
   const count = (n, unit) => (n === null || n === undefined ? "none fits" : `${n.toLocaleString("en-US")} ${unit}`);
   if ("gpus_needed" in a) add("GPUs needed", count(a.gpus_needed, "GPUs (dp × tp × pp × cp)"));
-  add("Largest micro-batch", count(a.max_batch, "sequences"));
+  if (!("max_concurrency" in a)) add("Largest micro-batch", count(a.max_batch, "sequences"));
   if ("max_concurrency" in a) {
     add("Concurrent sequences", count(a.max_concurrency, "of prompt + new tokens"));
     add("Longest context", count(a.max_context, "tokens at this batch"));

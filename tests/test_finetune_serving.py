@@ -111,3 +111,11 @@ def test_cli_compare_matches_the_page():
     cli = json.loads(done.stdout)["answers"]["comparison"]
     page = json.loads(web.run("&".join(args) + "&base.batch=4"))["answers"]["comparison"]
     assert cli == page
+
+
+def test_serving_how_to_fit_offers_serving_changes_that_help():
+    values = parse({"model": "qwen2.5-72b", "mode": "infer", "precision": "bf16", "seq": "32768", "batch": "4"})
+    result = estimate_values(values)
+    rows = answer(values, result)["how_to_fit"]
+    assert {"kv_dtype=fp8", "quant=awq-int4"} <= {r["change"] for r in rows}
+    assert all(r["total_bytes"] < result["total_bytes"] for r in rows)
