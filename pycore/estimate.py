@@ -269,7 +269,10 @@ def _training_stage(arch, values, policy, counts, lay, stage):
     head_gradient = 0 if arch.kind == "generic" or not stage.has_head or values["method"] != "full" else \
         round(math.ceil(arch.vocab / lay.tp) * arch.hidden * grad_bytes)
     tied_sum = 2 * head_gradient if arch.tied_embeddings and stage.has_embedding else 0
-    autocast_cache = 2 * stage.matrix_params if policy.autocast and arch.kind != "generic" else 0
+    # Autocast's 16-bit weight copies live until backward. Under ZeRO-3/FSDP the gathered layer is cast
+    # and freed layer by layer (FSDP2's mixed precision casts at all-gather), so only one layer's copy.
+    cast_params = stage.largest_layer if sharded3 else stage.matrix_params
+    autocast_cache = 2 * cast_params if policy.autocast and arch.kind != "generic" else 0
     static = weights + master + optimizer
     activations = saved + loss_saved
     gradients_live = gradients + buckets

@@ -75,3 +75,11 @@ def test_fsdp_peak_within_10_percent_of_measured(case):
     # validation/measured_fsdp.json: FSDP2 rank 0 of N under FSDPMemTracker with the fake process group.
     estimated = estimate(case["inputs"])["peak_bytes"]
     assert abs(estimated - case["peak_bytes"]) <= 0.10 * case["peak_bytes"]
+
+
+@pytest.mark.parametrize("label,query,theirs", compare.TORCHTITAN, ids=[t[0] for t in compare.TORCHTITAN])
+def test_torchtitan_published_memory_within_10_percent(label, query, theirs):
+    # torchtitan docs/performance.md, Llama 3.1 on H100 (Tables 2 and 4): max reserved GiB per GPU.
+    from urllib.parse import parse_qsl
+    ours = estimate(dict(parse_qsl(query)))["total_bytes"] / 2**30
+    assert abs(ours - theirs) <= 0.10 * theirs
