@@ -158,3 +158,19 @@ def test_generic_network_shards_with_zero():
     assert arch.kind == "generic"
     one = estimate({"params": "1B", "activations": "per-sample", "zero": "3", "dp": "4"})
     assert one["components"]["weights"] == 10**9 * 4 // 4
+
+
+@pytest.mark.parametrize("params,precision,microbatches,bytes_per_param", [
+    # The Ultra-Scale Playbook (Hugging Face, 2025), "Memory usage in Transformers": fp32 training with
+    # Adam keeps 4 + 4 + 8 = 16 bytes per parameter (1B: 16 GB, 7B: 112 GB, 70B: 1120 GB), and mixed
+    # precision without fp32 gradient accumulation 2 + 2 + 4 + 8 = 16 bytes too.
+    ("1B", "fp32", "1", 16), ("7B", "fp32", "1", 16), ("70B", "bf16-master", "1", 16),
+    # With gradient accumulation the playbook counts 20 bytes (bf16 and fp32 gradients both); we follow
+    # Megatron-LM, whose fp32 main_grad buffer replaces the bf16 gradients: 18 bytes.
+    ("7B", "bf16-master", "4", 18),
+])
+def test_ultrascale_playbook_model_states(params, precision, microbatches, bytes_per_param):
+    result = estimate({"params": params, "precision": precision, "microbatches": microbatches,
+                       "activations": "per-sample"})
+    count = result["params"]["total"]
+    assert model_states(result) == bytes_per_param * count
