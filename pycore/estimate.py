@@ -261,8 +261,11 @@ def _training_stage(arch, values, policy, counts, lay, stage):
             loss_bytes = 4 if (arch.loss_fp32 or policy.autocast) else e
             loss_saved = loss_bytes * vocab_tokens                     # log_softmax output
             upcast = 0 if logits_bytes == loss_saved else loss_saved
-            loss_forward = logits_bytes + upcast                       # alive while the loss is computed
-            loss_backward = 2 * loss_saved                             # nll and log_softmax gradients
+            # Chunked loss: every chunk's log-softmax is still saved, but the upcast copy and the two
+            # gradient buffers exist for one chunk at a time.
+            chunks = values["loss_chunks"]
+            loss_forward = logits_bytes + upcast // chunks             # alive while the loss is computed
+            loss_backward = 2 * loss_saved // chunks                   # nll and log_softmax gradients
     # The output head's weight gradient appears first in backward. With tied embeddings autograd holds
     # it in a buffer until the embedding's own gradient arrives at the very end, then sums the two into
     # a third tensor: three vocab × hidden gradients exist for a moment.

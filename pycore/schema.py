@@ -160,6 +160,8 @@ FIELDS = (
     _choice("attention", "flash", ("flash", "eager"),
             "flash: fused kernel (SDPA / FlashAttention) that never stores the s×s scores; eager: stores them",
             "savers", "PyTorch's SDPA is the transformers default"),
+    _int("loss_chunks", 1, "compute the output head and cross-entropy in this many sequence chunks, as "
+         "torchtune's CEWithChunkedOutputLoss (8) does; 1 = transformers' loss", "savers"),
     _choice("activations", "detailed", ("detailed", "korthikanti", "multiplier", "per-sample"),
             "activation model: detailed (ours), korthikanti (2022 paper), multiplier, per-sample", "savers"),
     Field("act_multiplier", "float", 34.0, "multiplier model: bytes = batch·seq·hidden·layers·this·act bytes/2",
@@ -212,7 +214,7 @@ LABELS = {
     "opt_dtype": "Optimizer state dtype", "act_dtype": "Activations dtype", "kv_dtype": "KV cache dtype",
     "optimizer": "Optimizer", "recompute": "Activation recomputation", "attention": "Attention kernel",
     "activations": "Activation model", "act_multiplier": "Activation multiplier",
-    "compare": "Compare with", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
+    "compare": "Compare with", "loss_chunks": "Loss chunks", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
     "lora_dtype": "Adapter dtype", "quant": "Weight quantization", "group_size": "Quantization group size",
     "dp": "Data parallel (dp)", "tp": "Tensor parallel (tp)", "pp": "Pipeline stages (pp)",
     "cp": "Context parallel (cp)", "ep": "Expert parallel (ep)", "zero": "ZeRO stage", "fsdp": "FSDP strategy",
