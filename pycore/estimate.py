@@ -10,8 +10,9 @@ A training step is modelled as three moments and the peak is the largest of them
   tensors of the layer being differentiated;
 - optimizer step: weights, gradients, state and the step's own temporaries.
 
-Serving is the weights plus the KV cache at its final length plus the larger of the prefill working set
-and the decode step.
+Every number is per GPU: with parallelism (pycore.parallel) each pipeline stage is estimated and the worst
+one reported. Serving is the weights plus the KV cache at its final length plus the larger of the prefill
+working set and the decode step.
 """
 
 import math
@@ -19,11 +20,11 @@ import math
 from . import activations as act
 from . import finetune, parallel, quantization
 from . import optimizer as opt
-from .precision import BITS
 from .architecture import ARCH_FIELDS, Architecture, count_parameters, with_overrides
 from .catalog import architecture as preset_architecture
 from .catalog import gpus as gpu_catalog
 from .hf_config import architecture_from_file
+from .precision import BITS
 from .precision import policy as precision_policy
 from .schema import DEFAULTS, InputError, parse
 

@@ -26,21 +26,12 @@ def test_enough_cases_and_families():
 
 
 TRAINING = [c for c in CASES if c["inputs"].get("mode") != "infer"]
-SERVING = [c for c in CASES if c["inputs"].get("mode") == "infer"]
 
 
-@pytest.mark.parametrize("case", TRAINING, ids=lambda c: c["label"])
-def test_training_peak_within_10_percent_of_measured(case):
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c["label"])
+def test_peak_within_10_percent_of_measured(case):
     estimated = estimate(case["inputs"])["peak_bytes"]
     assert abs(estimated - case["peak_bytes"]) <= 0.10 * case["peak_bytes"]
-
-
-@pytest.mark.parametrize("case", SERVING, ids=lambda c: c["label"])
-def test_serving_peak_within_15_percent_of_measured(case):
-    # Looser than training on purpose, and said so in docs/validation.md: generate() holds memory that
-    # grows with the generated tokens, which the estimate does not model yet (up to 13% on tiny models).
-    estimated = estimate(case["inputs"])["peak_bytes"]
-    assert abs(estimated - case["peak_bytes"]) <= 0.15 * case["peak_bytes"]
 
 
 def test_median_error_within_3_percent():

@@ -17,6 +17,7 @@ Usage:
 """
 
 import argparse
+import contextlib
 import json
 import platform
 import sys
@@ -100,6 +101,8 @@ CASES = [
     ("llama small infer fp32 b1 s1024+32", dict(model="llama-3.1-8b", layers="4", hidden="512", heads="8", kv_heads="2", ffn="1408", vocab="32000", mode="infer", precision="fp32", batch="1", seq="1024", new_tokens="32")),
     ("qwen small infer bf16 b8 s256+128", dict(model="qwen2.5-0.5b", layers="4", hidden="448", heads="7", kv_heads="1", ffn="1216", vocab="32000", mode="infer", precision="bf16", batch="8", seq="256", new_tokens="128")),
     ("gpt2 infer fp32 b4 s512+64", dict(model="gpt2", mode="infer", precision="fp32", batch="4", seq="512", new_tokens="64")),
+    ("llama small infer bf16 b16 s64+768 (decode-bound)", dict(model="llama-3.1-8b", layers="4", hidden="512", heads="8", kv_heads="2", ffn="1408", vocab="32000", mode="infer", precision="bf16", batch="16", seq="64", new_tokens="768")),
+    ("qwen small infer fp32 b8 s32+512 (decode-bound)", dict(model="qwen2.5-0.5b", layers="4", hidden="448", heads="7", kv_heads="1", ffn="1216", vocab="32000", mode="infer", precision="fp32", batch="8", seq="32", new_tokens="512")),
 ]
 
 REAL = ("mixtral", "real", "infer")
@@ -135,7 +138,6 @@ def hf_config(arch, attention):
 def selective_recompute(model):
     """Recompute the attention core (scores, softmax, dropout) in backward: Korthikanti's selective."""
     from torch.utils.checkpoint import checkpoint
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: F401
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     inner = ALL_ATTENTION_FUNCTIONS.get_interface(model.config._attn_implementation, None) \
@@ -255,7 +257,8 @@ def measure_train(values, arch, model):
 
 def measure_infer(values, arch, model):
     model.eval()
-    model.config.use_cache = True
+    model.config.use_cache = True              # hf_config turns the cache off for training
+    model.generation_config.use_cache = True
     model.generation_config.pad_token_id = 0
     ids = torch.randint(1, arch.vocab, (values["batch"], values["seq"]))
     kwargs = dict(max_new_tokens=values["new_tokens"], min_new_tokens=values["new_tokens"], do_sample=False)
@@ -281,7 +284,7 @@ def run_case(label, inputs):
     torch.manual_seed(0)
     fake = not any(word in label for word in REAL)
     started = time.time()
-    with FakeTensorMode(allow_non_fake_inputs=False) if fake else _nullcontext():
+    with FakeTensorMode(allow_non_fake_inputs=False) if fake else contextlib.nullcontext():
         values, arch, model = build(inputs)
         params = sum(p.numel() for p in model.parameters())
         measure = measure_infer if values["mode"] == "infer" else measure_train
@@ -297,14 +300,6 @@ def run_case(label, inputs):
         "peak_breakdown": {k: v for k, v in device_peak.items() if k != "Total"},
         "seconds": round(time.time() - started, 1),
     }
-
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def main():

@@ -9,7 +9,6 @@ Usage: python validation/measure_vision.py
 """
 
 import json
-import sys
 from pathlib import Path
 
 import torch

@@ -2,7 +2,6 @@
 
 import csv
 import io
-import json
 import subprocess
 import sys
 from pathlib import Path
