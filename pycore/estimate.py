@@ -276,7 +276,8 @@ def _training_stage(arch, values, policy, counts, lay, stage):
     # Autocast's 16-bit weight copies live until backward. Under ZeRO-3/FSDP the gathered layer is cast
     # and freed layer by layer (FSDP2's mixed precision casts at all-gather), so only one layer's copy.
     cast_params = stage.largest_layer if sharded3 else stage.matrix_params
-    autocast_cache = 2 * cast_params if policy.autocast and arch.kind != "generic" else 0
+    # bitsandbytes' 4-bit matmul saves the quantized weight and dequantizes again in backward.
+    autocast_cache = 2 * cast_params if policy.autocast and arch.kind != "generic" and quant == "none" else 0
     static = weights + master + optimizer
     activations = saved + loss_saved
     gradients_live = gradients + buckets

@@ -235,7 +235,7 @@ function renderComparison(c) {
   }
   const total = el("tr", undefined, "total-row");
   total.append(el("td", "Total per GPU"), el("td", gib(c.total_bytes), "num"), el("td", gib(c.baseline_total_bytes), "num"),
-    el("td", `${signed(c.total_bytes - c.baseline_total_bytes)} (${(-100 * c.saving).toFixed(1)}%)`, "num"));
+    el("td", signed(c.total_bytes - c.baseline_total_bytes), "num"));
   body.append(total);
   if (c.gpus_needed !== undefined) {
     const tr = el("tr");
