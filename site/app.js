@@ -135,6 +135,7 @@ function render(payload) {
   formulas.replaceChildren();
   for (const f of payload.formulas) {
     const tr = el("tr");
+    if (f.name.startsWith("  ·")) tr.className = "term";
     tr.append(el("td", f.name), el("td", f.formula, "formula"), el("td", gib(f.bytes), "num"), el("td", f.source, "muted"));
     formulas.append(tr);
   }
