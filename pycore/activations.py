@@ -50,8 +50,6 @@ def _norm_terms_unsharded(arch, e, amp, consumers, label):
     if amp:
         # autocast casts the (fp32) norm output once per consuming linear layer.
         terms.append(Term(f"{label} output cast ×{consumers}", consumers * 2 * h, f"{consumers}·2·h"))
-    elif arch.norm == "layernorm" or not arch.norm_weight_fp32:
-        terms.append(Term(f"{label} output", e * h, f"{e:g}·h"))
     else:
         terms.append(Term(f"{label} output", e * h, f"{e:g}·h"))
     return terms
