@@ -18,6 +18,10 @@ function formQuery() {
     const value = el.value.trim();
     if (value !== "" && value !== defaults[el.dataset.key]) params.append(el.dataset.key, value);
   }
+  // The baseline's inputs (base.KEY) have no fields of their own: they stay as the link gave them.
+  for (const [key, value] of new URLSearchParams(location.search)) {
+    if (key.startsWith("base.")) params.append(key, value);
+  }
   return params.toString();
 }
 
@@ -45,7 +49,7 @@ function requestQuery() {
   const params = new URLSearchParams(formQuery());
   for (const el of fields()) if (el.dataset.pending !== undefined) params.set(el.dataset.key, el.dataset.pending);
   for (const [key, value] of new URLSearchParams(location.search)) {
-    if (!form.querySelector(`[data-key="${CSS.escape(key)}"]`)) params.append(key, value);
+    if (!form.querySelector(`[data-key="${CSS.escape(key)}"]`) && !key.startsWith("base.")) params.append(key, value);
   }
   return params.toString();
 }

@@ -207,3 +207,15 @@ def test_comparison_and_generic_networks(watched, base_url):
     assert not page.locator("[data-field='seq']").is_visible()
     assert page.locator("[data-field='batch']").is_visible()
     assert total(page) == estimate({"model": "resnet-50", "batch": "64"})["total_bytes"]
+
+
+def test_baseline_inputs_survive_editing(watched, base_url):
+    page = watched.open(base_url, "?model=gpt2&base.batch=2&base.precision=bf16")
+    assert page.locator("#comparison").is_visible()
+    page.locator("#f-batch").fill("8")
+    page.wait_for_function("new URLSearchParams(location.search).get('batch') === '8'")
+    query = parse_qsl(urlsplit(page.url).query)
+    assert ("base.batch", "2") in query and ("base.precision", "bf16") in query
+    expected = estimate({"model": "gpt2", "batch": "2", "precision": "bf16", "attention": "eager"})
+    assert page.locator("#compare-message").inner_text().find(
+        f"{expected['total_bytes'] / 2**30:.2f}") >= 0
