@@ -35,19 +35,20 @@ def breakdown(result):
     elif phase == "forward":
         keys = static + ["autocast_weight_copies", "activations", "logits_and_loss"]
     elif phase == "backward":
-        live = result["phases"]["backward"] - sum(c[k] for k in static) - c["backward_working"]
-        if live == c["gradients"]:
-            keys = static + ["gradients", "backward_working"]
-        else:
-            keys = static + ["autocast_weight_copies", "activations", "logits_and_loss", "backward_working"]
+        # The peak is either the start of backward (activations and loss gradients alive) or its end
+        # (gradients): list whichever fits inside the peak, the remainder goes to the last row.
+        keys = static + ["autocast_weight_copies", "activations", "logits_and_loss"]
+        if sum(c[k] for k in keys) > result["peak_bytes"]:
+            keys = static + ["gradients"]
     elif phase == "prefill":
-        keys = ["weights", "kv_cache", "prefill_working"]
+        keys = ["weights", "prefill_working"]          # the rest is the prompt's part of the KV cache
     else:
         keys = ["weights", "kv_cache"]
     rows = [(k, COMPONENT_LABELS[k], c[k]) for k in keys if c.get(k)]
     rest = result["peak_bytes"] - sum(r[2] for r in rows)
     if rest:
-        label = "Loss buffers and working tensors at the peak" if phase != "decode" else "Cache append copy"
+        label = {"decode": "Cache append copy", "prefill": "KV cache of the prompt"}.get(
+            phase, "Loss buffers and working tensors at the peak")
         rows.append(("other", label, rest))
     return rows
 

@@ -102,3 +102,19 @@ def test_serving_kv_cache_grows_with_context():
     short = estimate({"model": "llama-3.1-8b", "mode": "infer", "seq": "1024", "new_tokens": "1"})
     long = estimate({"model": "llama-3.1-8b", "mode": "infer", "seq": "4096", "new_tokens": "1"})
     assert long["components"]["kv_cache"] == 4 * short["components"]["kv_cache"]
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "gpt2", "mixtral-8x7b", "resnet-50", "deepseek-v3", "t5-base"])
+@pytest.mark.parametrize("extra", [{}, {"zero": "3", "dp": "8"}, {"recompute": "full", "batch": "8"}, {"mode": "infer"},
+                                   {"mode": "infer", "seq": "64", "new_tokens": "4096", "batch": "64"},
+                                   {"pp": "2", "microbatches": "4"}, {"fsdp": "FULL_SHARD", "dp": "64", "tp": "2"}])
+def test_breakdown_adds_up_to_the_peak(model, extra):
+    from pycore import InputError
+    from pycore.report import breakdown
+    try:
+        result = estimate({"model": model, **extra})
+    except InputError:
+        return                                   # a layout the model cannot take (named in its message)
+    rows = breakdown(result)
+    assert all(size >= 0 for _, _, size in rows)
+    assert sum(size for _, _, size in rows) == result["peak_bytes"]
