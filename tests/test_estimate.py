@@ -117,7 +117,7 @@ def test_breakdown_adds_up_to_the_peak(model, extra):
             estimate({"model": model, **extra})
         assert error.value.key in extra
         return
-    rows = breakdown(estimate({"model": model, **extra}))
     result = estimate({"model": model, **extra})
+    rows = breakdown(result)
     assert all(size >= 0 for _, _, size in rows)
     assert sum(size for _, _, size in rows) == result["peak_bytes"]
