@@ -11,7 +11,7 @@ models reproduce the formulas people already know:
 - ``per-sample``: act_per_sample·batch.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -26,32 +26,30 @@ class Term:
 
 
 def _norm_terms(arch, e, amp, consumers, label, feeds=""):
-    """A pre-norm saves its fp32 input, the normalised tensor, and what its consumers read."""
-    terms = _norm_terms_unsharded(arch, e, amp, consumers, label)
-    return [replace(t, replicated=True, feeds=feeds if "output" in t.name else "") for t in terms]
+    """A pre-norm saves its fp32 input, the normalised tensor, and what its consumers read.
 
-
-def _norm_terms_unsharded(arch, e, amp, consumers, label):
+    All of it sits outside the tensor-parallel region; the output is what the next linear layers read.
+    """
     h = arch.hidden
+
+    def saved(name, size, formula):
+        return Term(f"{label} {name}", size, formula, replicated=True)
     if arch.norm == "layernorm":
         # native_layer_norm saves its input and fp32 mean and rstd; consumers save its output.
-        terms = [Term(f"{label} input", (4 if amp else e) * h, f"{4 if amp else e}·h"),
-                 Term(f"{label} mean, rstd", 8, "8")]
+        terms = [saved("input", (4 if amp else e) * h, f"{4 if amp else e}·h"), saved("mean, rstd", 8, "8")]
     elif arch.norm_weight_fp32:
         # Gemma: x.float(), normalise in fp32, multiply by (1 + weight) in fp32, cast back.
-        terms = [Term(f"{label} fp32 input", 4 * h, "4·h"), Term(f"{label} normalised", 4 * h, "4·h"),
-                 Term(f"{label} rsqrt", 4, "4")]
+        terms = [saved("fp32 input", 4 * h, "4·h"), saved("normalised", 4 * h, "4·h"), saved("rsqrt", 4, "4")]
     else:
         # Llama RMSNorm: x.to(fp32) saved by pow and mul, normalised x cast back, saved by ·weight.
         norm_bytes = 4 if amp else e
-        terms = [Term(f"{label} fp32 input", 4 * h, "4·h"), Term(f"{label} normalised", norm_bytes * h,
-                                                                  f"{norm_bytes:g}·h"),
-                 Term(f"{label} rsqrt", 4, "4")]
+        terms = [saved("fp32 input", 4 * h, "4·h"), saved("normalised", norm_bytes * h, f"{norm_bytes:g}·h"),
+                 saved("rsqrt", 4, "4")]
     if amp:
         # autocast casts the (fp32) norm output once per consuming linear layer.
-        terms.append(Term(f"{label} output cast ×{consumers}", consumers * 2 * h, f"{consumers}·2·h"))
+        terms.append(Term(f"{label} output cast ×{consumers}", consumers * 2 * h, f"{consumers}·2·h", True, feeds))
     else:
-        terms.append(Term(f"{label} output", e * h, f"{e:g}·h"))
+        terms.append(Term(f"{label} output", e * h, f"{e:g}·h", True, feeds))
     return terms
 
 

@@ -20,10 +20,21 @@ def _fits(values, usable, **changes):
     return total is not None and total <= usable
 
 
+def _linear_guess(values, key, usable):
+    """Where the total would reach ``usable`` if it grew linearly in ``key`` (it does for the batch)."""
+    one, two = _total(values, **{key: 1}), _total(values, **{key: 2})
+    if one is None or two is None or two <= one:
+        return None
+    return max(1, min(SEARCH_LIMIT, (usable - one) // (two - one) + 1))
+
+
 def _largest(values, key, usable, low=1, high=SEARCH_LIMIT):
     """The largest value of an integer input that still fits, or None if even ``low`` does not."""
     if not _fits(values, usable, **{key: low}):
         return None
+    guess = _linear_guess(values, key, usable)
+    if guess is not None and _fits(values, usable, **{key: guess}) and not _fits(values, usable, **{key: guess + 1}):
+        return guess                                    # the linear guess is exact: two checks, not twenty
     while low < high:
         middle = (low + high + 1) // 2
         if _fits(values, usable, **{key: middle}):

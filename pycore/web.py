@@ -34,7 +34,8 @@ def _pairs(query):
 
 
 def _estimate(query):
-    """(values, result or None, errors) for a query string; bad inputs fall back to their defaults."""
+    """(values, result or None, errors, baseline inputs) for a query string; bad inputs fall back to their
+    defaults."""
     raw, errors = _pairs(query)
     base_raw = {k[5:]: v for k, v in raw.items() if k.startswith("base.") and v != ""}
     raw = {k: v for k, v in raw.items() if v != "" and not k.startswith("base.")}
@@ -44,42 +45,54 @@ def _estimate(query):
         values["compare"] = "baseline"
     for _ in range(len(BY_KEY)):
         try:
-            result = estimate_values(values)
-            if values["compare"] != "off":
-                try:
-                    result["comparison"] = compare(values, result, base_raw)
-                except InputError as error:
-                    errors[error.key] = str(error)
-            return values, result, errors
+            return values, estimate_values(values), errors, base_raw
         except InputError as error:
             key = error.key if error.key in BY_KEY else "model"
             errors[key] = str(error)
             if values[key] == DEFAULTS[key]:       # the default itself fails: nothing left to try
                 break
             values[key] = DEFAULTS[key]
-    return values, None, errors
+    return values, None, errors, base_raw
+
+
+def _answers(values, result, base_raw, errors):
+    answers = answer(values, result)
+    answers["comparison"] = None
+    if values["compare"] != "off":
+        try:
+            answers["comparison"] = compare(values, result, base_raw)
+        except InputError as error:
+            errors[error.key] = str(error)
+    return answers
 
 
 def run(query):
-    """Estimate for a URL query string; returns JSON with result, breakdown, formulas, errors, query."""
-    values, result, errors = _estimate(query)
+    """Estimate for a URL query string; returns JSON with result, breakdown, formulas, errors, query.
+
+    The answers, which re-run the estimate many times, come from ``answers`` so typing stays fast.
+    """
+    values, result, errors, _ = _estimate(query)
     payload = {"errors": errors, "query": to_query(values)}
     if result is not None:
-        answers = answer(values, result)
-        answers["comparison"] = result.pop("comparison", None)
-        payload.update(result=result, breakdown=report.breakdown(result), formulas=formulas(values, result),
-                       answers=answers)
+        payload.update(result=result, breakdown=report.breakdown(result), formulas=formulas(values, result))
     return json.dumps(payload)
+
+
+def answers(query):
+    """JSON with the answers (GPUs needed, largest batch and sequence, cost, how to fit, comparison) and
+    any message about baseline inputs."""
+    values, result, errors, base_raw = _estimate(query)
+    if result is None:
+        return json.dumps({"answers": None, "errors": errors})
+    return json.dumps({"answers": _answers(values, result, base_raw, errors), "errors": errors})
 
 
 def csv(query):
     """The CSV download for a URL query string: the same bytes as ``python -m pycore --csv``."""
-    values, result, _ = _estimate(query)
+    values, result, errors, base_raw = _estimate(query)
     if result is None:
         return ""
-    answers = answer(values, result)
-    answers["comparison"] = result.pop("comparison", None)
-    return report.to_csv(values, result, answers)
+    return report.to_csv(values, result, _answers(values, result, base_raw, errors))
 
 
 def import_config(text):
@@ -107,7 +120,7 @@ def import_config(text):
         if ours != theirs:
             query.append((key, ("yes" if ours else "no") if key == "tied" else str(ours)))
     expected = count_parameters(arch).total
-    values, result, errors = _estimate("&".join(f"{k}={v}" for k, v in query))
+    _, result, _, _ = _estimate("&".join(f"{k}={v}" for k, v in query))
     if result is None or result["params"]["total"] != expected:
         return json.dumps({"error": "config.json: this architecture has features the inputs cannot express yet "
                                     f"(expected {expected:,} parameters); try the nearest preset"})

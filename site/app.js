@@ -129,8 +129,7 @@ function render(payload) {
     list.append(item);
   }
 
-  renderAnswers(payload.answers, r);
-  renderComparison(payload.answers.comparison);
+  renderStages(r);
   const generic = r.model.kind === "generic";
   form.classList.toggle("generic", generic);
   document.getElementById("generic-note").hidden = !generic;
@@ -208,6 +207,9 @@ function renderAnswers(a, r) {
     item.append(button, el("span", ` → ${gib(fix.total_bytes)} GiB${fix.fits ? " (fits)" : ""}`));
     fixes.append(item);
   }
+}
+
+function renderStages(r) {
   const stages = document.getElementById("stages");
   const body = stages.querySelector("tbody");
   body.replaceChildren();
@@ -256,14 +258,37 @@ function renderComparison(c) {
   }
 }
 
+// The answers re-run the estimate dozens of times: they follow the breakdown once typing pauses.
+let answersTimer = null;
+
+function scheduleAnswers() {
+  clearTimeout(answersTimer);
+  document.documentElement.dataset.answersPending = "1";
+  answersTimer = setTimeout(() => {
+    const payload = JSON.parse(window.pycoreAnswers(requestQuery()));
+    if (payload.answers) {
+      renderAnswers(payload.answers, lastResult);
+      renderComparison(payload.answers.comparison);
+    }
+    const baseErrors = Object.entries(payload.errors).filter(([key]) => key.startsWith("base."));
+    for (const [, message] of baseErrors) document.getElementById("messages").append(el("p", message));
+    delete document.documentElement.dataset.answersPending;
+  }, 120);
+}
+
+let lastResult = null;
+
 function update(historyMode) {
   if (historyMode) scheduleUrl(historyMode);
   else document.getElementById("link-field").value = location.href;
   if (!run) return;
   const started = performance.now();
-  render(JSON.parse(run(requestQuery())));
+  const payload = JSON.parse(run(requestQuery()));
+  lastResult = payload.result;
+  render(payload);
   window.__lastUpdateMs = performance.now() - started;
   if (window.__firstResultMs === undefined) window.__firstResultMs = performance.now();
+  if (payload.result) scheduleAnswers();
 }
 
 form.addEventListener("input", (event) => {

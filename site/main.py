@@ -5,6 +5,7 @@ from pyodide.ffi import create_proxy
 from pycore import web
 
 window.pycoreRun = create_proxy(web.run)
+window.pycoreAnswers = create_proxy(web.answers)
 window.pycoreCsv = create_proxy(web.csv)
 window.pycoreImport = create_proxy(web.import_config)
 document.documentElement.classList.add("py-ready")

@@ -85,13 +85,13 @@ def test_serving_answers_are_boundaries():
 
 
 def test_negative_saving_is_said_plainly():
-    payload = json.loads(web.run("model=llama-3.1-8b&precision=bf16-master&recompute=full&compare=baseline"))
+    payload = json.loads(web.answers("model=llama-3.1-8b&precision=bf16-master&recompute=full&compare=baseline"))
     comparison = payload["answers"]["comparison"]
     assert comparison["saving"] < 0 and "more memory" in comparison["message"]
 
 
 def test_baseline_inputs_come_from_base_keys():
-    payload = json.loads(web.run("model=gpt2&batch=8&base.batch=2&base.precision=bf16"))
+    payload = json.loads(web.answers("model=gpt2&batch=8&base.batch=2&base.precision=bf16"))
     comparison = payload["answers"]["comparison"]
     assert dict(comparison["baseline_query"])["batch"] == "2"
     expected = estimate({"model": "gpt2", "batch": "2", "precision": "bf16", "attention": "eager"})
@@ -99,7 +99,7 @@ def test_baseline_inputs_come_from_base_keys():
 
 
 def test_training_and_serving_side_by_side():
-    payload = json.loads(web.run("model=llama-3.1-8b&compare=serving"))
+    payload = json.loads(web.answers("model=llama-3.1-8b&compare=serving"))
     served = estimate({"model": "llama-3.1-8b", "mode": "infer"})
     assert payload["answers"]["comparison"]["baseline_total_bytes"] == served["total_bytes"]
 
@@ -109,7 +109,7 @@ def test_cli_compare_matches_the_page():
     done = subprocess.run([sys.executable, "-m", "pycore", "--json", *args, "--compare", "batch=4"], cwd=ROOT,
                           capture_output=True, text=True, check=True)
     cli = json.loads(done.stdout)["answers"]["comparison"]
-    page = json.loads(web.run("&".join(args) + "&base.batch=4"))["answers"]["comparison"]
+    page = json.loads(web.answers("&".join(args) + "&base.batch=4"))["answers"]["comparison"]
     assert cli == page
 
 

@@ -92,7 +92,13 @@ class Watched:
         self.page.goto(base_url + query)
         self.page.wait_for_selector("html.py-ready", timeout=READY_MS)
         self.page.wait_for_function("document.documentElement.dataset.totalBytes !== undefined")
+        settled(self.page)
         return self.page
+
+
+def settled(page):
+    """Wait until the answers (computed after the breakdown) are on the page."""
+    page.wait_for_function("document.documentElement.dataset.answersPending === undefined")
 
 
 @pytest.fixture()

@@ -28,12 +28,18 @@ def field(page, selector):
     return locator
 
 
+def settled(page):
+    """Wait for the answers, which follow the breakdown once typing pauses."""
+    page.wait_for_function("document.documentElement.dataset.answersPending === undefined")
+
+
 def show(page, query):
     """Navigate inside the page (history + popstate) and wait for the new result."""
     before = page.evaluate("window.__renders = (window.__renders || 0)")
     page.evaluate("q => { history.pushState(null, '', '?' + q); dispatchEvent(new PopStateEvent('popstate')); }",
                   query)
     page.wait_for_function("document.getElementById('link-field').value === location.href")
+    settled(page)
     return before
 
 
@@ -184,16 +190,19 @@ def test_parallelism_panel_stages_and_how_to_fit(watched, base_url):
     assert not page.locator("#f-dp").is_visible()                 # hidden behind "single GPU"
     assert "does not fit" in page.locator("#how-to-fit").inner_text()
     field(page, "#f-pp").fill("4")
+    settled(page)
     page.wait_for_selector("#stages:not([hidden])")
     assert page.locator("#stages tbody tr").count() == 4
     field(page, "#f-zero").select_option("3")
     field(page, "#f-dp").fill("8")
     page.wait_for_function("new URLSearchParams(location.search).get('dp') === '8'")
+    settled(page)
     query = dict(parse_qsl(urlsplit(page.url).query))
     assert total(page) == estimate(query)["total_bytes"]
     before = total(page)
     page.locator("#how-to-fit button").first.click()             # apply the best-ranked change
     page.wait_for_function(f"document.documentElement.dataset.totalBytes !== '{before}'")
+    settled(page)
     assert total(page) < before
     assert "GPUs needed" in page.locator("#answers").inner_text()
 
@@ -214,6 +223,7 @@ def test_baseline_inputs_survive_editing(watched, base_url):
     assert page.locator("#comparison").is_visible()
     page.locator("#f-batch").fill("8")
     page.wait_for_function("new URLSearchParams(location.search).get('batch') === '8'")
+    settled(page)
     query = parse_qsl(urlsplit(page.url).query)
     assert ("base.batch", "2") in query and ("base.precision", "bf16") in query
     expected = estimate({"model": "gpt2", "batch": "2", "precision": "bf16", "attention": "eager"})
