@@ -39,6 +39,8 @@ def main():
     query = "&".join(f"{k}={v}" for k, v in INPUTS["gpt2, eager, full recompute"].items())
     median, p95 = timings(lambda: web.run(query))
     print(f"web.run   {'(estimate + formulas + JSON)':34s} median {1e3 * median:6.3f} ms   p95 {1e3 * p95:6.3f} ms")
+    median, p95 = timings(lambda: web.answers(query))
+    print(f"web.answers {'(the answers and their searches)':32s} median {1e3 * median:6.3f} ms   p95 {1e3 * p95:6.3f} ms")
 
 
 if __name__ == "__main__":
