@@ -138,45 +138,36 @@ def markdown(record, table):
     for r in fsdp:
         lines.append(f"| {r['label']} | {r['measured'] / 2**30:.3f} | {r['estimated'] / 2**30:.3f} | "
                      f"{100 * r['error']:+.1f}% |")
-    lines += [
-        "",
-        "## Published multi-GPU runs: torchtitan",
-        "",
+    lines += published("## Published multi-GPU runs: torchtitan", [
         "torchtitan's docs/performance.md reports per-GPU memory of Llama 3.1 training on H100s (FSDP2 with",
         "bf16 compute and fp32 master weights, here `precision=amp-bf16`; sequence 8192 unless stated). Their",
         "figure is `torch.cuda.max_memory_reserved()`, which adds the caching allocator's slack to the peak",
         "of live tensors; ours is the peak plus the default 1 GiB overhead. Their runs also use torch.compile",
         "and Float8 linear layers, which this estimate does not model (both shrink saved activations and",
         "fuse the loss). The two differences pull in opposite directions.",
-        "",
-        "| torchtitan table, run | their GiB | estimate GiB | inputs |",
-        "|---|---:|---:|---|",
-    ]
-    for label, query, theirs in TORCHTITAN:
-        ours = estimate(dict(parse_qsl(query)))["total_bytes"] / 2**30
-        lines.append(f"| {label} | {theirs:.1f} | {ours:.1f} | `{query}` |")
-    lines += [
-        "",
-        "## Published fine-tuning runs: torchtune",
-        "",
+    ], "torchtitan table, run", TORCHTITAN)
+    lines += published("## Published fine-tuning runs: torchtune", [
         "torchtune's README reports peak memory per GPU for Llama 3.1 8B at batch size 2, a dataset packed to",
         "sequence length 2048, torch.compile on. Its recipes chunk the output projection and the",
         "cross-entropy in 8 (CEWithChunkedOutputLoss, `loss_chunks=8` here) and, on a 4090, checkpoint",
         "activations. What remains of the gap is what torch.compile fuses and the runtime overhead we add;",
         "the README does not state every setting, so this is shown for orientation, not as a check.",
-        "",
-        "| torchtune README row | their GiB | estimate GiB | inputs |",
-        "|---|---:|---:|---|",
-    ]
-    for label, query, theirs in TORCHTUNE:
-        ours = estimate(dict(parse_qsl(query)))["total_bytes"] / 2**30
-        lines.append(f"| {label} | {theirs:.1f} | {ours:.1f} | `{query}` |")
+    ], "torchtune README row", TORCHTUNE)
     lines += [
         "",
         "Not measured here: tensor, pipeline and expert parallelism runs (tested against Korthikanti et al.",
         "2022 and the ZeRO paper's formulas in tests/test_parallel.py).",
     ]
     return "\n".join(lines) + "\n"
+
+
+def published(heading, prose, column, runs):
+    """A section comparing published per-GPU figures with the estimate for the same inputs."""
+    lines = ["", heading, "", *prose, "", f"| {column} | their GiB | estimate GiB | inputs |", "|---|---:|---:|---|"]
+    for label, query, theirs in runs:
+        ours = estimate(dict(parse_qsl(query)))["total_bytes"] / 2**30
+        lines.append(f"| {label} | {theirs:.1f} | {ours:.1f} | `{query}` |")
+    return lines
 
 
 def main():
