@@ -127,7 +127,7 @@ def _training_changes(values):
 def answer(values, result):
     """gpus_needed, max_batch, max_seq, cost and how_to_fit for the chosen GPU."""
     gpu = gpu_catalog()[values["gpu"]]
-    usable = gpu["memory_bytes"] if "memory_bytes" in gpu else gpu["usable_bytes"]
+    usable = gpu["usable_bytes"]
     fits = result["total_bytes"] <= usable
     out = {"gpu": values["gpu"], "fits": fits}
     if values["mode"] == "train":

@@ -24,8 +24,7 @@ def baseline_values(values, base_raw):
         if values["method"] == "qlora":
             changed["method"] = "lora"
     overrides = parse(base_raw)                 # strict: a bad base.* value raises, naming base.KEY
-    for key, text in base_raw.items():
-        changed[key] = overrides[key]
+    changed.update({key: overrides[key] for key in base_raw})
     changed["compare"] = "off"
     return changed
 

@@ -179,7 +179,7 @@ def _training(arch, values, policy, counts, lay):
                  for stage in parallel.stages(arch, counts, lay)]
     worst = max(per_stage, key=lambda r: max(r["phases"].values()))
     if len(per_stage) > 1:
-        worst["stages"] = [{"stage": r["stage"], "layers": r["stage_layers"], "peak_bytes": max(r["phases"].values()),
+        worst["stages"] = [{"stage": r["stage"], "layers": r["layers"], "peak_bytes": max(r["phases"].values()),
                             "peak_phase": max(r["phases"], key=r["phases"].get), "components": r["components"]}
                            for r in per_stage]
     return worst
@@ -245,12 +245,12 @@ def _training_stage(arch, values, policy, counts, lay, stage):
     else:
         if values["activations"] == "detailed":
             per_layer, terms, final, working = _activation_bytes(arch, values, policy, lay)
-            if quant != "none" and values["method"] != "full":
-                # bitsandbytes dequantizes one layer's weights at a time to compute in 16 bit
-                working += 2 * stage.largest_layer / max(tokens, 1)
             saved = round(per_layer * stage.layers * stage.in_flight * tokens +
                           (final * tokens if stage.has_head else 0))
             working = round(working * tokens)
+            if quant != "none" and values["method"] != "full":
+                # bitsandbytes dequantizes one layer's weights at a time to compute in 16 bit
+                working += 2 * stage.largest_layer
         else:
             whole = _model_activation_bytes(arch, values, policy, tokens, lay)
             saved = round(whole * stage.layers / arch.layers * stage.in_flight)
@@ -304,7 +304,7 @@ def _training_stage(arch, values, policy, counts, lay, stage):
         "optimizer_step_temporaries": step_temporaries, "kv_cache": 0,
     }
     return {"components": components, "phases": phases, "activation_terms": [t.__dict__ for t in terms],
-            "tokens": tokens, "layers": stage.layers, "stage": stage.index, "stage_layers": stage.layers,
+            "tokens": tokens, "layers": stage.layers, "stage": stage.index,
             "params_per_gpu": params, "host_bytes": host}
 
 

@@ -9,14 +9,13 @@ from urllib.parse import parse_qsl
 
 from . import report
 from .answers import answer
-from .compare import compare
-from .architecture import count_parameters
+from .architecture import ARCH_FIELDS, count_parameters
 from .catalog import architecture as preset_architecture
-from .hf_config import FAMILY_PRESETS, architecture_from_dict
-from .explain import formulas
-from .schema import BY_KEY, DEFAULTS, InputError, parse, to_query
-from .architecture import ARCH_FIELDS
+from .compare import compare
 from .estimate import estimate_values
+from .explain import formulas
+from .hf_config import FAMILY_PRESETS, architecture_from_dict
+from .schema import BY_KEY, DEFAULTS, InputError, parse, to_query
 
 
 def _pairs(query):

@@ -282,11 +282,9 @@ function update(historyMode) {
   if (historyMode) scheduleUrl(historyMode);
   else document.getElementById("link-field").value = location.href;
   if (!run) return;
-  const started = performance.now();
   const payload = JSON.parse(run(requestQuery()));
   lastResult = payload.result;
   render(payload);
-  window.__lastUpdateMs = performance.now() - started;
   if (window.__firstResultMs === undefined) window.__firstResultMs = performance.now();
   if (payload.result) scheduleAnswers();
 }
