@@ -1,7 +1,8 @@
 """pycore: GPU memory per device for training and serving transformers. Standard library only."""
 
+from .errors import FieldError, InputError
 from .estimate import estimate, estimate_values
-from .schema import InputError, parse
+from .schema import parse
 
-__all__ = ["estimate", "estimate_values", "parse", "InputError"]
-__version__ = "0.1.0"
+__all__ = ["estimate", "estimate_values", "parse", "FieldError", "InputError"]
+__version__ = "0.2.0"

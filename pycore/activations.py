@@ -140,3 +140,62 @@ def korthikanti(arch, batch, seq, recompute, act_bytes, tp=1, sp=False):
     else:
         per_layer = sbh * (10 + 24 / tp + scores)
     return round(per_layer * act_bytes / 2 * arch.layers)
+
+
+def per_token(setup):
+    """(saved bytes per token per layer, terms, final-norm bytes per token, working bytes per token).
+
+    With tensor parallelism the terms inside the parallel region split t ways, and the norm and residual
+    terms too with sequence parallelism (Korthikanti et al. 2022, section 4.2).
+    """
+    from . import finetune
+    arch, policy, work, lay = setup.arch, setup.policy, setup.workload, setup.layout
+    e = policy.bytes("act")
+    attention = work.attention
+    terms = layer_terms(arch, policy, attention, work.recompute, work.seq)
+    if setup.finetune.adapters:
+        # Frozen linear layers need no input to compute their (absent) weight gradient.
+        kept = finetune.adapted_inputs(setup.finetune.targets)
+        terms = [t for t in terms if not t.feeds or t.feeds in kept]
+        adapters = finetune.adapter_activation_bytes_per_token(arch, setup.finetune.rank, setup.finetune.targets,
+                                                               e) / arch.layers
+        terms.append(Term("LoRA A outputs", adapters, "r·e per adapted layer"))
+
+    def split(t):
+        return t.bytes_per_token / (lay.tp if (not t.replicated or lay.sp) else 1)
+    per_layer = sum(split(t) for t in terms)
+    if arch.kind == "encoder-decoder":
+        # Approximation, not yet measured: decoder blocks as encoder blocks plus one more attention
+        # block (cross-attention), target as long as the source.
+        cross = sum(split(t) for t in _attention_terms(arch, e, policy.autocast, attention, work.recompute,
+                                                         work.seq))
+        per_layer = (per_layer * (arch.layers + arch.decoder_layers) + cross * arch.decoder_layers) / arch.layers
+    final = sum(split(t) for t in _norm_terms(arch, e, policy.autocast, 1, "final norm"))
+    width = max(arch.ffn * max(arch.experts_per_token, 1), arch.q_dim) / lay.tp
+    working = 3 * e * width
+    if attention == "eager":
+        working += (4 + e) * arch.heads / lay.tp * work.seq
+    if work.recompute == "full":
+        working += per_layer           # one layer's activations rebuilt during its backward
+        per_layer = layer_input_bytes(arch, policy) / (lay.tp if lay.sp else 1)
+    return per_layer, terms, final, working
+
+
+def whole_model(setup, tokens):
+    """Activation bytes of the whole model under the korthikanti, multiplier or per-sample models."""
+    from .errors import FieldError
+    arch, work, lay = setup.arch, setup.workload, setup.layout
+    e = setup.policy.bytes("act")
+    model = work.activation_model
+    if model == "detailed":         # a generic preset with measured bytes per sample
+        per_sample = arch.act_per_sample_fp32 if e == 4 else arch.act_per_sample_16
+        return per_sample * work.batch
+    needs = {"korthikanti": ("layers", "hidden", "heads"), "multiplier": ("layers", "hidden")}.get(model, ())
+    for key in needs:
+        if not getattr(arch, key):
+            raise FieldError(key, f"the {model} activation model needs {', '.join(needs)}; give {key}")
+    if model == "korthikanti":
+        return korthikanti(arch, work.batch, work.seq // lay.cp, work.recompute, e, lay.tp, lay.sp)
+    if model == "multiplier":
+        return round(tokens * arch.hidden * arch.layers * work.act_multiplier * e / 2 / lay.tp)
+    return work.act_per_sample * work.batch

@@ -1,26 +1,38 @@
-"""The questions people ask after the breakdown: how many GPUs, what batch, how long, how much, and
-what to change when it does not fit. Each answer re-runs the estimate with one input changed."""
+"""The questions people ask after the breakdown: how many GPUs and in which layout, what batch, how long,
+how much, and what to change when it does not fit. Each answer re-runs the estimate (totals only, no
+formulas) with some inputs changed; every search is bounded."""
+
+import math
 
 from .catalog import gpus as gpu_catalog
-from .estimate import estimate_values
-from .schema import InputError
+from .errors import FieldError
+from .estimate import total_bytes
+from .report import duration_text
+from .serving import vllm_capacity  # noqa: F401  (re-exported for the page's serving answers)
+from .units import format_bytes
 
 SEARCH_LIMIT = 1 << 20
+NODE = 8                         # GPUs per node: tensor parallelism stays inside one
+MAX_DP = 1 << 16
+# Compute each plan costs, relative to the plain step (the rule plans are ranked by after the GPU count):
+# full recomputation runs every layer's forward twice, 4/3 of a step's FLOPs (Korthikanti et al. 2022,
+# section 5: "full recomputation ... 30-40% overhead"); selective recomputation ~2.7% (their Table 4).
+RECOMPUTE_COST = {"none": 1.0, "selective": 1.03, "full": 4 / 3}
 
 
-def _total(values, **changes):
+def _total(values: dict, **changes: object) -> "int | None":
     try:
-        return estimate_values({**values, **changes})["total_bytes"]
-    except InputError:
+        return total_bytes({**values, **changes})
+    except FieldError:
         return None
 
 
-def _fits(values, usable, **changes):
+def _fits(values: dict, usable: int, **changes: object) -> bool:
     total = _total(values, **changes)
     return total is not None and total <= usable
 
 
-def _linear_guess(values, key, usable):
+def _linear_guess(values: dict, key: str, usable: int) -> "int | None":
     """Where the total would reach ``usable`` if it grew linearly in ``key`` (it does for the batch)."""
     one, two = _total(values, **{key: 1}), _total(values, **{key: 2})
     if one is None or two is None or two <= one:
@@ -28,12 +40,13 @@ def _linear_guess(values, key, usable):
     return max(1, min(SEARCH_LIMIT, (usable - one) // (two - one) + 1))
 
 
-def _largest(values, key, usable, low=1, high=SEARCH_LIMIT):
+def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEARCH_LIMIT) -> "int | None":
     """The largest value of an integer input that still fits, or None if even ``low`` does not."""
     if not _fits(values, usable, **{key: low}):
         return None
     guess = _linear_guess(values, key, usable)
-    if guess is not None and _fits(values, usable, **{key: guess}) and not _fits(values, usable, **{key: guess + 1}):
+    if guess is not None and guess <= high and _fits(values, usable, **{key: guess}) \
+            and (guess == high or not _fits(values, usable, **{key: guess + 1})):
         return guess                                    # the linear guess is exact: two checks, not twenty
     while low < high:
         middle = (low + high + 1) // 2
@@ -44,40 +57,129 @@ def _largest(values, key, usable, low=1, high=SEARCH_LIMIT):
     return low
 
 
-def _gpus_needed(values, usable):
-    """Fewest GPUs of the chosen kind that fit: the world size dp·tp·pp·cp with the smallest dp."""
-    model_parallel = values["tp"] * values["pp"] * values["cp"]
-    sharded = values["zero"] != "0" or values["fsdp"] not in ("none", "NO_SHARD")
-    if not sharded or values["fsdp"] == "HYBRID_SHARD":
-        return model_parallel * values["dp"] if _fits(values, usable) else None
-    if not _fits(values, usable, dp=4096):
+def _valid_tp(values: dict, heads: int, kv_heads: int) -> "list[int]":
+    out = []
+    for tp in (1, 2, 4, NODE):
+        if heads and heads % tp == 0 and (kv_heads % tp == 0 or tp % kv_heads == 0):
+            out.append(tp)
+    return out or [1]
+
+
+def _smallest_dp(values: dict, usable: int, changes: dict) -> "int | None":
+    """Fewest data-parallel ZeRO-3 shards that fit, from two estimates (memory ≈ fixed + sharded / dp)
+    checked by a third; None when the unsharded part alone does not fit."""
+    t2, t4 = _total(values, **changes, dp=2), _total(values, **changes, dp=4)
+    if t2 is None or t4 is None:
         return None
-    low, high = 1, 4096
-    while low < high:
-        middle = (low + high) // 2
-        if _fits(values, usable, dp=middle):
-            high = middle
-        else:
-            low = middle + 1
-    return low * model_parallel
+    sharded = 4 * (t2 - t4)              # t(dp) = fixed + sharded / dp
+    fixed = t2 - sharded // 2
+    if fixed >= usable:
+        return None
+    dp = max(2, min(MAX_DP, math.ceil(sharded / (usable - fixed)) if sharded > 0 else 2))
+    for _ in range(6):                  # the ceilings per shard make it a little above the line
+        if _fits(values, usable, **changes, dp=dp):
+            return dp
+        dp = min(MAX_DP, math.ceil(dp * 1.25) + 1)
+    return None
 
 
-def _cost(values, result, gpu):
+def plan(values: dict, usable: int, limit: int = 5) -> "list[dict]":
+    """Training layouts that fit the chosen GPU, fewest GPUs first, then by the compute they cost.
+
+    Tried: the layout as given; ZeRO-3 / FSDP FULL_SHARD over the fewest data-parallel GPUs, with tensor
+    parallelism inside a node (dividing heads and kv heads) and pipeline stages when a node is not enough;
+    each with the recomputation given and with full recomputation.
+    """
+    from .catalog import architecture as preset
+    try:
+        arch = preset(values["model"])
+        heads, kv_heads, layers = arch.heads or 1, arch.kv_heads or 1, arch.layers or 1
+    except KeyError:
+        heads = kv_heads = layers = 1
+    heads = values.get("heads") or heads
+    kv_heads = values.get("kv_heads") or kv_heads
+    generic = values.get("params") and values["model"] == "llama-3.1-8b"
+    options = []
+    given = _total(values)
     world = values["dp"] * values["tp"] * values["pp"] * values["cp"]
-    count = values["gpus"] or world
+    if given is not None and given <= usable:
+        options.append(_option("as given", {}, world, given, values["recompute"], values))
+    recomputes = [values["recompute"]] + (["full"] if values["recompute"] != "full" else [])
+    tps = [1] if generic else _valid_tp(values, heads, kv_heads)
+    for recompute in recomputes:
+        for pp in (1, 2, 4, 8):
+            if pp > 1 and (generic or pp > layers or any(o["gpus"] <= NODE for o in options)):
+                break
+            for tp in tps:
+                changes = {"recompute": recompute, "tp": tp, "pp": pp, "zero": "3", "fsdp": "none",
+                           "offload": "none", "microbatches": max(values["microbatches"], pp)}
+                if tp == 1 and pp == 1 and _fits(values, usable, **changes, dp=1):
+                    dp = 1
+                else:
+                    dp = _smallest_dp(values, usable, changes)
+                if dp is None:
+                    continue
+                total = _total(values, **changes, dp=dp)
+                if total is not None:
+                    label = f"zero=3 dp={dp}" + (f" tp={tp}" if tp > 1 else "") + (f" pp={pp}" if pp > 1 else "") \
+                        + (f" recompute={recompute}" if recompute != values["recompute"] else "")
+                    options.append(_option(label, {**changes, "dp": dp}, dp * tp * pp * values["cp"], total,
+                                           recompute, values))
+                    break                    # a larger tp at this pp only uses more GPUs for the same fit
+    options.sort(key=lambda o: (o["gpus"], o["compute_cost"], o["total_bytes"]))
+    seen, unique = set(), []
+    for option in options:
+        if option["label"] not in seen:
+            seen.add(option["label"])
+            unique.append(option)
+    return unique[:limit]
+
+
+def _option(label: str, changes: dict, gpus: int, total: int, recompute: str, values: dict) -> dict:
+    query = {k: str(v) for k, v in changes.items() if values.get(k) != v}
+    return {"label": label, "gpus": gpus, "total_bytes": total, "total_text": format_bytes(total)["text"],
+            "compute_cost": RECOMPUTE_COST[recompute], "query": query}
+
+
+def serving_plan(values: dict, usable: int) -> "list[dict]":
+    """Serving layouts that fit: the smallest tensor-parallel degree inside a node, then pipeline stages."""
+    from .catalog import architecture as preset
+    try:
+        arch = preset(values["model"])
+        heads, kv_heads, layers = arch.heads, arch.kv_heads, arch.layers
+    except KeyError:
+        heads = kv_heads = layers = 1
+    options = []
+    for pp in (1, 2, 4, 8):
+        if pp > layers:
+            break
+        for tp in _valid_tp(values, values.get("heads") or heads, values.get("kv_heads") or kv_heads):
+            total = _total(values, tp=tp, pp=pp, dp=1, cp=1)
+            if total is not None and total <= usable:
+                options.append(_option(f"tp={tp}" + (f" pp={pp}" if pp > 1 else ""), {"tp": tp, "pp": pp},
+                                       tp * pp, total, "none", values))
+                break
+        if options:
+            break
+    return options
+
+
+def _cost(values: dict, result: dict, gpu: dict, gpus: "int | None") -> dict:
+    world = values["dp"] * values["tp"] * values["pp"] * values["cp"]
+    count = values["gpus"] or gpus or world
     price = values["price"] if values["price"] is not None else gpu["price_usd_per_gpu_hour"]
     flops = 6 * result["params"]["active"] * values["train_tokens"]
     answer = {"gpus": count, "price_usd_per_gpu_hour": price, "train_flops": flops, "hours": None,
-              "cost_usd": None, "formula": "hours = 6 · active params · tokens / (GPUs · peak bf16 FLOP/s · MFU)"}
+              "cost_usd": None, "duration_text": "",
+              "formula": "hours = 6 · active params · tokens / (GPUs · peak bf16 FLOP/s · MFU)"}
     if not values["train_tokens"]:
         answer["why_not"] = "set train_tokens to get the training time and cost"
     elif not gpu["bf16_dense_TFLOPS"]:
         answer["why_not"] = f"{gpu['name']} has no published dense bf16 figure"
-    elif not values["mfu"]:
-        answer["why_not"] = "mfu must be above 0"
     else:
         seconds = flops / (count * gpu["bf16_dense_TFLOPS"] * 1e12 * values["mfu"])
         answer["hours"] = seconds / 3600
+        answer["duration_text"] = duration_text(answer["hours"])
         if price is not None:
             answer["cost_usd"] = count * price * answer["hours"]
         else:
@@ -85,8 +187,9 @@ def _cost(values, result, gpu):
     return answer
 
 
-def _how_to_fit(values, usable, current):
-    """Single changes that lower the total, ranked: those that fit first, then by the total they give."""
+def _how_to_fit(values: dict, usable: int, current: int) -> "list[dict]":
+    """Changes that lower the total, alone and in pairs, ranked: those that fit first (by the compute they
+    cost), then by the total they give."""
     if values["mode"] == "infer":
         candidates = [
             ("kv_dtype=fp8", {"kv_dtype": "fp8"}),
@@ -97,19 +200,37 @@ def _how_to_fit(values, usable, current):
         ]
     else:
         candidates = _training_changes(values)
+    candidates = [(label, change) for label, change in candidates
+                  if not all(values.get(k) == v for k, v in change.items())]
     rows = []
+    singles = []
     for label, change in candidates:
-        if all(values.get(k) == v for k, v in change.items()):
-            continue
         total = _total(values, **change)
         if total is not None and total < current:
-            rows.append({"change": label, "total_bytes": total, "fits": total <= usable,
-                         "query": {k: str(v) for k, v in change.items()}})
-    rows.sort(key=lambda r: (not r["fits"], r["total_bytes"]))
-    return rows
+            singles.append((label, change, total))
+            rows.append(_fix(label, change, total, usable))
+    if not any(r["fits"] for r in rows):
+        # Pairs of the three best single changes (three more estimates at most).
+        best = sorted(singles, key=lambda s: s[2])[:3]
+        for i, (label_a, change_a, _) in enumerate(best):
+            for label_b, change_b, _ in best[i + 1:]:
+                if set(change_a) & set(change_b):
+                    continue
+                change = {**change_a, **change_b}
+                total = _total(values, **change)
+                if total is not None and total < current:
+                    rows.append(_fix(f"{label_a} + {label_b}", change, total, usable))
+    rows.sort(key=lambda r: (not r["fits"], r["compute_cost"] if r["fits"] else 0, r["total_bytes"]))
+    return rows[:8]
 
 
-def _training_changes(values):
+def _fix(label: str, change: dict, total: int, usable: int) -> dict:
+    cost = RECOMPUTE_COST.get(str(change.get("recompute", "none")), 1.0)
+    return {"change": label, "total_bytes": total, "total_text": format_bytes(total)["text"],
+            "fits": total <= usable, "compute_cost": cost, "query": {k: str(v) for k, v in change.items()}}
+
+
+def _training_changes(values: dict) -> "list[tuple[str, dict]]":
     return [
         ("recompute=full", {"recompute": "full"}),
         ("recompute=selective", {"recompute": "selective"}),
@@ -124,20 +245,52 @@ def _training_changes(values):
     ]
 
 
-def answer(values, result):
-    """gpus_needed, max_batch, max_seq, cost and how_to_fit for the chosen GPU."""
+def answer(values: dict, result: dict) -> dict:
+    """fits, plan, gpus_needed, max_batch, max_seq, cost and how_to_fit for the chosen GPU."""
     gpu = gpu_catalog()[values["gpu"]]
     usable = gpu["usable_bytes"]
     fits = result["total_bytes"] <= usable
-    out = {"gpu": values["gpu"], "fits": fits}
+    out: dict = {"gpu": values["gpu"], "fits": fits, "notes": []}
+    limit = result["model"].get("max_positions") or SEARCH_LIMIT
     if values["mode"] == "train":
-        out["gpus_needed"] = _gpus_needed(values, usable)
-        out["cost"] = _cost(values, result, gpu)
-    out["max_batch"] = _largest(values, "batch", usable)
-    out["max_seq"] = _largest(values, "seq", usable) if result["model"]["kind"] != "generic" else None
-    if values["mode"] == "infer":
-        # Sequences of prompt + new tokens served at once, and the longest context at this batch.
-        out["max_concurrency"] = out["max_batch"]
-        out["max_context"] = None if out["max_seq"] is None else out["max_seq"] + values["new_tokens"]
+        out["plan"] = plan(values, usable)
+        out["gpus_needed"] = out["plan"][0]["gpus"] if out["plan"] else None
+        out["cost"] = _cost(values, result, gpu, out["gpus_needed"])
+    else:
+        out["plan"] = serving_plan(values, usable)
+        out["min_tp"] = int(out["plan"][0]["query"].get("tp", values["tp"])) if out["plan"] else None
+        out["gpus_needed"] = out["plan"][0]["gpus"] if out["plan"] else None
+    engine_vllm = values["mode"] == "infer" and values.get("engine") == "vllm"
+    if engine_vllm:
+        capacity = result.get("vllm") or {}
+        out["kv_cache_tokens"] = capacity.get("kv_cache_tokens")
+        out["max_concurrency"] = round(capacity.get("max_concurrency", 0.0), 2)
+        out["vllm_log"] = [
+            f"Model weights took {_gib(result, 'weights')} GiB",
+            f"Available KV cache memory: {_gib(result, 'kv_cache')} GiB",
+            f"GPU KV cache size: {capacity.get('kv_cache_tokens', 0):,} tokens",
+            f"Maximum concurrency for {capacity.get('context', 0):,} tokens per request: "
+            f"{capacity.get('max_concurrency', 0.0):.2f}x",
+        ]
+        per_token = result.get("kv_bytes_per_token") or 0
+        tokens = capacity.get("kv_cache_tokens", 0)
+        out["max_context"] = min(tokens // max(values["batch"], 1), limit) if per_token else None
+        out["max_batch"] = None
+        out["max_seq"] = None
+    else:
+        out["max_batch"] = _largest(values, "batch", usable)
+        kind = result["model"]["kind"]
+        out["max_seq"] = _largest(values, "seq", usable, high=limit) if kind != "generic" else None
+        if values["mode"] == "infer":
+            # Sequences of prompt + new tokens served at once, and the longest context at this batch.
+            out["max_concurrency"] = out["max_batch"]
+            top = _largest(values, "seq", usable, high=max(limit - values["new_tokens"], 1))
+            out["max_context"] = None if top is None else top + values["new_tokens"]
+        if out["max_seq"] is not None and out["max_seq"] == limit and limit != SEARCH_LIMIT:
+            out["notes"].append(f"sequence answers are capped at the model's {limit:,} positions")
     out["how_to_fit"] = [] if fits else _how_to_fit(values, usable, result["total_bytes"])
     return out
+
+
+def _gib(result: dict, key: str) -> str:
+    return f"{result['components'].get(key, 0) / 2**30:.2f}"

@@ -2,8 +2,9 @@
 same model served instead of trained, with any input of the baseline changed by ``base.KEY``."""
 
 from .answers import answer
+from .errors import FieldError
 from .estimate import estimate_values
-from .schema import InputError, parse, to_query
+from .schema import parse, to_query
 
 # What "no memory savers" undoes; everything else stays as the user set it.
 PLAIN = {"precision": "fp32", "recompute": "none", "attention": "eager", "zero": "0", "fsdp": "none",
@@ -12,7 +13,7 @@ for _key in ("weight_dtype", "grad_dtype", "master_dtype", "opt_dtype", "act_dty
     PLAIN[_key] = None
 
 
-def baseline_values(values, base_raw):
+def baseline_values(values: dict, base_raw: dict) -> dict:
     """The baseline's inputs: the current ones, then the compare mode's changes, then base.* overrides."""
     changed = dict(values)
     if values["compare"] == "serving":
@@ -23,37 +24,46 @@ def baseline_values(values, base_raw):
         changed.update(PLAIN)
         if values["method"] == "qlora":
             changed["method"] = "lora"
-    overrides = parse(base_raw)                 # strict: a bad base.* value raises, naming base.KEY
+    try:
+        overrides = parse(base_raw)             # strict: a bad base.* value raises, named base.KEY
+    except FieldError as error:
+        raise error.under("base.") from None
     changed.update({key: overrides[key] for key in base_raw})
     changed["compare"] = "off"
     return changed
 
 
-def compare(values, result, base_raw):
-    """Both estimates side by side, the difference of every component and the saving."""
+def compare(values: dict, result: dict, base_raw: dict, answers: "dict | None" = None) -> dict:
+    """Both estimates side by side, the difference of every component and the saving.
+
+    ``answers`` are the current estimate's answers when the caller has them (they are not recomputed).
+    """
+    base = baseline_values(values, base_raw)
     try:
-        base = baseline_values(values, base_raw)
-    except InputError as error:
-        raise InputError(f"base.{error.key}", str(error).split(": ", 1)[1]) from None
-    base_result = estimate_values(base)
+        base_result = estimate_values(base)
+    except FieldError as error:
+        raise error.under("base.") from None
     rows = []
     for key in sorted(set(result["components"]) | set(base_result["components"])):
         new, old = result["components"].get(key, 0), base_result["components"].get(key, 0)
         if new or old:
             rows.append({"component": key, "bytes": new, "baseline_bytes": old, "difference_bytes": new - old})
-    saving = (base_result["total_bytes"] - result["total_bytes"]) / base_result["total_bytes"]
+    base_total = base_result["total_bytes"]
+    saving = (base_total - result["total_bytes"]) / base_total if base_total else 0.0
     if saving < 0:
         message = (f"This setup uses {-100 * saving:.1f}% more memory per GPU than the baseline: a negative "
                    "saving (fp32 master weights and optimizer state can outweigh 16-bit activations).")
     else:
         message = f"This setup saves {100 * saving:.1f}% of the baseline's memory per GPU."
-    answers, base_answers = answer(values, result), answer(base, base_result)
+    answers = answers if answers is not None else answer(values, result)
+    base_answers = answer(base, base_result)
     return {
         "mode": values["compare"],
         "baseline_query": to_query(base),
-        "total_bytes": result["total_bytes"], "baseline_total_bytes": base_result["total_bytes"],
+        "total_bytes": result["total_bytes"], "baseline_total_bytes": base_total,
         "peak_phase": result["peak_phase"], "baseline_peak_phase": base_result["peak_phase"],
         "saving": saving, "message": message, "components": rows,
+        "labels": {"this": "This setup", "baseline": "Baseline", "difference": "Δ"},
         "gpus_needed": answers.get("gpus_needed"), "baseline_gpus_needed": base_answers.get("gpus_needed"),
         "cost_usd": (answers.get("cost") or {}).get("cost_usd"),
         "baseline_cost_usd": (base_answers.get("cost") or {}).get("cost_usd"),

@@ -33,6 +33,7 @@ class Layout:
     microbatches: int = 1
     interleave: int = 1
     offload: str = "none"
+    fsdp: str = "none"          # the FSDP strategy named, if any
 
     @property
     def world(self):
@@ -67,9 +68,12 @@ def layout(values, arch):
     if values["offload"] == "params" and zero != 3:
         raise InputError("offload", "offloading parameters needs ZeRO-3 / FULL_SHARD (zero=3)")
     if values["interleave"] > 1 and values["microbatches"] % values["pp"]:
-        raise InputError("microbatches", "the interleaved schedule needs a multiple of pp micro-batches")
+        key = "microbatches" if values["microbatches"] != 1 else "interleave"
+        raise InputError(key, f"the interleaved schedule needs a multiple of pp ({values['pp']}) micro-batches, "
+                              f"got {values['microbatches']}")
     return Layout(values["dp"], values["tp"], values["pp"], values["cp"], values["ep"], zero, shard,
-                  values["sp"] == "yes", values["microbatches"], values["interleave"], values["offload"])
+                  values["sp"] == "yes", values["microbatches"], values["interleave"], values["offload"],
+                  values["fsdp"])
 
 
 @dataclass(frozen=True)

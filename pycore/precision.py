@@ -32,9 +32,32 @@ POLICIES = {
 }
 
 
-def policy(values):
+# precision=auto: training follows the Hugging Face Trainer with bf16=True (fp32 weights under autocast);
+# serving loads the checkpoint's own dtype, as transformers 5 (dtype="auto" by default) and vLLM
+# (--dtype auto) do. vLLM runs fp32 checkpoints in bf16 (vllm/config/model.py, _resolve_auto_dtype).
+TRAINING_DEFAULT = "amp-bf16"
+
+
+def serving_dtype(arch_dtype, engine="hf"):
+    """The dtype a serving engine loads a checkpoint in when none is given; bf16 where unknown."""
+    dtype = arch_dtype or "bf16"
+    if engine == "vllm" and dtype == "fp32":
+        return "bf16"
+    return dtype
+
+
+def named_policy(values, arch=None):
+    """The precision name in force: the one given, or what precision=auto resolves to."""
+    if values["precision"] != "auto":
+        return values["precision"]
+    if values["mode"] == "infer":
+        return serving_dtype(getattr(arch, "dtype", ""), values.get("engine", "hf"))
+    return TRAINING_DEFAULT
+
+
+def policy(values, arch=None):
     """The policy for parsed inputs: the named precision with any *_dtype overrides applied."""
-    base = POLICIES[values["precision"]]
+    base = POLICIES[named_policy(values, arch)]
     changes = {pool: values[f"{pool}_dtype"] for pool in ("weight", "grad", "master", "opt", "act", "kv")
                if values.get(f"{pool}_dtype")}
     return Policy(**{**base.__dict__, **changes}) if changes else base

@@ -17,6 +17,8 @@ int8, fp8, GPTQ, AWQ and NF4 quantize the linear layers of the blocks; embedding
 norms stay in the weight dtype. GGUF files quantize every tensor, at the bits per weight above.
 """
 
+from .expr import rnd, sym
+
 FORMATS = {
     # name: (bits per weight, bits of scale/zero per group, group size or "row"/"tensor", GGUF)
     "none": None,
@@ -49,16 +51,24 @@ def bits_per_weight(name, group_size, row_length):
     return bits + extra / group
 
 
+def weight_bytes_q(name, group_size, arch, counts, weight_bytes_per_param):
+    """Bytes of all weights stored in format ``name``, as a quantity with its formula (pycore.expr).
+
+    Per-row scales are counted for a row of ``hidden`` inputs, the width of most of the model's matrices.
+    """
+    total = sym("P", counts.total)
+    if FORMATS.get(name) is None or arch.kind == "generic":
+        return rnd(total * weight_bytes_per_param)
+    bits = bits_per_weight(name, group_size, arch.hidden)
+    if FORMATS[name][3]:
+        return rnd(total * sym("bits", bits) / 8)
+    quantized = sym("Pq", matrix_params(arch, counts))
+    return rnd(quantized * sym("bits", bits) / 8 + (total - quantized) * weight_bytes_per_param)
+
+
 def weight_bytes(name, group_size, arch, counts, weight_bytes_per_param):
     """Bytes of all weights when the model is stored in format ``name``."""
-    if FORMATS.get(name) is None or arch.kind == "generic":
-        return round(counts.total * weight_bytes_per_param)
-    gguf = FORMATS[name][3]
-    bits = bits_per_weight(name, group_size, arch.hidden)
-    if gguf:
-        return round(counts.total * bits / 8)
-    quantized = matrix_params(arch, counts)
-    return round(quantized * bits / 8 + (counts.total - quantized) * weight_bytes_per_param)
+    return weight_bytes_q(name, group_size, arch, counts, weight_bytes_per_param).value
 
 
 def matrix_params(arch, counts):

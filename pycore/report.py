@@ -1,75 +1,50 @@
-"""Presenting an estimate: the readable table, the CSV, and the order components are shown in."""
+"""Presenting an estimate: the readable table and the CSV. Formatting only: every number comes from the
+estimate's records (pycore.pools), nothing is derived here."""
 
 import csv
 import io
 
+from .fit import gpu_fits
 from .schema import FIELDS, format_value
-from .units import GB, GIB
+from .units import GIB, format_bytes
 
-COMPONENT_LABELS = {
-    "weights": "Weights",
-    "master_weights": "Master weights (fp32)",
-    "gradients": "Gradients",
-    "optimizer": "Optimizer state",
-    "activations": "Activations (saved for backward)",
-    "logits_and_loss": "Logits and loss buffers",
-    "autocast_weight_copies": "Autocast 16-bit weight copies",
-    "backward_working": "Backward working tensors",
-    "optimizer_step_temporaries": "Optimizer step temporaries",
-    "kv_cache": "KV cache",
-    "prefill_working": "Prefill working set",
-}
+UNIT_NOTE = "GiB = 2^30 bytes (TiB = 2^40); GPU vendors' GB = 10^9 bytes."
 
 
-def breakdown(result):
-    """Components live at the peak phase, in bytes, as (key, label, bytes) rows that add up to the peak.
-
-    The components dict holds each pool at its full size; at the peak only some are alive (gradients do
-    not exist during the forward pass, activations are gone by the optimizer step). This splits the peak
-    into the pools alive at that moment, so a stacked bar adds up to the number reported.
-    """
-    c, phase = result["components"], result["peak_phase"]
-    static = ["weights", "master_weights", "optimizer"]
-    if phase == "optimizer":
-        keys = static + ["gradients", "optimizer_step_temporaries"]
-    elif phase == "forward":
-        keys = static + ["autocast_weight_copies", "activations", "logits_and_loss"]
-    elif phase == "backward":
-        # The peak is either the start of backward (activations and loss gradients alive) or its end
-        # (gradients): list whichever fits inside the peak, the remainder goes to the last row.
-        keys = static + ["autocast_weight_copies", "activations", "logits_and_loss"]
-        if sum(c[k] for k in keys) > result["peak_bytes"]:
-            keys = static + ["gradients"]
-    elif phase == "prefill":
-        keys = ["weights", "prefill_working"]          # the rest is the prompt's part of the KV cache
-    else:
-        keys = ["weights", "kv_cache"]
-    rows = [(k, COMPONENT_LABELS[k], c[k]) for k in keys if c.get(k)]
-    rest = result["peak_bytes"] - sum(r[2] for r in rows)
-    if rest:
-        label = {"decode": "Cache append copy", "prefill": "KV cache of the prompt"}.get(
-            phase, "Loss buffers and working tensors at the peak")
-        rows.append(("other", label, rest))
-    return rows
+def breakdown(result: dict) -> "list[dict]":
+    """The records live at the peak plus the runtime overhead; their bytes add up to ``total_bytes``."""
+    return result["breakdown"]
 
 
-def answer_rows(result, answers):
+def duration_text(hours: "float | None") -> str:
+    """Hours under two days, days beyond."""
+    if hours is None:
+        return ""
+    return f"{hours:,.1f} hours" if hours < 48 else f"{hours / 24:,.1f} days"
+
+
+def answer_rows(result: dict, answers: dict) -> "list[tuple]":
     """(key, value) rows of the answers, as the table and the CSV show them."""
-    rows = [("fits", answers["fits"])]
-    for key in ("gpus_needed", "max_batch", "max_seq", "max_concurrency", "max_context"):
+    rows: "list[tuple]" = [("fits", answers["fits"])]
+    for key in ("gpus_needed", "max_batch", "max_seq", "max_concurrency", "max_context", "kv_cache_tokens",
+                "min_tp"):
         if key in answers:
-            rows.append((key, "none fits" if answers[key] is None else answers[key]))
+            rows.append((key, "none" if answers[key] is None else answers[key]))
+    plan = answers.get("plan") or []
+    for i, option in enumerate(plan[:5], 1):
+        rows.append((f"plan_{i}", f"{option['label']}: {option['gpus']} GPUs, {option['total_text']}"))
     cost = answers.get("cost")
     if cost:
         rows.append(("gpus_for_cost", cost["gpus"]))
         rows.append(("train_hours", "" if cost["hours"] is None else f"{cost['hours']:.1f}"))
         rows.append(("train_cost_usd", "" if cost["cost_usd"] is None else f"{cost['cost_usd']:.0f}"))
-    for i, change in enumerate(answers["how_to_fit"], 1):
-        rows.append((f"how_to_fit_{i}", f"{change['change']}: {change['total_bytes'] / GIB:.2f} GiB"
+    for i, change in enumerate(answers.get("how_to_fit", []), 1):
+        rows.append((f"how_to_fit_{i}", f"{change['change']}: {format_bytes(change['total_bytes'])['text']}"
                                         f"{' (fits)' if change['fits'] else ''}"))
     for stage in result.get("stages", ()):
-        rows.append((f"stage_{stage['stage']}", f"{stage['layers']} layers, {stage['peak_bytes'] / GIB:.2f} GiB "
-                                                 f"peak in {stage['peak_phase']}"))
+        rows.append((f"stage_{stage['stage']}", f"{stage['layers']} layers, "
+                                                 f"{format_bytes(stage['peak_bytes'])['text']} peak in "
+                                                 f"{stage['peak_phase']}"))
     if result.get("host_bytes"):
         rows.append(("host_ram_bytes", result["host_bytes"]))
     comparison = answers.get("comparison")
@@ -83,47 +58,61 @@ def answer_rows(result, answers):
     return rows
 
 
-def table(result, answers=None):
+def table(result: dict, answers: "dict | None" = None, gpu: str = "") -> str:
     """A readable text table in GiB (2**30 bytes)."""
-    peak = result["peak_bytes"]
+    total = result["total_bytes"]
     lines = [f"Model: {result['model']['name']}  ({result['params']['total']:,} parameters)",
-             f"Peak during: {result['peak_phase']}", "",
-             f"{'component':40s} {'GiB':>10s} {'share':>7s}"]
-    for _, label, size in breakdown(result):
-        lines.append(f"{label:40s} {size / GIB:10.2f} {100 * size / peak:6.1f}%")
-    lines += [f"{'peak tensors':40s} {peak / GIB:10.2f}",
-              f"{'runtime overhead':40s} {result['overhead_bytes'] / GIB:10.2f}",
-              f"{'total per GPU':40s} {result['total_bytes'] / GIB:10.2f}   "
-              f"({result['total_bytes'] / GB:.2f} GB)", "",
-              "GiB = 2^30 bytes; vendors' GB = 10^9 bytes.", ""]
-    for gpu in result["gpus"]:
-        lines.append(f"{gpu['name']:38s} {gpu['memory_bytes'] / GIB:7.2f} GiB usable  {gpu['status']:>5s}  "
-                     f"headroom {gpu['headroom_bytes'] / GIB:8.2f} GiB")
+             f"Peak during: {result['peak_moment']} ({result['setup']['precision']})", "",
+             f"{'component':46s} {'size':>14s} {'share':>7s}"]
+    for row in breakdown(result):
+        lines.append(f"{row['label'][:46]:46s} {row['text']:>14s} {row['percent']:6.1f}%")
+    shown = format_bytes(total)
+    lines += [f"{'total per GPU':46s} {shown['text']:>14s}   ({shown['gb_text']})", "", UNIT_NOTE]
+    lines += [f"note: {w}" for w in result.get("warnings", ())]
+    lines.append("")
+    for fit in gpu_fits(total, gpu):
+        lines.append(f"{fit['name']:38s} {fit['memory_bytes'] / GIB:9,.2f} GiB usable  {fit['status']:>5s}  "
+                     f"headroom {fit['headroom_bytes'] / GIB:10,.2f} GiB")
     if answers:
         lines.append("")
         lines += [f"{key:24s} {value}" for key, value in answer_rows(result, answers)]
     return "\n".join(lines) + "\n"
 
 
-def to_csv(values, result, answers):
+def _cell(value: object) -> object:
+    """A CSV cell that no spreadsheet runs as a formula (OWASP CSV injection: prefix =, +, -, @)."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def to_csv(values: dict, result: dict, answers: dict) -> str:
     """The CSV the page downloads: one section of inputs, one of results, exact bytes."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["section", "key", "value", "bytes", "GiB"])
+
+    def write(*cells: object) -> None:
+        writer.writerow([_cell(c) for c in cells])
+    write("section", "key", "value", "bytes", "GiB")
     for field in FIELDS:
         value = values.get(field.key)
-        writer.writerow(["input", field.key, "" if value is None else format_value(field, value), "", ""])
-    writer.writerow(["result", "params_total", result["params"]["total"], "", ""])
-    writer.writerow(["result", "params_active", result["params"]["active"], "", ""])
-    writer.writerow(["result", "peak_phase", result["peak_phase"], "", ""])
+        write("input", field.key, "" if value is None else format_value(field, value), "", "")
+    write("result", "params_total", result["params"]["total"], "", "")
+    write("result", "params_active", result["params"]["active"], "", "")
+    write("result", "peak_phase", result["peak_phase"], "", "")
+    write("result", "peak_moment", result["peak_moment"], "", "")
+    for row in breakdown(result):
+        write("breakdown", row["key"], row["substituted"], row["bytes"], f"{row['bytes'] / GIB:.4f}")
     for key, size in result["components"].items():
-        writer.writerow(["component", key, "", size, f"{size / GIB:.4f}"])
+        write("component", key, "", size, f"{size / GIB:.4f}")
     for key, size in result["phases"].items():
-        writer.writerow(["phase", key, "", size, f"{size / GIB:.4f}"])
+        write("phase", key, "", size, f"{size / GIB:.4f}")
     for key in ("peak_bytes", "overhead_bytes", "total_bytes"):
-        writer.writerow(["result", key, "", result[key], f"{result[key] / GIB:.4f}"])
-    for gpu in result["gpus"]:
-        writer.writerow(["gpu", gpu["id"], gpu["status"], gpu["memory_bytes"], f"{gpu['memory_bytes'] / GIB:.4f}"])
+        write("result", key, "", result[key], f"{result[key] / GIB:.4f}")
+    for fit in gpu_fits(result["total_bytes"], values.get("gpu", "")):
+        write("gpu", fit["id"], fit["status"], fit["memory_bytes"], f"{fit['memory_bytes'] / GIB:.4f}")
     for key, value in answer_rows(result, answers):
-        writer.writerow(["answer", key, value, "", ""])
+        write("answer", key, value, "", "")
+    for note in result.get("warnings", ()):
+        write("warning", "", note, "", "")
     return out.getvalue()

@@ -9,19 +9,14 @@ from dataclasses import dataclass
 
 from .units import parse_count, parse_size
 
-PRECISIONS = ("fp32", "amp-bf16", "amp-fp16", "bf16-master", "fp16-master", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "amp-bf16", "amp-fp16", "bf16-master", "fp16-master", "bf16", "fp16")
 PRECISION_ALIASES = {"32-true": "fp32", "32": "fp32", "bf16-mixed": "amp-bf16", "16-mixed": "amp-fp16",
                      "bf16-true": "bf16", "16-true": "fp16"}
 DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "none")
 OPTIMIZERS = ("adamw", "adam", "adam-8bit", "sgd", "sgd-momentum", "adafactor", "lion")
 
 
-class InputError(ValueError):
-    """A bad value for one key; ``str()`` is the one-line message users see."""
-
-    def __init__(self, key, message):
-        super().__init__(f"{key}: {message}")
-        self.key = key
+from .errors import FieldError, InputError  # noqa: F401  (InputError: the first version's name)
 
 
 @dataclass(frozen=True)
@@ -35,7 +30,8 @@ class Field:
     default_source: str = ""
     group: str = "model"
     unit: str = ""
-    minimum: int = 0
+    minimum: float = 0
+    maximum: float = 10**15         # the plausible range's top; beyond it the value is refused by name
 
     def parse(self, raw):
         """The typed value of ``raw`` (a string); raises InputError naming the key."""
@@ -69,18 +65,25 @@ class Field:
                     if not 0 <= percent <= 1000:
                         raise ValueError
                     return ("percent", percent)
-                return ("bytes", parse_size(text))
+                amount = parse_size(text)
+                if not 0 <= amount <= 2**50:
+                    raise ValueError
+                return ("bytes", amount)
             else:
                 if len(text) > 200:
                     raise ValueError
                 return text
         except (ValueError, TypeError, OverflowError):
             raise InputError(self.key, f"got {_shorten(text)!r}; accepts {self.accepts}") from None
-        if value < self.minimum:
-            raise InputError(self.key, f"got {_shorten(text)!r}; must be at least {self.minimum}")
-        if value > 10**15:
-            raise InputError(self.key, f"got {_shorten(text)!r}; too large")
+        if not self.minimum <= value <= self.maximum:
+            raise FieldError(self.key, f"got {_shorten(text)!r}; accepts {self.range_text()}")
         return value
+
+    def range_text(self):
+        """The accepted range in words: "1 to 10,000"."""
+        def show(x):
+            return f"{x:,}" if float(x).is_integer() else f"{x:g}"
+        return f"{show(self.minimum)} to {show(self.maximum)}"
 
 
 def _shorten(text, limit=40):
@@ -91,8 +94,9 @@ def _choice(key, default, choices, meaning, group, source="", accepts=None):
     return Field(key, "choice", default, meaning, accepts or " | ".join(choices), tuple(choices), source, group)
 
 
-def _int(key, default, meaning, group, source="", minimum=1, unit=""):
-    return Field(key, "int", default, meaning, f"a whole number ≥ {minimum}", (), source, group, unit, minimum)
+def _int(key, default, meaning, group, source="", minimum=1, unit="", maximum=10**6):
+    return Field(key, "int", default, meaning, f"a whole number from {minimum:,} to {maximum:,}", (), source,
+                 group, unit, minimum, maximum)
 
 
 def _dtype(key, meaning):
@@ -106,33 +110,44 @@ FIELDS = (
           "a preset id or alias (python -m pycore models)", (), "a common 8B model", "model"),
     Field("config", "text", None, "path to a Hugging Face config.json (command line); replaces model",
           "a readable JSON file", (), "", "model"),
-    _int("layers", None, "transformer layers (num_hidden_layers); " + ARCH_HINT, "model"),
+    _int("layers", None, "transformer layers (num_hidden_layers); " + ARCH_HINT, "model", maximum=10_000),
     _int("hidden", None, "hidden size (hidden_size); " + ARCH_HINT, "model"),
-    _int("heads", None, "attention heads (num_attention_heads); " + ARCH_HINT, "model"),
+    _int("heads", None, "attention heads (num_attention_heads); " + ARCH_HINT, "model", maximum=100_000),
     _int("kv_heads", None, "key/value heads (num_key_value_heads): heads for MHA, 1 for MQA; " + ARCH_HINT,
-         "model"),
+         "model", maximum=100_000),
     _int("head_dim", None, "size of one attention head; default hidden / heads", "model"),
-    _int("ffn", None, "MLP intermediate size (intermediate_size), per expert for MoE; " + ARCH_HINT, "model"),
-    _int("vocab", None, "vocabulary size (vocab_size); " + ARCH_HINT, "model"),
-    _int("experts", None, "routed experts per layer (0 = dense); " + ARCH_HINT, "model", minimum=0),
-    _int("experts_per_token", None, "experts each token is routed to; " + ARCH_HINT, "model", minimum=0),
+    _int("ffn", None, "MLP intermediate size (intermediate_size), per expert for MoE; " + ARCH_HINT, "model",
+         maximum=10_000_000),
+    _int("vocab", None, "vocabulary size (vocab_size); " + ARCH_HINT, "model", maximum=10_000_000),
+    _int("experts", None, "routed experts per layer (0 = dense); " + ARCH_HINT, "model", minimum=0,
+         maximum=100_000),
+    _int("experts_per_token", None, "experts each token is routed to; " + ARCH_HINT, "model", minimum=0,
+         maximum=100_000),
     _int("expert_ffn", None, "intermediate size of one routed expert (moe_intermediate_size); " + ARCH_HINT,
-         "model"),
+         "model", maximum=10_000_000),
     _choice("tied", None, ("yes", "no"), "output head shares the embedding matrix (tie_word_embeddings); "
             + ARCH_HINT, "model"),
     Field("params", "count", None, "parameter count of a generic network (used when no transformer is given)",
-          "a count such as 7B, 350M, 7e9 or 7000000000", (), "", "model", "parameters", 1),
+          "a count such as 7B, 350M, 7e9 or 7000000000", (), "", "model", "parameters", 1, 10**14),
     _choice("mode", "train", ("train", "infer"), "a training step, or serving with generate()", "workload"),
     _int("batch", 1, "micro-batch size per GPU (sequences)", "workload", "", 1, "sequences"),
     _int("seq", 2048, "sequence length in tokens (prompt length when serving)", "workload",
-         "Llama 3 pre-training context", 1, "tokens"),
+         "Llama 3 pre-training context", 1, "tokens", 100_000_000),
+    _choice("engine", "hf", ("hf", "vllm"), "serving engine: hf (transformers generate(), memory grows with "
+            "the batch) or vllm (pre-allocates gpu_util of the GPU and gives the rest to the KV cache)", "workload"),
+    Field("gpu_util", "float", 0.9, "vLLM gpu_memory_utilization: the share of the GPU vLLM may use",
+          "a number from 0.05 to 1", (), "vLLM's default (EngineArgs.gpu_memory_utilization)", "workload", "",
+          0.05, 1),
+    _int("max_batched_tokens", 8192, "vLLM max_num_batched_tokens: tokens in its profiling run", "workload",
+         "vLLM V1's default for the LLM class (EngineArgs)", 1, "tokens", 10_000_000),
     _choice("compare", "off", ("off", "baseline", "serving"), "compare with fp32 and no memory savers, or with "
             "serving the same model; base.KEY=VALUE changes any baseline input", "workload"),
-    _int("new_tokens", 256, "tokens generated per sequence when serving", "workload", "", 0, "tokens"),
-    _choice("precision", "amp-bf16", PRECISIONS,
-            "precision policy: fp32; amp-* autocast with fp32 weights; *-master 16-bit weights with fp32 master "
-            "and optimizer; bf16/fp16 everything 16-bit",
-            "precision", "Hugging Face Trainer and Lightning default mixed precision (bf16=True)",
+    _int("new_tokens", 256, "tokens generated per sequence when serving", "workload", "", 0, "tokens", 100_000_000),
+    _choice("precision", "auto", PRECISIONS,
+            "precision policy: auto (training: amp-bf16; serving: the checkpoint's own dtype); fp32; amp-* autocast "
+            "with fp32 weights; *-master 16-bit weights with fp32 master and optimizer; bf16/fp16 everything 16-bit",
+            "precision", "training: Hugging Face Trainer with bf16=True (fp32 weights under autocast); serving: "
+            "the checkpoint's torch_dtype, as transformers 5 and vLLM load it",
             " | ".join(PRECISIONS) + " (or Lightning's 32-true, bf16-mixed, 16-mixed, bf16-true, 16-true)"),
     _dtype("weight_dtype", "dtype of the weights the model computes with"),
     _dtype("grad_dtype", "dtype of the gradients"),
@@ -142,6 +157,10 @@ FIELDS = (
     _dtype("kv_dtype", "dtype of the KV cache when serving"),
     _choice("optimizer", "adamw", OPTIMIZERS, "optimizer, which sets the state kept per parameter", "precision",
             "the usual choice for transformers"),
+    _choice("optimizer_impl", "fused", ("fused", "foreach", "for-loop"),
+            "optimizer kernel: fused (one kernel, no temporaries), foreach (PyTorch's default on CUDA when "
+            "nothing is set: one state-sized temporary for all parameters), for-loop (one parameter at a time)",
+            "precision", "Hugging Face Trainer's default optim is adamw_torch_fused (transformers training_args.py)"),
     _choice("method", "full", ("full", "lora", "qlora"), "what is trained: every weight, LoRA adapters, or LoRA "
             "adapters on an NF4-quantized base (QLoRA)", "finetune"),
     _int("lora_rank", 16, "LoRA rank r: each adapted layer gains r·(in + out) parameters", "finetune",
@@ -165,17 +184,17 @@ FIELDS = (
     _choice("activations", "detailed", ("detailed", "korthikanti", "multiplier", "per-sample"),
             "activation model: detailed (ours), korthikanti (2022 paper), multiplier, per-sample", "savers"),
     Field("act_multiplier", "float", 34.0, "multiplier model: bytes = batch·seq·hidden·layers·this·act bytes/2",
-          "a number ≥ 0", (), "Korthikanti et al. 2022: 34 bytes per sbh at 16 bit", "savers", "", 0),
+          "a number ≥ 0", (), "Korthikanti et al. 2022: 34 bytes per sbh at 16 bit", "savers", "", 0, 10_000),
     Field("act_per_sample", "size", 0, "per-sample model: activation bytes of one sample",
-          "a size such as 0.215GiB, 512MiB or a number of bytes", (), "", "savers", "bytes", 0),
+          "a size such as 0.215GiB, 512MiB or a number of bytes", (), "", "savers", "bytes", 0, 2**50),
     Field("overhead", "overhead", ("bytes", 2**30), "runtime overhead on top of tensors: CUDA context, "
           "allocator caching, cuBLAS workspaces", "a size (2GiB, 800MiB) or a percent of the peak (10%)", (),
           "a CUDA context with cuBLAS takes 0.5-1 GiB; 1 GiB is a round allowance", "hardware", ""),
     _int("dp", 1, "data-parallel degree (replicas, or ZeRO/FSDP shards)", "parallel"),
-    _int("tp", 1, "tensor-parallel degree (Megatron-style, within a node)", "parallel"),
-    _int("pp", 1, "pipeline-parallel stages", "parallel"),
-    _int("cp", 1, "context-parallel degree (the sequence split across GPUs)", "parallel"),
-    _int("ep", 1, "expert-parallel degree (routed experts split across GPUs)", "parallel"),
+    _int("tp", 1, "tensor-parallel degree (Megatron-style, within a node)", "parallel", maximum=1024),
+    _int("pp", 1, "pipeline-parallel stages", "parallel", maximum=1024),
+    _int("cp", 1, "context-parallel degree (the sequence split across GPUs)", "parallel", maximum=1024),
+    _int("ep", 1, "expert-parallel degree (routed experts split across GPUs)", "parallel", maximum=100_000),
     _choice("zero", "0", ("0", "1", "2", "3"), "ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also "
             "weights, over dp × cp", "parallel", "DeepSpeed's default"),
     _choice("fsdp", "none", ("none", "NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD"),
@@ -186,17 +205,18 @@ FIELDS = (
             "parallel"),
     _int("microbatches", 1, "micro-batches per optimizer step (gradient accumulation; pipeline micro-batches)",
          "parallel"),
-    _int("interleave", 1, "virtual pipeline stages per GPU (interleaved 1F1B)", "parallel"),
+    _int("interleave", 1, "virtual pipeline stages per GPU (interleaved 1F1B)", "parallel", maximum=128),
     _choice("offload", "none", ("none", "optimizer", "params"), "keep optimizer state (and with params, the "
             "weights) in CPU memory, as ZeRO-Offload and FSDP CPU offload do", "parallel"),
-    _int("gpus", None, "GPUs you have (for time and cost); default: the layout's dp × tp × pp × cp",
-         "hardware"),
+    _int("gpus", None, "GPUs you have (for time and cost); default: the layout's dp × tp × pp × cp", "hardware",
+         maximum=10_000_000),
     Field("train_tokens", "count", 0, "tokens to train on, for time and cost (such as 1T or 15e12)",
-          "a count such as 2B, 1T or 15e12", (), "", "hardware", "tokens", 0),
-    Field("mfu", "float", 0.4, "model FLOPs utilisation you expect (0-1)", "a number between 0 and 1", (),
-          "typical large-model training reaches 0.35-0.45 (Chowdhery et al. 2022, PaLM: 0.46)", "hardware"),
+          "a count such as 2B, 1T or 15e12", (), "", "hardware", "tokens", 0, 10**17),
+    Field("mfu", "float", 0.4, "model FLOPs utilisation you expect (0-1)", "a number from 0.001 to 1", (),
+          "typical large-model training reaches 0.35-0.45 (Chowdhery et al. 2022, PaLM: 0.46)", "hardware", "",
+          0.001, 1),
     Field("price", "float", None, "$ per GPU-hour; default: the catalog's on-demand price",
-          "a number of dollars", (), "presets/gpus.json", "hardware", "$/GPU-h"),
+          "a number of dollars", (), "presets/gpus.json", "hardware", "$/GPU-h", 0, 10_000),
     Field("gpu", "text", "h100-sxm-80gb", "GPU for fit, count and cost", "a GPU id (python -m pycore gpus)",
           (), "the most rented training GPU", "hardware"),
 )
@@ -214,7 +234,8 @@ LABELS = {
     "opt_dtype": "Optimizer state dtype", "act_dtype": "Activations dtype", "kv_dtype": "KV cache dtype",
     "optimizer": "Optimizer", "recompute": "Activation recomputation", "attention": "Attention kernel",
     "activations": "Activation model", "act_multiplier": "Activation multiplier",
-    "compare": "Compare with", "loss_chunks": "Loss chunks", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
+    "compare": "Compare with", "engine": "Serving engine", "gpu_util": "GPU memory utilisation (vLLM)",
+    "max_batched_tokens": "Max batched tokens (vLLM)", "optimizer_impl": "Optimizer kernel", "loss_chunks": "Loss chunks", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
     "lora_dtype": "Adapter dtype", "quant": "Weight quantization", "group_size": "Quantization group size",
     "dp": "Data parallel (dp)", "tp": "Tensor parallel (tp)", "pp": "Pipeline stages (pp)",
     "cp": "Context parallel (cp)", "ep": "Expert parallel (ep)", "zero": "ZeRO stage", "fsdp": "FSDP strategy",

@@ -1,7 +1,7 @@
 """The page's one entry point: a query string in, a JSON string out. No DOM here.
 
 Bad values never stop the estimate: each one is reported under its key and replaced by its default,
-and every other input is kept.
+and every other input is kept. Repeated keys take their last value (as URLSearchParams.getAll()[-1]).
 """
 
 import json
@@ -9,22 +9,36 @@ from urllib.parse import parse_qsl
 
 from . import report
 from .answers import answer
-from .architecture import ARCH_FIELDS, count_parameters
-from .catalog import architecture as preset_architecture
 from .compare import compare
+from .errors import FieldError
 from .estimate import estimate_values
 from .explain import formulas
-from .hf_config import FAMILY_PRESETS, architecture_from_dict
-from .schema import BY_KEY, DEFAULTS, InputError, parse, to_query
+from .fit import gpu_fits
+from .schema import BY_KEY, DEFAULTS, parse, to_query
+from .units import format_bytes
+
+MAX_QUERY = 200_000         # characters of a query string that are read at all
+MAX_KEYS = 200              # key=value pairs that are read
+NOT_FROM_LINKS = {"config"}  # a link must not read files: an imported config travels as preset + overrides
 
 
-def _pairs(query):
-    """Key -> last value of a query string (base.KEY under its own key), and messages for repeated or
-    unknown keys."""
-    raw, errors = {}, {}
-    for key, value in parse_qsl(query.lstrip("?"), keep_blank_values=True):
-        if key.removeprefix("base.") not in BY_KEY:
-            errors[key[:40]] = f"{key[:40]}: unknown key, ignored"
+def _pairs(query: str) -> "tuple[dict, dict]":
+    """Key -> last value of a query string (base.KEY under its own key), and messages for repeated,
+    unknown or refused keys."""
+    raw: dict = {}
+    errors: dict = {}
+    pairs = parse_qsl(query[:MAX_QUERY].lstrip("?"), keep_blank_values=True, max_num_fields=None)
+    if len(pairs) > MAX_KEYS:
+        errors["query"] = f"query: {len(pairs):,} inputs given; the first {MAX_KEYS} are read"
+        pairs = pairs[:MAX_KEYS]
+    for key, value in pairs:
+        name = key.removeprefix("base.")
+        shown = _printable(key[:40])
+        if name not in BY_KEY:
+            errors[shown] = f"{shown}: unknown key, ignored"
+            continue
+        if name in NOT_FROM_LINKS:
+            errors[shown] = f"{shown}: not read from links; import the config.json on the page instead"
             continue
         if key in raw:
             errors[key] = f"{key}: given more than once; the last value is used"
@@ -32,9 +46,13 @@ def _pairs(query):
     return raw, errors
 
 
-def _estimate(query):
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _estimate(query: str) -> "tuple[dict, dict | None, dict, dict]":
     """(values, result or None, errors, baseline inputs) for a query string; bad inputs fall back to their
-    defaults."""
+    defaults, the key that caused each error named."""
     raw, errors = _pairs(query)
     base_raw = {k[5:]: v for k, v in raw.items() if k.startswith("base.") and v != ""}
     raw = {k: v for k, v in raw.items() if v != "" and not k.startswith("base.")}
@@ -42,51 +60,93 @@ def _estimate(query):
     errors.update(parse_errors)
     if base_raw and values["compare"] == "off":
         values["compare"] = "baseline"
-    for _ in range(len(BY_KEY)):
+    given = [k for k in raw if k not in parse_errors]
+    for _ in range(len(BY_KEY) + 1):
         try:
             return values, estimate_values(values), errors, base_raw
-        except InputError as error:
+        except FieldError as error:
             key = error.key if error.key in BY_KEY else "model"
+            if values[key] == DEFAULTS[key]:
+                # The default fails only with another input: the latest input given is reset instead,
+                # and the message stays under the key that describes the conflict.
+                candidates = [k for k in reversed(given) if values[k] != DEFAULTS[k]]
+                if not candidates:
+                    errors[key] = str(error)
+                    break
+                errors.setdefault(candidates[0], f"{candidates[0]}: conflicts with the other inputs ({error})")
+                values[candidates[0]] = DEFAULTS[candidates[0]]
+                continue
             errors[key] = str(error)
-            if values[key] == DEFAULTS[key]:       # the default itself fails: nothing left to try
-                break
             values[key] = DEFAULTS[key]
     return values, None, errors, base_raw
 
 
-def _answers(values, result, base_raw, errors):
+def _answers(values: dict, result: dict, base_raw: dict, errors: dict) -> dict:
     answers = answer(values, result)
     answers["comparison"] = None
     if values["compare"] != "off":
         try:
-            answers["comparison"] = compare(values, result, base_raw)
-        except InputError as error:
+            answers["comparison"] = compare(values, result, base_raw, answers)
+        except FieldError as error:
             errors[error.key] = str(error)
     return answers
 
 
-def run(query):
-    """Estimate for a URL query string; returns JSON with result, breakdown, formulas, errors, query.
+def _dumps(payload: dict) -> str:
+    """JSON that JSON.parse accepts: no NaN or Infinity (a non-finite float becomes null)."""
+    try:
+        return json.dumps(payload, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(payload), allow_nan=False)
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def run(query: str) -> str:
+    """Estimate for a URL query string; returns JSON with result, breakdown, total, gpus, formulas, errors,
+    warnings and the normalised query (see CONTRACT in the README's layout section).
 
     The answers, which re-run the estimate many times, come from ``answers`` so typing stays fast.
     """
     values, result, errors, _ = _estimate(query)
-    payload = {"errors": errors, "query": to_query(values)}
+    payload: dict = {"errors": errors, "query": to_query(values), "warnings": []}
     if result is not None:
-        payload.update(result=result, breakdown=report.breakdown(result), formulas=formulas(values, result))
-    return json.dumps(payload)
+        total = result["total_bytes"]
+        payload.update(result=result, breakdown=result["breakdown"], formulas=formulas(result),
+                       total={"bytes": total, **format_bytes(total), "unit_note": report.UNIT_NOTE},
+                       gpus=gpu_fits(total, values["gpu"]), warnings=list(result["warnings"]))
+    payload["warnings"] += _ignored(values, query)
+    return _dumps(payload)
 
 
-def answers(query):
-    """JSON with the answers (GPUs needed, largest batch and sequence, cost, how to fit, comparison) and
-    any message about baseline inputs."""
+def _ignored(values: dict, query: str) -> "list[str]":
+    """Messages for keys given that do not apply to the mode or method chosen (pycore.applies)."""
+    try:
+        from .applies import ignored
+    except ImportError:
+        return []
+    given = [k for k, _ in parse_qsl(query[:MAX_QUERY].lstrip("?"))[:MAX_KEYS] if k in BY_KEY]
+    return ignored(values, given)
+
+
+def answers(query: str) -> str:
+    """JSON with the answers (GPUs needed, plan, largest batch and sequence, cost, how to fit, comparison)
+    and any message about baseline inputs."""
     values, result, errors, base_raw = _estimate(query)
     if result is None:
-        return json.dumps({"answers": None, "errors": errors})
-    return json.dumps({"answers": _answers(values, result, base_raw, errors), "errors": errors})
+        return _dumps({"answers": None, "errors": errors})
+    return _dumps({"answers": _answers(values, result, base_raw, errors), "errors": errors})
 
 
-def csv(query):
+def csv(query: str) -> str:
     """The CSV download for a URL query string: the same bytes as ``python -m pycore --csv``."""
     values, result, errors, base_raw = _estimate(query)
     if result is None:
@@ -94,35 +154,7 @@ def csv(query):
     return report.to_csv(values, result, _answers(values, result, base_raw, errors))
 
 
-def import_config(text):
-    """A pasted, uploaded or fetched config.json as schema inputs: its family's preset plus overrides.
-
-    Returns JSON with ``query`` (key, value pairs for the form and URL), ``params`` and ``message``, or
-    ``error`` naming what is missing or unsupported.
-    """
-    try:
-        config = json.loads(text)
-        if not isinstance(config, dict):
-            raise ValueError("expected a JSON object")
-        arch = architecture_from_dict(config)
-    except (ValueError, InputError) as error:
-        message = str(error).removeprefix("config: ")
-        return json.dumps({"error": f"config.json: {message[:300]}"})
-    model_type = config.get("model_type") if "text_config" not in config else "gemma3_text"
-    preset = preset_architecture(FAMILY_PRESETS[model_type])
-    query = [("model", preset.name)]
-    for key in ARCH_FIELDS:
-        ours = getattr(arch, "tied_embeddings" if key == "tied" else key)
-        theirs = getattr(preset, "tied_embeddings" if key == "tied" else key)
-        if key == "head_dim" and not arch.head_dim:
-            continue                                # derived from hidden / heads
-        if ours != theirs:
-            query.append((key, ("yes" if ours else "no") if key == "tied" else str(ours)))
-    expected = count_parameters(arch).total
-    _, result, _, _ = _estimate("&".join(f"{k}={v}" for k, v in query))
-    if result is None or result["params"]["total"] != expected:
-        return json.dumps({"error": "config.json: this architecture has features the inputs cannot express yet "
-                                    f"(expected {expected:,} parameters); try the nearest preset"})
-    return json.dumps({"query": query, "params": expected,
-                       "message": f"Imported a {model_type} config: {expected:,} parameters, "
-                                  f"expressed as {preset.name} with {len(query) - 1} overrides."})
+def import_config(text: str) -> str:
+    """A pasted, uploaded or fetched config.json as schema inputs: its family's preset plus overrides."""
+    from .config_import import import_config as convert
+    return _dumps(convert(text))

@@ -1,0 +1,150 @@
+"""Model states on one GPU: weights, master weights, gradients, optimizer state and the step's temporaries,
+with ZeRO/FSDP sharding (Rajbhandari et al. 2020) and CPU offload. Each is a Pool (pycore.pools)."""
+
+from dataclasses import dataclass
+
+from . import finetune, quantization
+from . import optimizer as opt
+from .expr import Q, ceil, num, rnd, sym
+from .parallel import Stage
+from .pools import Pool, make
+from .precision import BITS
+from .setup import Setup
+
+STATIC = ("forward end", "backward start", "backward, first layer", "backward, last layer", "backward end",
+          "optimizer step")
+GRADIENT_MOMENTS = ("backward, last layer", "backward end")
+KERNEL_SOURCES = {
+    "foreach": "foreach kernel (torch.optim _multi_tensor_adam): torch._foreach_sqrt(exp_avg_sqs) makes one "
+               "state-sized temporary per parameter, all at once",
+    "fused": "fused kernel (torch._fused_adamw_): updates in place, no parameter-sized temporaries",
+    "for-loop": "for-loop kernel (torch.optim _single_tensor_adam): one temporary the size of the largest "
+                "parameter at a time",
+}
+
+
+@dataclass(frozen=True)
+class States:
+    """The model-state pools of one GPU and the bytes kept in host memory instead."""
+
+    pools: "list[Pool]"
+    host: "list[Pool]"
+    grad_bytes: float           # bytes per gradient element (fp32 when accumulating 16-bit gradients)
+    trainable: int              # trainable parameters on this GPU, before sharding
+
+
+def _sharded(q: Q, group: int, needed: int, zero: int) -> Q:
+    """``q`` divided over the ZeRO group when the stage shards it."""
+    return ceil(q / sym("g", group)) if zero >= needed and group > 1 else q
+
+
+def model_states(setup: Setup, stage: Stage) -> States:
+    """Weights, master weights, gradients, optimizer state and step temporaries of one pipeline stage."""
+    arch, lay, policy = setup.arch, setup.layout, setup.policy
+    total = setup.counts.total
+    group, zero = lay.shard_group, lay.zero
+    stored = quantization.weight_bytes_q(setup.quant, setup.group_size, arch, setup.counts, policy.bytes("weight"))
+    if stage.params != total:
+        stored = rnd(stored * sym("S", stage.params) / sym("P", total))
+    weight_formula = f"{setup.quant} storage" if setup.quant != "none" else policy.weight
+    if not setup.finetune.adapters:
+        trainable = stage.params
+        # Megatron and DeepSpeed accumulate 16-bit gradients in an fp32 buffer across micro-batches.
+        grad_bytes = 4 if (policy.master != "none" and lay.microbatches > 1) else policy.bytes("grad")
+        state_bytes, master_bytes = policy.bytes("opt"), policy.bytes("master")
+        trainable_q = sym("S", trainable)
+    else:
+        whole = finetune.adapter_params(arch, setup.finetune.rank, setup.finetune.targets)
+        trainable = round(whole * stage.params / total)
+        grad_bytes = state_bytes = BITS[setup.finetune.dtype] / 8
+        master_bytes = 0
+        trainable_q = sym("A", trainable)
+        stored = stored + rnd(trainable_q * grad_bytes)
+    sharded3 = zero == 3 and group > 1
+    weights = _sharded(stored, group, 3, zero)
+    pools = []
+    host = []
+    source_zero = "ZeRO (Rajbhandari et al. 2020): stage 1 shards optimizer state, 2 gradients, 3 weights over g"
+    symbols = "P = parameters of the model; S = parameters on this GPU (its tensor/pipeline part); " \
+              "Pq = parameters in quantized matrices; bits = bits per quantized weight; g = GPUs one shard spans"
+    if lay.offload == "params":
+        host.append(make("weights", "Weights (in CPU memory)", weights, (), source_zero, symbols))
+    else:
+        pools.append(make("weights", f"Weights ({weight_formula})", weights, STATIC,
+                          "parameters counted layer by layer, exact against transformers (docs/validation.md)",
+                          symbols))
+    # FSDP2 and ZeRO-3 gather one layer at a time, but keep the root group (embeddings and head) gathered
+    # through forward and backward (validation/measured_fsdp.json). SHARD_GRAD_OP keeps its shard beside
+    # the full copy.
+    wb = policy.bytes("weight")
+    if lay.fsdp == "SHARD_GRAD_OP" and group > 1:
+        pools.append(make("gathered_weights", "Weight shard kept beside the full copy (SHARD_GRAD_OP)",
+                          ceil(stored / sym("g", group)), STATIC, "PyTorch FSDP SHARD_GRAD_OP", symbols,
+                          group="weights"))
+    elif sharded3 and stage.root_params:
+        pools.append(make("gathered_weights", "Gathered embeddings and head (FSDP root group)",
+                          sym("R", stage.root_params) * wb, STATIC, "validation/measured_fsdp.json (FSDP2)",
+                          "R = parameters of the root group (embeddings, final norm, head)", group="weights"))
+    gradients = _sharded(rnd(trainable_q * grad_bytes), group, 2, zero)
+    master = _sharded(rnd(trainable_q * master_bytes), group, 1, zero) if master_bytes else None
+    states_per_param = opt.STATES[setup.optimizer]
+    if setup.optimizer == "adam-8bit":
+        # bitsandbytes: two uint8 states plus an fp32 absmax per 2048-element block for each
+        state = trainable_q * 2 + ceil(trainable_q / 2048) * 8
+    else:
+        state = rnd(trainable_q * num(states_per_param) * state_bytes)
+    optimizer = _sharded(state, group, 1, zero)
+    temporaries = _step_temporaries(setup, trainable_q, state_bytes)
+    temporaries = _sharded(temporaries, group, 1, zero) if temporaries is not None else None
+    opt_source = opt.__doc__.split("\n\n")[1].replace("\n", " ")
+    offloaded = lay.offload != "none"
+    # The fp32 master weights receive fp32 copies of the gradients before the step; the 16-bit
+    # gradients are not needed then. Offloaded steps run on the CPU.
+    step_gradients = not master and not offloaded
+    grad_moments = GRADIENT_MOMENTS + (("optimizer step",) if step_gradients else ())
+    pools.append(make("gradients", f"Gradients ({_dtype_name(grad_bytes)})", gradients, grad_moments,
+                      "one gradient per trainable parameter" + (
+                          "; fp32 accumulation across micro-batches (Megatron, DeepSpeed)"
+                          if grad_bytes == 4 and policy.bytes("grad") != 4 else ""),
+                      "S = trainable parameters on this GPU; A = LoRA adapter parameters; g = GPUs one shard spans"))
+    target = host if offloaded else pools
+    moments_static = () if offloaded else STATIC
+    label_host = " (in CPU memory)" if offloaded else ""
+    if master is not None:
+        target.append(make("master_weights", f"Master weights (fp32){label_host}", master, moments_static,
+                           "Micikevicius et al. 2018, mixed precision training", "S = parameters on this GPU"))
+    target.append(make("optimizer", f"Optimizer state ({setup.optimizer}){label_host}", optimizer, moments_static,
+                       opt_source, f"S = trainable parameters; {states_per_param:g} states per parameter"))
+    step: "list[Q]" = [q for q in (temporaries,) if q is not None and q.value]
+    if master is not None:
+        step.append(master)
+    if step:
+        combined = step[0] if len(step) == 1 else step[0] + step[1]
+        label = "Optimizer step temporaries" + (" (+ fp32 gradient copies)" if master is not None else "")
+        if offloaded:
+            host.append(make("optimizer_step_temporaries", label + " (in CPU memory)", combined, (), opt_source))
+        else:
+            pools.append(make("optimizer_step_temporaries", label, combined, ("optimizer step",),
+                              KERNEL_SOURCES[setup.optimizer_impl],
+                              "S = trainable parameters; largest = the largest single parameter tensor"))
+    if offloaded:
+        host.append(make("offloaded_gradients", "Gradient copies (in CPU memory)", gradients, (), opt_source))
+    return States(pools, host, grad_bytes, trainable)
+
+
+def _step_temporaries(setup: Setup, trainable: Q, state_bytes: float) -> "Q | None":
+    """The optimizer step's own temporaries for the chosen kernel (pycore.optimizer)."""
+    per_param = opt.STEP_TEMPORARIES[setup.optimizer]
+    if not per_param:
+        return None
+    kernel = setup.optimizer_impl
+    if kernel == "fused":
+        return None
+    if kernel == "for-loop":
+        largest = min(setup.counts.largest_tensor, trainable.value)
+        return rnd(sym("largest", largest) * num(per_param) * state_bytes)
+    return rnd(trainable * num(per_param) * state_bytes)
+
+
+def _dtype_name(element_bytes: float) -> str:
+    return {4: "fp32", 2: "16-bit", 1: "8-bit", 0.5: "4-bit"}.get(element_bytes, f"{element_bytes:g} B")
