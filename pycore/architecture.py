@@ -58,6 +58,7 @@ class Architecture:
     params_override: int = 0        # generic networks: a bare parameter count
     act_per_sample_fp32: int = 0    # generic presets: measured peak bytes one more sample adds, fp32
     act_per_sample_16: int = 0      # the same in bf16 (validation/vision_measured.json)
+    dtype: str = ""                 # checkpoint dtype (config.json torch_dtype): what serving loads by default
     source: str = ""
 
     def __post_init__(self):
