@@ -166,7 +166,7 @@ def serving_plan(values: dict, usable: int) -> "list[dict]":
 
 def _cost(values: dict, result: dict, gpu: dict, gpus: "int | None") -> dict:
     world = values["dp"] * values["tp"] * values["pp"] * values["cp"]
-    count = values["gpus"] or gpus or world
+    count = values["gpus"] or world
     price = values["price"] if values["price"] is not None else gpu["price_usd_per_gpu_hour"]
     flops = 6 * result["params"]["active"] * values["train_tokens"]
     answer = {"gpus": count, "price_usd_per_gpu_hour": price, "train_flops": flops, "hours": None,

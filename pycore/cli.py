@@ -7,7 +7,9 @@ from . import catalog, report
 from .answers import answer
 from .compare import compare
 from .estimate import estimate_values
-from .schema import InputError, markdown_table, parse
+from .errors import FieldError
+from .fit import gpu_fits
+from .schema import markdown_table, parse
 
 USAGE = """usage: python -m pycore [--json | --csv] KEY=VALUE ... [--compare KEY=VALUE ...]
        python -m pycore models | gpus | schema
@@ -37,14 +39,28 @@ def parse_arguments(words):
             else:
                 target_now = target
             if key in target_now:
-                raise InputError(key, "given twice")
+                raise FieldError(_printable(key[:40]), "given twice")
             target_now[key] = value
         else:
-            raise InputError(word[:40], "expected KEY=VALUE, --json, --csv or --compare")
+            raise FieldError(_printable(word[:40]), "expected KEY=VALUE, --json, --csv or --compare")
     return fmt, raw, base
 
 
+def _printable(text):
+    """Text safe to echo to a terminal: control characters shown as '?'."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 def main(argv=None):
+    """The console script: the exit status (0 done, 2 bad input); a closed pipe ends it quietly."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:         # output piped into head and the like
+        sys.stderr.close()
+        return 0
+
+
+def _main(argv=None):
     words = sys.argv[1:] if argv is None else argv
     if words and words[0] in ("-h", "--help"):
         print(USAGE)
@@ -66,14 +82,15 @@ def main(argv=None):
         values = parse(raw)
         result = estimate_values(values)
         answers = answer(values, result)
-        answers["comparison"] = compare(values, result, base) if values["compare"] != "off" else None
-    except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
+        answers["comparison"] = compare(values, result, base, answers) if values["compare"] != "off" else None
+    except FieldError as error:
+        print(f"error: {_printable(str(error))}", file=sys.stderr)
         return 2
     if fmt == "json":
-        print(json.dumps({**result, "answers": answers}, indent=1))
+        gpus = gpu_fits(result["total_bytes"], values["gpu"])
+        print(json.dumps({**result, "gpus": gpus, "answers": answers}, indent=1, allow_nan=False))
     elif fmt == "csv":
         sys.stdout.write(report.to_csv(values, result, answers))
     else:
-        sys.stdout.write(report.table(result, answers))
+        sys.stdout.write(report.table(result, answers, values["gpu"]))
     return 0

@@ -29,8 +29,11 @@ def formulas(result: dict) -> "list[dict]":
     if overhead:
         rows.append(_row(overhead, True))
     moments = result["moments"]
-    rows.append({"name": "Peak", "key": "peak", "formula": "max(" + ", ".join(moments) + ")",
-                 "substituted": "max(" + ", ".join(f"{v:,}" for v in moments.values()) + ")",
+    many = len(moments) > 1
+    rows.append({"name": "Peak", "key": "peak",
+                 "formula": ("max(" + ", ".join(moments) + ")") if many else next(iter(moments)),
+                 "substituted": ("max(" + ", ".join(f"{v:,}" for v in moments.values()) + ")") if many
+                 else f"{result['peak_bytes']:,}",
                  "symbols": "each moment: the sum of the pools live in it", "bytes": result["peak_bytes"],
                  "source": f"the peak is at {result['peak_moment']}", "live_at_peak": True,
                  **format_bytes(result["peak_bytes"])})

@@ -28,8 +28,9 @@ VLLM_MOMENTS = ("serving",)
 BLOCK_TOKENS = 16               # vLLM's default block size (CacheConfig.block_size)
 # Memory outside PyTorch's allocator that vLLM's profiler subtracts: cuBLAS/NCCL workspaces and the like
 # measured as an increase over the start-up baseline; with tp > 1 NCCL's buffers add to it.
-VLLM_NON_TORCH = 512 * 2**20
-VLLM_NCCL = 1 * 2**30
+# vLLM >= 0.11 measures it as the increase over a start-up snapshot taken after the CUDA context and NCCL
+# exist (vllm/v1/worker/gpu_worker.py, vllm/utils memory_profiling), so neither is charged here.
+VLLM_NON_TORCH = 256 * 2**20
 
 
 def _exact(q: Q) -> Q:
@@ -150,7 +151,7 @@ def _vllm_pools(setup, stage, gpu, stored, weights_label, weight_symbols, per_to
     run's activation peak is the KV cache, in whole blocks."""
     arch, lay, work = setup.arch, setup.layout, setup.workload
     requested = floor(sym("M", gpu["usable_bytes"]) * sym("u", work.gpu_util))
-    non_torch = sym("N", VLLM_NON_TORCH + (VLLM_NCCL if lay.tp * lay.pp > 1 else 0))
+    non_torch = sym("N", VLLM_NON_TORCH)
     tokens = sym("Tb", work.max_batched_tokens)
     activation = rnd((split(sym("wf", width), "t", lay.tp, _exact) + sym("h", 3 * arch.hidden)) * e * tokens)
     if stage.has_head:
@@ -161,11 +162,11 @@ def _vllm_pools(setup, stage, gpu, stored, weights_label, weight_symbols, per_to
         kv = floor(left / block) * block
     else:
         kv = num(0)
-    source = "vllm/v1/worker/gpu_worker.py determine_available_memory (vLLM 0.10)"
+    source = "vllm/v1/worker/gpu_worker.py determine_available_memory (vLLM 0.11)"
     return [
         make("weights", weights_label, stored, VLLM_MOMENTS, "parameters counted layer by layer", weight_symbols),
         make("non_torch", "Memory outside PyTorch (cuBLAS, NCCL)", non_torch, VLLM_MOMENTS, source,
-             "N = non-torch memory vLLM's profiler measures (NCCL buffers when tp × pp > 1)"),
+             "N = non-torch memory vLLM's profiler charges (cuBLAS workspaces, kernels; not the CUDA context)"),
         make("profile_activations", "Activation peak of the profiling run", activation, VLLM_MOMENTS, source,
              "Tb = max_batched_tokens; wf = widest intermediate per token; h = hidden; V = vocabulary; "
              "seqs = sequences sampled (max_num_seqs)"),
@@ -179,10 +180,11 @@ def vllm_capacity(result: dict, work) -> dict:
     """vLLM's start-up log figures: "GPU KV cache size: N tokens" and "Maximum concurrency"."""
     per_token = result["kv_bytes_per_token"]
     kv = result["components"].get("kv_cache", 0)
-    tokens = kv // per_token if per_token else 0
+    blocks = kv // (per_token * BLOCK_TOKENS) if per_token else 0
     context = work.seq + work.new_tokens
-    return {"kv_cache_tokens": tokens, "max_concurrency": tokens / context if context else 0.0,
-            "context": context}
+    # vllm/v1/core/kv_cache_utils.py: tokens = blocks × block size; concurrency = blocks / cdiv(L, 16)
+    return {"kv_cache_tokens": blocks * BLOCK_TOKENS, "kv_cache_blocks": blocks, "context": context,
+            "max_concurrency": blocks / -(-context // BLOCK_TOKENS) if context else 0.0}
 
 
 def largest_context(arch) -> int:

@@ -21,8 +21,11 @@ def test_json_output_has_the_contract_fields():
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["params"]["total"] == 8_030_261_248
-    for key in ("weights", "master_weights", "gradients", "optimizer", "activations", "kv_cache"):
+    for key in ("weights", "gradients", "optimizer", "activations"):
         assert isinstance(result["components"][key], int)
+    # The breakdown records add up to the total (pycore.pools: live pools at the peak + overhead).
+    assert sum(row["bytes"] for row in result["breakdown"]) == result["total_bytes"]
+    assert {"key", "label", "bytes", "formula", "substituted", "source"} <= set(result["breakdown"][0])
     assert result["total_bytes"] == result["peak_bytes"] + result["overhead_bytes"]
     assert {"id", "name", "memory_bytes", "fits"} <= set(result["gpus"][0])
 

@@ -55,8 +55,11 @@ def test_quantized_full_training_is_refused():
 
 def test_mla_caches_the_latent():
     # DeepSeek-V2 paper, section 2.1.2: MLA caches (d_c + d_h^R) = 512 + 64 values per token and layer.
+    # vLLM stores that latent (vllm/v1/kv_cache_interface.py MLAAttentionSpec); transformers' DynamicCache
+    # keeps the decompressed keys (128 heads × (128 nope + 64 rope)) and values (128 heads × 128).
     arch = catalog.architecture("deepseek-v3")
-    assert kv_cache_bytes(arch, 1, 2) == (512 + 64) * 61 * 2
+    assert kv_cache_bytes(arch, 1, 2, engine="vllm") == (512 + 64) * 61 * 2
+    assert kv_cache_bytes(arch, 1, 2, engine="hf") == 128 * (128 + 64 + 128) * 61 * 2
 
 
 def test_sliding_window_layers_keep_the_window():

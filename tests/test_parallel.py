@@ -13,7 +13,7 @@ GB = 10**9
 
 def model_states(result):
     c = result["components"]
-    return c["weights"] + c["master_weights"] + c["gradients"] + c["optimizer"]
+    return c["weights"] + c.get("master_weights", 0) + c["gradients"] + c["optimizer"]
 
 
 @pytest.mark.parametrize("zero,expected_gb", [("0", 120), ("1", 31.4), ("2", 16.6), ("3", 1.9)])
@@ -108,14 +108,14 @@ def test_expert_parallel_splits_experts_only():
 def test_offload_moves_the_optimizer_to_host_memory():
     base = {"model": "llama-3.1-8b", "precision": "bf16-master", "dp": "8", "zero": "3"}
     on_gpu, offloaded = estimate(base), estimate({**base, "offload": "optimizer"})
-    assert offloaded["components"]["optimizer"] == 0 and offloaded["host_bytes"] > on_gpu["components"]["optimizer"]
+    assert offloaded["components"].get("optimizer", 0) == 0 and offloaded["host_bytes"] > on_gpu["components"]["optimizer"]
     assert offloaded["peak_bytes"] < on_gpu["peak_bytes"]
 
 
 @pytest.mark.parametrize("inputs,key", [({"tp": "3"}, "tp"), ({"pp": "99"}, "pp"), ({"ep": "2"}, "ep"),
                                         ({"offload": "params"}, "offload"),
                                         ({"dp": "12", "fsdp": "HYBRID_SHARD", "shard_group": "5"}, "shard_group"),
-                                        ({"mode": "infer", "tp": "2"}, "mode")])
+                                        ({"mode": "infer", "model": "mixtral-8x7b-v0.1", "ep": "3"}, "ep")])
 def test_impossible_layouts_name_the_key(inputs, key):
     from pycore import InputError
     with pytest.raises(InputError) as error:
