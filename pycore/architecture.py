@@ -136,7 +136,9 @@ def _mla_params(arch):
         query = h * a * qk_head
     kv = h * (arch.kv_lora_rank + arch.qk_rope_dim) + arch.kv_lora_rank + \
         arch.kv_lora_rank * a * (arch.qk_nope_dim + arch.v_head_dim)
-    return query + kv + a * arch.v_head_dim * h
+    biases = ((arch.q_lora_rank if arch.q_lora_rank else 0) + arch.kv_lora_rank + arch.qk_rope_dim + h) \
+        if arch.out_bias else 0                     # DeepSeek-V2's attention_bias: q_a, kv_a and o projections
+    return query + kv + a * arch.v_head_dim * h + biases
 
 
 def _attention_params(arch):
