@@ -18,7 +18,8 @@ MAX_DIGITS = 40             # no architecture number needs more; Python refuses 
 
 GEMMA = {"activation": "gelu_tanh", "norm_weight_fp32": True}
 BIASED = {"qkv_bias": True, "out_bias": True, "mlp_bias": True}
-LAYERNORM_PLAIN = {"norm": "layernorm", "mlp": "plain", "softmax_fp32": False}
+LAYERNORM_PLAIN = {"norm": "layernorm", "mlp": "plain"}
+SOFTMAX_16 = {"softmax_fp32": False}       # eager attention's softmax stays in the scores' dtype (GPT-2, Falcon, gpt-oss)
 
 # model_type -> (transformers class, fields that differ from the Llama defaults)
 FAMILIES = {
@@ -37,14 +38,14 @@ FAMILIES = {
     "deepseek_v3": ("DeepseekV3ForCausalLM", {"attention": "mla"}),
     "mixtral": ("MixtralForCausalLM", {}),
     "granite": ("GraniteForCausalLM", {}),
-    "gpt_oss": ("GptOssForCausalLM", {**BIASED, "router_bias": True, "attention_sinks": True}),
+    "gpt_oss": ("GptOssForCausalLM", {**BIASED, **SOFTMAX_16, "router_bias": True, "attention_sinks": True}),
     "cohere": ("CohereForCausalLM", {"norm": "layernorm", "norm_bias": False, "norms_per_layer": 1,
                                      "parallel_block": True}),
-    "gpt2": ("GPT2LMHeadModel", {**LAYERNORM_PLAIN, **BIASED, "activation": "gelu_new", "positions": "learned"}),
+    "gpt2": ("GPT2LMHeadModel", {**LAYERNORM_PLAIN, **BIASED, **SOFTMAX_16, "activation": "gelu_new", "positions": "learned"}),
     "gpt_neox": ("GPTNeoXForCausalLM", {**LAYERNORM_PLAIN, **BIASED, "activation": "gelu"}),
     "gpt_bigcode": ("GPTBigCodeForCausalLM", {**LAYERNORM_PLAIN, **BIASED, "activation": "gelu_tanh",
                                               "positions": "learned"}),
-    "falcon": ("FalconForCausalLM", {**LAYERNORM_PLAIN, "activation": "gelu"}),
+    "falcon": ("FalconForCausalLM", {**LAYERNORM_PLAIN, **SOFTMAX_16, "activation": "gelu"}),
     "phi": ("PhiForCausalLM", {**LAYERNORM_PLAIN, **BIASED, "activation": "gelu_new", "head_bias": True,
                                "norms_per_layer": 1, "parallel_block": True}),
     "starcoder2": ("Starcoder2ForCausalLM", {**LAYERNORM_PLAIN, **BIASED, "activation": "gelu_tanh"}),
