@@ -21,7 +21,10 @@ class Architecture:
     head_dim: int = 0               # 0 means hidden // heads
     ffn: int = 0                    # MLP intermediate size (per expert for MoE)
     vocab: int = 0
-    norm: str = "rmsnorm"           # rmsnorm (weight only) or layernorm (weight and bias)
+    norm: str = "rmsnorm"           # rmsnorm (weight only) or layernorm (weight and bias, unless norm_bias is off)
+    norm_bias: bool = True          # layernorm: False for Cohere's weight-only LayerNorm
+    parallel_block: bool = False    # attention and MLP read the same normed input (GPT-NeoX, Falcon, Phi, Cohere);
+                                    # the norm count per layer is norms_per_layer
     norm_weight_fp32: bool = False  # Gemma: RMSNorm multiplies by (1 + weight) in fp32 before casting back
     mlp: str = "gated"              # gated: act(gate(x)) * up(x); plain: act(fc(x))
     activation: str = "silu"        # silu, gelu, gelu_tanh (fused), gelu_new (GPT-2, written out)
@@ -34,16 +37,23 @@ class Architecture:
     max_positions: int = 0
     type_vocab: int = 0             # BERT token-type embeddings
     tied_embeddings: bool = False
+    head_bias: bool = False         # the output head has a bias (Phi-1/2's lm_head)
     embedding_norm: bool = False    # LayerNorm right after the embeddings (BERT)
     mlm_head: bool = False          # BERT's dense + LayerNorm transform before the tied decoder
     experts: int = 0                # routed experts per MoE layer; 0 = dense
     experts_per_token: int = 0
     expert_ffn: int = 0             # intermediate size of one routed expert; 0 means ffn (Mixtral)
     shared_experts: int = 0         # experts every token goes through (DeepSeek), each expert_ffn wide
-    dense_layers: int = 0           # leading layers with a dense MLP of size ffn (DeepSeek's first_k_dense_replace)
+    shared_expert_ffn: int = 0      # width of one shared expert given directly (Qwen2-MoE) when it is not a
+                                    # multiple of expert_ffn; 0 means shared_experts x expert_ffn
+    shared_expert_gate: bool = False  # a hidden -> 1 sigmoid gate on the shared expert (Qwen2-MoE)
+    router_bias: bool = False       # the router's linear layer has a bias (gpt-oss)
+    dense_layers: int = 0           # layers with a dense MLP of size ffn instead of experts: DeepSeek's leading
+                                    # first_k_dense_replace, Qwen-MoE's mlp_only_layers (the count is what matters)
     norms_per_layer: int = 2        # Gemma 2/3 add post-attention and post-MLP norms: 4
     qk_norm: str = "none"           # none; head (RMSNorm over head_dim: Qwen3, Gemma 3); full (over q and k: OLMo 2)
     attention: str = "gqa"          # gqa (MHA/GQA/MQA by kv_heads) or mla (DeepSeek multi-head latent attention)
+    attention_sinks: bool = False   # one learned sink logit per head and layer (gpt-oss)
     q_lora_rank: int = 0            # MLA: query down-projection rank (0 = no down-projection)
     kv_lora_rank: int = 0           # MLA: compressed key/value width (what an MLA-aware engine caches)
     qk_rope_dim: int = 0            # MLA: rotary part of each query/key head
@@ -90,7 +100,17 @@ class Architecture:
 
     @property
     def norm_params(self):
-        return self.hidden * (2 if self.norm == "layernorm" else 1)
+        return self.hidden * self.norm_factor
+
+    @property
+    def norm_factor(self):
+        """Parameters per normalised element: weight, plus bias for a biased LayerNorm."""
+        return 2 if self.norm == "layernorm" and self.norm_bias else 1
+
+    @property
+    def shared_width(self):
+        """Total intermediate width of the shared expert(s), 0 if none."""
+        return self.shared_expert_ffn or self.shared_experts * self.expert_ffn
 
 
 @dataclass(frozen=True)
@@ -117,16 +137,20 @@ def _mla_params(arch):
         query = h * a * qk_head
     kv = h * (arch.kv_lora_rank + arch.qk_rope_dim) + arch.kv_lora_rank + \
         arch.kv_lora_rank * a * (arch.qk_nope_dim + arch.v_head_dim)
-    return query + kv + a * arch.v_head_dim * h
+    biases = ((arch.q_lora_rank if arch.q_lora_rank else 0) + arch.kv_lora_rank + arch.qk_rope_dim + h) \
+        if arch.out_bias else 0                     # DeepSeek-V2's attention_bias: q_a, kv_a and o projections
+    return query + kv + a * arch.v_head_dim * h + biases
 
 
 def _attention_params(arch):
     if arch.attention == "mla":
         return _mla_params(arch)
     weights = arch.hidden * arch.q_dim + 2 * arch.hidden * arch.kv_dim + arch.q_dim * arch.hidden
-    weights += {"none": 0, "head": 2 * arch.dim_head, "full": arch.q_dim + arch.kv_dim}[arch.qk_norm]
+    qk_norm = {"none": 0, "head": 2 * arch.dim_head, "full": arch.q_dim + arch.kv_dim}[arch.qk_norm]
+    weights += qk_norm * arch.norm_factor            # Phi's qk_layernorm carries a bias too
     biases = (arch.q_dim + 2 * arch.kv_dim if arch.qkv_bias else 0) + (arch.hidden if arch.out_bias else 0)
-    return weights + biases
+    sinks = arch.heads if arch.attention_sinks else 0
+    return weights + biases + sinks
 
 
 def _mlp_params(arch, width):
@@ -156,8 +180,9 @@ def count_parameters(arch):
     dense_layer = attention + norms + dense_mlp
     if arch.experts:
         expert = _mlp_params(arch, arch.expert_ffn or arch.ffn)
-        shared = _mlp_params(arch, arch.shared_experts * arch.expert_ffn) if arch.shared_experts else 0
-        router = h * arch.experts
+        shared = _mlp_params(arch, arch.shared_width) if arch.shared_width else 0
+        shared += h if arch.shared_expert_gate else 0
+        router = h * arch.experts + (arch.experts if arch.router_bias else 0)
         moe_layer = attention + norms + router + arch.experts * expert + shared
         active_moe = attention + norms + router + arch.experts_per_token * expert + shared
     else:
@@ -171,7 +196,7 @@ def count_parameters(arch):
     if arch.mlm_head:
         head += h * h + h + arch.norm_params + vocab                 # transform dense, its norm, decoder bias
     head_weight = 0 if arch.tied_embeddings else vocab * h
-    head += head_weight
+    head += head_weight + (vocab if arch.head_bias else 0)
     total = embedding + layers_total + head
     active = embedding + active_layers + head
     largest = max(vocab * h, h * arch.ffn, h * arch.q_dim)

@@ -1,38 +1,177 @@
-"""config.json import: the same architecture, expressed in the schema's keys."""
+"""config.json import: exact counts for every supported family, the same architecture expressed in the schema's
+keys, and one plain message for every malformed input.
+
+Every expected count comes from validation/config_counts.json: sum(p.numel()) of the model that transformers 5.23
+builds from the same file with AutoModelForCausalLM.from_config on the meta device (validation/count_configs.py).
+The files in tests/configs/ are the models' published config.json (huggingface.co/<org>/<model>, named in each
+preset's 'source' and in tests/configs/README.md); tests/configs/variants/synthetic-*.json are small configs that
+switch on the options no published file in the set uses.
+"""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from pycore import catalog, estimate, web
+from pycore import catalog, estimate
 from pycore.architecture import count_parameters
-from pycore.hf_config import architecture_from_dict
+from pycore.config_import import import_config
+from pycore.hf_config import MAX_BYTES, architecture_from_dict, architecture_from_file
+from pycore.schema import InputError
 
-CONFIGS = sorted((Path(__file__).resolve().parent / "configs").glob("*.json"))
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = ROOT / "tests" / "configs"
+RECORDED = json.loads((ROOT / "validation" / "config_counts.json").read_text())["counts"]
+ALL_CONFIGS = sorted(str(p.relative_to(CONFIG_DIR)) for p in CONFIG_DIR.rglob("*.json"))
+PRESET_CONFIGS = sorted(p.stem for p in CONFIG_DIR.glob("*.json"))
+NEW_FAMILIES = {"gpt_neox": "pythia-160m", "gpt_bigcode": "starcoder", "falcon": "falcon-7b", "phi": "phi-2",
+                "starcoder2": "starcoder2-3b", "qwen2_moe": "qwen1.5-moe-a2.7b", "deepseek_v2": "deepseek-v2-lite",
+                "gpt_oss": "gpt-oss-20b", "granite": "granite-3.1-2b-base", "cohere": "c4ai-command-r-v01"}
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
-def test_transformers_config_imports_to_the_exact_count(path):
-    # tests/configs/*.json are transformers' own config.to_dict() for the preset of the same name.
-    expected = catalog.models()[path.stem]["params"]
-    assert count_parameters(architecture_from_dict(json.loads(path.read_text()))).total == expected
-    answer = json.loads(web.import_config(path.read_text()))
-    assert answer["params"] == expected
-    assert estimate(dict(answer["query"]))["params"]["total"] == expected
+def read(name):
+    return (CONFIG_DIR / name).read_text()
+
+
+def test_every_config_file_was_counted_by_transformers():
+    assert set(RECORDED) == set(ALL_CONFIGS)
+
+
+@pytest.mark.parametrize("name", ALL_CONFIGS)
+def test_count_equals_transformers_built_from_the_same_file(name):
+    # validation/config_counts.json: AutoModelForCausalLM.from_config(<this file>) on the meta device.
+    assert count_parameters(architecture_from_dict(json.loads(read(name)))).total == RECORDED[name]
+
+
+@pytest.mark.parametrize("model_type,preset", sorted(NEW_FAMILIES.items()))
+def test_each_new_family_has_a_preset_built_from_its_published_config(model_type, preset):
+    assert json.loads(read(f"{preset}.json"))["model_type"] == model_type
+    assert catalog.models()[preset]["params"] == RECORDED[f"{preset}.json"]
+
+
+@pytest.mark.parametrize("stem", PRESET_CONFIGS)
+def test_published_config_imports_to_the_exact_count(stem):
+    answer = import_config(read(f"{stem}.json"))
+    assert answer["params"] == RECORDED[f"{stem}.json"] == catalog.models()[stem]["params"]
+    assert answer["warnings"] == []
+    # The query the page puts in the URL describes a model of the same size.
+    assert estimate(dict(answer["query"]))["params"]["total"] == answer["params"]
+
+
+@pytest.mark.parametrize("name,preset,overrides", [
+    # Phi-1.5 and Pythia-1B: the family's preset with the sizes changed.
+    ("variants/phi-1_5.json", "phi-2", [["layers", "24"], ["hidden", "2048"], ["ffn", "8192"]]),
+    ("variants/pythia-1b.json", "pythia-160m",
+     [["layers", "16"], ["hidden", "2048"], ["heads", "8"], ["kv_heads", "8"], ["ffn", "8192"]]),
+])
+def test_a_family_member_is_its_preset_plus_overrides(name, preset, overrides):
+    answer = import_config(read(name))
+    assert answer["query"] == [["model", preset]] + overrides
+    assert answer["params"] == RECORDED[name]
+    assert estimate(dict(answer["query"]))["params"]["total"] == RECORDED[name]
+
+
+@pytest.mark.parametrize("name,feature", [
+    ("variants/falcon-rw-1b.json", "q/k/v biases"),                 # Falcon-RW: biased, sequential blocks
+    ("variants/synthetic-phi-qk-layernorm.json", "query/key norms"),
+    ("variants/synthetic-starcoder2-no-bias.json", "MLP biases"),
+])
+def test_an_inexpressible_feature_is_named(name, feature):
+    error = import_config(read(name))["error"]
+    assert feature in error
+    assert f"{RECORDED[name]:,}" in error
+
+
+def test_unknown_model_type_with_standard_keys_is_read_as_llama_with_a_warning():
+    config = json.loads(read("llama-3.1-8b.json"))
+    config["model_type"] = "my_new_decoder"
+    answer = import_config(json.dumps(config))
+    assert "my_new_decoder" in answer["warnings"][0] and "Llama-style" in answer["warnings"][0]
+    assert answer["query"] == [["model", "llama-3.1-8b"]]
+    # validation/config_counts.json: LlamaForCausalLM from this file has 8,030,261,248 parameters.
+    assert answer["params"] == RECORDED["llama-3.1-8b.json"] == 8_030_261_248
+
+
+def test_unknown_model_type_without_standard_keys_is_refused():
+    error = import_config('{"model_type": "mamba", "hidden_size": 768}')["error"]
+    assert "'mamba' is not supported yet" in error
+    assert "num_hidden_layers, num_attention_heads, intermediate_size, vocab_size" in error
 
 
 def test_multimodal_wrapper_imports_its_text_decoder():
-    text = json.loads((Path(__file__).resolve().parent / "configs" / "gemma-3-1b-pt.json").read_text())
+    text = json.loads(read("gemma-3-1b-pt.json"))
     wrapper = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "text_config": text}
-    assert json.loads(web.import_config(json.dumps(wrapper)))["params"] == catalog.models()["gemma-3-1b-pt"]["params"]
+    assert import_config(json.dumps(wrapper))["params"] == RECORDED["gemma-3-1b-pt.json"]
 
 
-@pytest.mark.parametrize("text,needle", [
-    ('{"model_type": "llama", "hidden_size": 64}', "num_hidden_layers, num_attention_heads, vocab_size"),
-    ('{"model_type": "mamba"}', "not supported"),
-    ("[1, 2]", "JSON object"),
-    ("{not json", "config.json"),
-])
-def test_bad_configs_get_a_message(text, needle):
-    assert needle in json.loads(web.import_config(text))["error"]
+def _llama(**changes):
+    config = json.loads(read("llama-3.1-8b.json"))
+    config.update(changes)
+    return json.dumps(config)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("{not json", "config.json: config.json is not valid JSON: line 1 column 2 (expected a key in double quotes)"),
+    ("", "config.json: config.json is empty"),
+    ("nonsense", "config.json: config.json is not valid JSON: line 1 column 1 (expected a value"),
+    ('{"a": 1,}', "config.json is not valid JSON: line 1 column 9"),
+    ('{"a": 1} {"b": 2}', "unexpected text after the end"),
+    ('{"a": NaN}', "NaN is not a JSON number"),
+    ("[1, 2]", "config.json must be a JSON object ({...}), got an array"),
+    ('"llama"', "got a string"),
+    ("[" * 10_000 + "]" * 10_000, "nests brackets 10,000 levels deep; the limit is 64"),
+    ('{"a": ' + "[" * 100_000, "nests brackets 100,001 levels deep"),
+    ('{"model_type": ["llama"]}', 'model_type: must be a string such as "llama", got a list'),
+    ('{"model_type": {"nested": {"garbage": [1, {}]}}}', "model_type: must be a string"),
+    (_llama(num_attention_heads=0), "num_attention_heads: must be a whole number from 1 to 100,000, got 0"),
+    (_llama(num_attention_heads="32"), "num_attention_heads: must be a whole number from 1 to 100,000, got the text '32'"),
+    (_llama(num_attention_heads=True), "num_attention_heads: must be a whole number from 1 to 100,000, got true"),
+    (_llama(num_hidden_layers=-3), "num_hidden_layers: must be a whole number from 1 to 10,000, got -3"),
+    (_llama(num_hidden_layers=10**9), "num_hidden_layers: must be a whole number from 1 to 10,000, got 1,000,000,000"),
+    (_llama(num_hidden_layers=2.5), "num_hidden_layers: must be a whole number from 1 to 10,000, got 2.5"),
+    (_llama(num_hidden_layers=[32]), "num_hidden_layers: must be a whole number from 1 to 10,000, got a list"),
+    (_llama().replace('"num_hidden_layers": 32', '"num_hidden_layers": 1e400'),
+     "num_hidden_layers: must be a whole number from 1 to 10,000, got a number too large to represent"),
+    (_llama().replace('"num_hidden_layers": 32', '"num_hidden_layers": ' + "9" * 5000),
+     "config.json has a number with more than 40 digits"),
+    (_llama(hidden_size=10**7), "hidden_size: must be a whole number from 1 to 1,000,000"),
+    (_llama(vocab_size=10**8), "vocab_size: must be a whole number from 1 to 10,000,000"),
+    (_llama(num_local_experts=10**6), "num_local_experts: must be a whole number from 0 to 100,000"),
+    (_llama(num_key_value_heads=5), "num_key_value_heads: must divide num_attention_heads (32), got 5"),
+    (_llama(num_attention_heads=31, num_key_value_heads=31, head_dim=None),
+     "num_attention_heads: must divide hidden_size (4096)"),
+    (_llama(tie_word_embeddings="yes"), "tie_word_embeddings: must be true or false, got the text 'yes'"),
+    (_llama(attention_bias=1), "attention_bias: must be true or false, got 1"),
+    (_llama(attention_dropout=3), "attention_dropout: must be a number from 0 to 1, got 3"),
+    (_llama(num_hidden_layers=None), "missing num_hidden_layers"),
+    (json.dumps({"model_type": "qwen2_moe", **{k: v for k, v in json.loads(read("qwen1.5-moe-a2.7b.json")).items()
+                                             if k != "model_type"}, "mlp_only_layers": "all"}),
+     "mlp_only_layers: must be a list of layer numbers from 0 to 23"),
+], ids=lambda value: value[:40])
+def test_bad_configs_get_one_plain_message(text, message):
+    answer = import_config(text)
+    assert set(answer) == {"error"}
+    assert message in answer["error"]
+    assert "Expecting" not in answer["error"] and "Traceback" not in answer["error"]
+
+
+def test_a_file_over_the_size_limit_is_refused_naming_the_limit():
+    text = '{"model_type": "llama", "padding": "' + "x" * MAX_BYTES + '"}'
+    assert "the limit is 2,000,000 (2 MB)" in import_config(text)["error"]
+
+
+def test_config_strings_are_shown_as_text_only():
+    error = import_config('{"model_type": "<script>alert(1)</script>' + "x" * 200 + '"}')["error"]
+    assert len(error) < 600
+    assert "'<script>alert(1)</script>xxxx" in error        # quoted, cut to 40 characters; the page shows text
+
+
+def test_architecture_from_file_keeps_working_for_the_cli(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(read("pythia-160m.json"))
+    assert count_parameters(architecture_from_file(str(path))).total == RECORDED["pythia-160m.json"]
+    path.write_text("[" * 5000)
+    with pytest.raises(InputError, match="levels deep"):
+        architecture_from_file(str(path))
+    with pytest.raises(InputError, match="cannot read"):
+        architecture_from_file(str(tmp_path / "missing.json"))

@@ -1,7 +1,9 @@
 """Count every preset's parameters with transformers itself, on the meta device (nothing is allocated).
 
 Dev-only (needs torch and transformers). Writes validation/param_counts.json and the 'params' field of
-presets/models.json; tests/test_parameters.py checks pycore's own count against both.
+presets/models.json; tests/test_parameters.py checks pycore's own count against both. A preset whose
+published config.json is kept in tests/configs/<id>.json is built from that file (AutoModelForCausalLM.from_config);
+the others from the transformers config validation/hf_models.py writes for their fields.
 
 Usage: python validation/count_presets.py
 """
@@ -16,6 +18,7 @@ import transformers
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "validation"))
+import count_configs  # noqa: E402
 import hf_models  # noqa: E402
 from pycore import catalog  # noqa: E402
 
@@ -29,9 +32,13 @@ def main():
         arch = catalog.architecture(model_id)
         if arch.kind == "generic":
             continue
-        with torch.device("meta"):
-            model = getattr(transformers, arch.hf_class)(hf_models.config_for(arch))
-        counts[model_id] = sum(p.numel() for p in model.parameters())
+        published = count_configs.CONFIGS / f"{model_id}.json"
+        if published.is_file():
+            counts[model_id] = count_configs.count(json.loads(published.read_text()))
+        else:
+            with torch.device("meta"):
+                model = getattr(transformers, arch.hf_class)(hf_models.config_for(arch))
+            counts[model_id] = sum(p.numel() for p in model.parameters())
         print(f"{model_id:28s} {counts[model_id]:>16,d}", flush=True)
     OUT.write_text(json.dumps({"about": "sum(p.numel() for p in model.parameters()) of each preset, built by "
                                         "validation/count_presets.py on the meta device",
