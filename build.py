@@ -28,7 +28,7 @@ PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_s
 ZIP_DATE = (2020, 1, 1, 0, 0, 0)
 
 sys.path.insert(0, str(ROOT))
-from pycore import catalog, schema  # noqa: E402
+from pycore import applies, catalog, schema  # noqa: E402
 from pycore.architecture import ARCH_FIELDS as ARCH_KEYS  # noqa: E402
 
 
@@ -77,17 +77,11 @@ def field_html(field):
         control = (f'<input type="text" {common} value="{html.escape(default)}" '
                    f'placeholder="{html.escape(default or "preset value")}"{listing}{mode} autocomplete="off" '
                    f'spellcheck="false">')
-    only = ' data-transformer=""' if field.key in TRANSFORMER_ONLY else ""
+    only = ' data-transformer=""' if field.key in applies.TRANSFORMER_ONLY else ""
     return (f'<div class="field" data-field="{key}"{only}><label for="f-{key}">{label}</label>'
             f'<div class="control">{control}{unit}</div>'
             f'<p class="hint" id="h-{key}">{hint}</p><p class="error" id="e-{key}" role="alert"></p></div>')
 
-
-# Inputs that mean nothing for a generic network (params only): hidden when one is chosen.
-TRANSFORMER_ONLY = {"heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", "experts_per_token", "expert_ffn",
-                    "tied", "seq", "new_tokens", "mode", "kv_dtype", "attention", "recompute", "method", "lora_rank",
-                    "lora_targets", "lora_dtype", "quant", "group_size", "tp", "pp", "cp", "ep", "sp",
-                    "interleave"}
 
 # Fields most people leave alone, folded under a summary line (opened when the URL sets one of them).
 FOLDED = {"model": ("Architecture overrides", set(ARCH_KEYS)),
@@ -115,16 +109,24 @@ def form_html():
         shown = "".join(field_html(f) for f in members if f.key not in folded)
         hidden = "".join(field_html(f) for f in members if f.key in folded)
         if hidden:
-            shown += f'<details class="more"><summary>{html.escape(summary)}</summary>{hidden}</details>'
+            shown += (f'<details class="more" data-folded="{group}"><summary>{html.escape(summary)}</summary>'
+                      f'{hidden}</details>')
         if group == "model":
             shown += IMPORT_PANEL
         groups.append(f'<fieldset class="group" data-group="{group}"><legend>{html.escape(title)}</legend>'
                       f"{shown}</fieldset>")
+    # Two fixed columns (not CSS multi-column), so opening a folded section never moves a fieldset
+    # from one column to the other.
+    half = (len(groups) + 1) // 2
+    columns = f'<div class="column">{"".join(groups[:half])}</div><div class="column">{"".join(groups[half:])}</div>'
     models = "".join(f'<option value="{html.escape(m)}">{html.escape(m)} · {e["params"] / 1e9:.2f}B</option>'
                      for m, e in catalog.models().items())
     gpus = "".join(f'<option value="{html.escape(g)}">{html.escape(e["name"])}</option>'
                    for g, e in catalog.gpus().items())
-    return "\n".join(groups) + f'<datalist id="model-list">{models}</datalist><datalist id="gpu-list">{gpus}</datalist>'
+    # Which inputs apply when (pycore/applies.py), as data the page reads: CSP-safe, never executed.
+    table = json.dumps(applies.APPLIES, sort_keys=True).replace("<", "\\u003c")
+    return (columns + f'<datalist id="model-list">{models}</datalist><datalist id="gpu-list">{gpus}</datalist>'
+            f'<script type="application/json" id="applies-table">{table}</script>')
 
 
 def pycore_zip(target):

@@ -1,16 +1,42 @@
 // Page behaviour: form <-> URL, calling pycore, drawing its answer. No memory arithmetic here.
 // Everything from the URL or from pycore is written with textContent or .value, never as HTML.
+// The page runs under a Content-Security-Policy (index.html): no inline scripts, styles or handlers.
+
+import { bytesText, didYouMean, gbText, plural, splitUnit } from "./format.js";
 
 const form = document.getElementById("form");
 const statusLine = document.getElementById("status");
 const fields = () => [...form.querySelectorAll("[data-key]")];
-const GIB = 2 ** 30;
+const FORM_KEYS = new Set(fields().map((node) => node.dataset.key));
+const APPLIES = JSON.parse(document.getElementById("applies-table")?.textContent || "{}");
 const COLORS = ["#3b6fd8", "#8a5cd6", "#d6683b", "#2f9e7a", "#d6a93b", "#c2477a", "#5aa0c8", "#7a8b3b", "#999"];
 
 let run = null;          // pycore.web.run, once Python is ready
 let pushNext = true;     // the first keystroke of an edit makes a history entry; the rest replace it
 
 const defaults = Object.fromEntries(fields().map((el) => [el.dataset.key, el.value]));
+
+// A key given twice counts once, with its last value, as pycore's web.py reads a query.
+const lastValue = (params, key) => { const all = params.getAll(key); return all.length ? all[all.length - 1] : null; };
+
+/** The baseline's inputs (base.KEY, KEY a form field) from the URL, last value of each. */
+function baseParams() {
+  const params = new URLSearchParams(location.search);
+  const out = new Map();
+  for (const key of params.keys()) {
+    if (key.startsWith("base.") && FORM_KEYS.has(key.slice(5))) out.set(key, lastValue(params, key));
+  }
+  return out;
+}
+
+/** URL keys the page does not pass on to pycore: neither a form field nor base.FIELD (config=, junk). */
+function droppedKeys() {
+  const dropped = new Set();
+  for (const key of new URLSearchParams(location.search).keys()) {
+    if (!FORM_KEYS.has(key) && !(key.startsWith("base.") && FORM_KEYS.has(key.slice(5)))) dropped.add(key);
+  }
+  return [...dropped];
+}
 
 function formQuery() {
   const params = new URLSearchParams();
@@ -19,16 +45,14 @@ function formQuery() {
     if (value !== "" && value !== defaults[el.dataset.key]) params.append(el.dataset.key, value);
   }
   // The baseline's inputs (base.KEY) have no fields of their own: they stay as the link gave them.
-  for (const [key, value] of new URLSearchParams(location.search)) {
-    if (key.startsWith("base.")) params.append(key, value);
-  }
+  for (const [key, value] of baseParams()) params.append(key, value);
   return params.toString();
 }
 
 function fillForm(query) {
   const params = new URLSearchParams(query);
   for (const el of fields()) {
-    const value = params.get(el.dataset.key);
+    const value = lastValue(params, el.dataset.key);
     setValue(el, value === null ? defaults[el.dataset.key] : value);
     if (value !== null) el.closest("details")?.setAttribute("open", "");
   }
@@ -45,12 +69,10 @@ function setValue(el, value) {
 }
 
 function requestQuery() {
-  // Unknown <select> values from the URL still reach pycore so its message names them.
+  // Only form fields and base.FIELD reach pycore: never config= (a path on the machine running Python)
+  // nor any other key a link carries. Unknown <select> values still go, so pycore's message names them.
   const params = new URLSearchParams(formQuery());
   for (const el of fields()) if (el.dataset.pending !== undefined) params.set(el.dataset.key, el.dataset.pending);
-  for (const [key, value] of new URLSearchParams(location.search)) {
-    if (!form.querySelector(`[data-key="${CSS.escape(key)}"]`) && !key.startsWith("base.")) params.append(key, value);
-  }
   return params.toString();
 }
 
@@ -61,7 +83,25 @@ function el(tag, text, cls) {
   return node;
 }
 
-const gib = (bytes) => (bytes / GIB).toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+const size = (record, bytes) => (record && record.text) || bytesText(bytes);
+
+// The catalog ids the model and GPU fields suggest from (their <datalist>s).
+const catalogIds = (list) => [...document.querySelectorAll(`#${list} option`)].map((o) => o.value);
+const SUGGEST = { model: "model-list", gpu: "gpu-list" };
+
+function suggestion(key, node) {
+  const id = didYouMean(node.value, catalogIds(SUGGEST[key]));
+  if (!id) return null;
+  const button = el("button", `Did you mean ${id}?`, "suggest");
+  button.type = "button";
+  button.addEventListener("click", () => {
+    setValue(node, id);
+    update("push");
+    pushNext = true;
+    node.focus();
+  });
+  return button;
+}
 
 function showErrors(errors) {
   for (const p of form.querySelectorAll(".error")) p.textContent = "";
@@ -69,40 +109,65 @@ function showErrors(errors) {
   const box = document.getElementById("messages");
   box.replaceChildren();
   for (const [key, message] of Object.entries(errors)) {
-    const target = form.querySelector(`[data-key="${CSS.escape(key)}"]`);
+    const target = FORM_KEYS.has(key) ? form.querySelector(`[data-key="${CSS.escape(key)}"]`) : null;
     if (target) {
       target.classList.add("invalid");
       target.closest("details")?.setAttribute("open", "");
-      document.getElementById(`e-${key}`).textContent = `${message} — using the default.`;
+      const line = document.getElementById(`e-${key}`);
+      line.textContent = `${message} — using the default.`;
+      const hint = key in SUGGEST && target.value.trim() ? suggestion(key, target) : null;
+      if (hint) line.append(hint);
     }
     box.append(el("p", target ? `${message} — using the default.` : message));
   }
+  const dropped = droppedKeys();
+  if (dropped.length) {
+    const named = dropped.slice(0, 5).map((key) => key.slice(0, 40)).join(", ");
+    const more = dropped.length > 5 ? ` and ${(dropped.length - 5).toLocaleString("en-US")} more` : "";
+    box.append(el("p", `Ignored ${dropped.length === 1 ? "a key" : "keys"} this page does not take from a link: ${named}${more}.`));
+  }
 }
+
+/** Breakdown rows as records, from either shape: {key,label,bytes,text,percent} or [key,label,bytes]. */
+function breakdownRows(payload, r) {
+  const rows = payload.breakdown.map((row) => (Array.isArray(row) ? { key: row[0], label: row[1], bytes: row[2] } : row));
+  if (!rows.some((row) => row.key === "overhead")) {
+    rows.push({ key: "overhead", label: "Runtime overhead", bytes: r.overhead_bytes });
+  }
+  return rows.filter((row) => row.bytes > 0);
+}
+
+const STATUS_WORDS = { fits: "fits", tight: "tight", no: "does not fit" };
 
 function render(payload) {
   showErrors(payload.errors);
   if (!payload.result) return;
   const r = payload.result;
-  document.getElementById("total-gib").textContent = gib(r.total_bytes);
-  document.getElementById("total-gb").textContent = `(${(r.total_bytes / 1e9).toFixed(2)} GB)`;
+  const totalBytes = payload.total?.bytes ?? r.total_bytes;
+  const totalText = payload.total?.text || bytesText(totalBytes);
+  const [number, unit] = splitUnit(totalText);
+  document.getElementById("total-gib").textContent = number;
+  document.getElementById("total-unit").textContent = unit;
+  document.getElementById("total-gb").textContent = `(${payload.total?.gb_text || gbText(totalBytes)})`;
   document.getElementById("peak-line").textContent =
-    `Peak tensors ${gib(r.peak_bytes)} GiB during the ${r.peak_phase} phase, plus ${gib(r.overhead_bytes)} GiB runtime overhead.`;
+    `Peak tensors ${bytesText(r.peak_bytes)} during the ${r.peak_phase} phase, plus ${bytesText(r.overhead_bytes)} runtime overhead.`;
   const active = r.params.active !== r.params.total ? ` (${r.params.active.toLocaleString("en-US")} active per token)` : "";
   document.getElementById("params-line").textContent =
-    `${r.model.name}: ${r.params.total.toLocaleString("en-US")} parameters${active}.`;
+    `${r.model.name}: ${plural(r.params.total, "parameter")}${active}.`;
 
-  const rows = [...payload.breakdown.map(([key, label, bytes]) => ({ key, label, bytes })),
-    { key: "overhead", label: "Runtime overhead", bytes: r.overhead_bytes }].filter((row) => row.bytes > 0);
+  // The bar is to scale: each segment's width is its row's share of the total.
+  const rows = breakdownRows(payload, r);
   const bar = document.getElementById("bar");
   const body = document.querySelector("#breakdown tbody");
   bar.replaceChildren();
   body.replaceChildren();
   rows.forEach((row, i) => {
-    const share = (100 * row.bytes) / r.total_bytes;
+    const share = typeof row.percent === "number" ? row.percent : (100 * row.bytes) / totalBytes;
     const segment = el("span", "", "segment");
     segment.style.width = `${share}%`;
     segment.style.background = COLORS[i % COLORS.length];
-    segment.title = `${row.label}: ${gib(row.bytes)} GiB`;
+    segment.dataset.share = String(share);
+    segment.title = `${row.label}: ${size(row, row.bytes)}`;
     bar.append(segment);
     const tr = el("tr");
     tr.dataset.component = row.key;
@@ -110,40 +175,133 @@ function render(payload) {
     const swatch = el("span", "", "swatch");
     swatch.style.background = COLORS[i % COLORS.length];
     name.append(swatch, row.label);
-    tr.append(name, el("td", gib(row.bytes), "num"), el("td", `${share.toFixed(1)}%`, "num"));
+    tr.append(name, el("td", size(row, row.bytes), "num"), el("td", `${share.toFixed(1)}%`, "num"));
     body.append(tr);
   });
   const total = el("tr", undefined, "total-row");
-  total.append(el("td", "Total per GPU"), el("td", gib(r.total_bytes), "num"), el("td", "100%", "num"));
+  total.append(el("td", "Total per GPU"), el("td", totalText, "num"), el("td", "100%", "num"));
   body.append(total);
 
-  const list = document.getElementById("gpus");
-  list.replaceChildren();
-  for (const gpu of [...r.gpus].sort((x, y) => y.chosen - x.chosen)) {
-    const item = el("li", undefined, `gpu ${gpu.status}${gpu.chosen ? " chosen" : ""}`);
-    item.dataset.gpu = gpu.id;
-    const word = { fits: "fits", tight: "tight", no: "does not fit" }[gpu.status];
-    const headroom = gpu.headroom_bytes >= 0 ? `${gib(gpu.headroom_bytes)} GiB free` : `${gib(-gpu.headroom_bytes)} GiB short`;
-    item.append(el("span", gpu.name, "gpu-name"), el("span", `${gib(gpu.memory_bytes)} GiB usable`, "muted"),
-      el("span", word, `badge ${gpu.status}`), el("span", headroom, "muted"));
-    list.append(item);
-  }
-
+  renderGpus(payload.gpus || r.gpus);
   renderStages(r);
-  const generic = r.model.kind === "generic";
-  form.classList.toggle("generic", generic);
-  document.getElementById("generic-note").hidden = !generic;
+  kind = r.model.kind === "generic" ? "generic" : "transformer";
+  form.classList.toggle("generic", kind === "generic");
+  document.getElementById("generic-note").hidden = kind !== "generic";
+  showApplies();
 
   const formulas = document.querySelector("#formulas tbody");
   formulas.replaceChildren();
   for (const f of payload.formulas) {
     const tr = el("tr");
     if (f.name.startsWith("  ·")) tr.className = "term";
-    tr.append(el("td", f.name), el("td", f.formula, "formula"), el("td", gib(f.bytes), "num"), el("td", f.source, "muted"));
+    tr.append(el("td", f.name), el("td", f.formula, "formula"), el("td", size(f, f.bytes), "num"), el("td", f.source, "muted"));
     formulas.append(tr);
   }
   document.documentElement.dataset.totalBytes = String(r.total_bytes);
   document.documentElement.dataset.peakBytes = String(r.peak_bytes);
+}
+
+let gpuRows = [];
+
+/** Every GPU: the chosen one first, then by headroom, filtered by the text box; not a nested scroll box. */
+function renderGpus(gpus) {
+  gpuRows = [...gpus].sort((x, y) => (y.chosen - x.chosen) || (y.headroom_bytes - x.headroom_bytes));
+  const chosen = gpuRows.find((gpu) => gpu.chosen);
+  const fitting = gpuRows.filter((gpu) => gpu.status !== "no").length;
+  document.getElementById("fits-heading").textContent = `Fits on ${fitting} of ${plural(gpuRows.length, "GPU")}`;
+  for (const id of ["mini-badge", "total-badge"]) {
+    const badge = document.getElementById(id);
+    badge.hidden = !chosen;
+    if (chosen) {
+      badge.textContent = `${STATUS_WORDS[chosen.status]} on ${chosen.name}`;
+      badge.className = `badge ${chosen.status}`;
+    }
+  }
+  document.getElementById("mini-total").textContent = document.getElementById("total-gib").textContent + " " +
+    document.getElementById("total-unit").textContent;
+  filterGpus();
+}
+
+function filterGpus() {
+  const words = document.getElementById("gpu-filter").value.trim().toLowerCase().split(/\s+/).filter(Boolean);
+  const list = document.getElementById("gpus");
+  list.replaceChildren();
+  for (const gpu of gpuRows) {
+    const usable = gpu.memory_text || bytesText(gpu.memory_bytes);
+    const haystack = `${gpu.id} ${gpu.name} ${usable}`.toLowerCase();
+    if (!words.every((word) => haystack.includes(word))) continue;
+    const item = el("li", undefined, `gpu ${gpu.status}${gpu.chosen ? " chosen" : ""}`);
+    item.dataset.gpu = gpu.id;
+    const headroom = gpu.text || (gpu.headroom_bytes >= 0 ? `${bytesText(gpu.headroom_bytes)} free`
+      : `${bytesText(-gpu.headroom_bytes)} short`);
+    item.append(el("span", gpu.name, "gpu-name"), el("span", `${usable} usable`, "muted"),
+      el("span", STATUS_WORDS[gpu.status], `badge ${gpu.status}`), el("span", headroom, "muted"));
+    list.append(item);
+  }
+  if (!list.children.length && gpuRows.length) list.append(el("li", "No GPU matches the filter.", "muted"));
+}
+
+// ---- Only what applies: pycore/applies.py's table, written into the page by build.py.
+let kind = "transformer";
+
+function currentValues() {
+  const values = Object.fromEntries(fields().map((node) => [node.dataset.key, node.value.trim() || defaults[node.dataset.key]]));
+  values.kind = kind;
+  return values;
+}
+
+function applies(key, values) {
+  for (const [other, allowed] of Object.entries(APPLIES[key] || {})) {
+    const current = values[other] ?? "";
+    if (Array.isArray(allowed) ? !allowed.includes(current) : allowed.not.includes(current)) return false;
+  }
+  return true;
+}
+
+/** Hide the inputs that do not apply; one given a value anyway stays, marked "ignored here". */
+function showApplies() {
+  const values = currentValues();
+  const ignored = [];
+  for (const node of fields()) {
+    const key = node.dataset.key;
+    const box = node.closest(".field");
+    const apply = applies(key, values);
+    const given = node.value.trim() !== "" && node.value.trim() !== defaults[key];
+    box.hidden = !apply && !given;
+    box.classList.toggle("ignored", !apply && given);
+    if (!apply && given) ignored.push(key);
+  }
+  for (const section of form.querySelectorAll("details.more[data-folded]")) {
+    section.hidden = ![...section.querySelectorAll(".field")].some((box) => !box.hidden);
+  }
+  for (const group of form.querySelectorAll("fieldset.group")) {
+    group.hidden = !group.querySelector(".import") && ![...group.querySelectorAll(".field")].some((box) => !box.hidden);
+  }
+  const note = document.getElementById("ignored-note");
+  note.hidden = !ignored.length;
+  note.textContent = ignored.length ? `Ignored in this situation: ${ignored.join(", ")}.` : "";
+  headings(values);
+}
+
+/** Folded sections' summaries say what is set inside them. */
+function headings(values) {
+  const ways = ["dp", "tp", "pp", "cp", "ep"].map((key) => [key, Number(values[key]) || 1]).filter(([, n]) => n > 1);
+  const gpus = ways.reduce((product, [, n]) => product * n, 1);
+  const parallel = form.querySelector('details[data-folded="parallel"] > summary');
+  if (parallel) {
+    const sharding = [values.zero !== "0" ? `ZeRO-${values.zero}` : "", values.fsdp !== "none" ? `FSDP ${values.fsdp}` : ""]
+      .filter(Boolean);
+    parallel.textContent = !ways.length && !sharding.length ? "Single GPU — open to shard across GPUs"
+      : `${plural(gpus, "GPU")}${ways.length ? ": " + ways.map(([key, n]) => `${key} ${n}`).join(" × ") : ""}` +
+        `${sharding.length ? " · " + sharding.join(" · ") : ""}`;
+  }
+  for (const [group, words] of [["model", "Architecture overrides"], ["precision", "Per-pool dtypes"]]) {
+    const summary = form.querySelector(`details[data-folded="${group}"] > summary`);
+    if (!summary) continue;
+    const set = [...summary.parentElement.querySelectorAll("[data-key]")]
+      .filter((node) => node.value.trim() !== "" && node.value !== defaults[node.dataset.key]).length;
+    summary.textContent = set ? `${words} (${set} set)` : words;
+  }
 }
 
 // URL writes trail the keystrokes by a moment: browsers cap history calls (Chromium ignores those past
@@ -173,24 +331,25 @@ function renderAnswers(a, r) {
   const list = document.getElementById("answers");
   list.replaceChildren();
   const add = (term, value) => list.append(el("dt", term), el("dd", value));
-  const count = (n, unit) => (n === null || n === undefined ? "none fits" : `${n.toLocaleString("en-US")} ${unit}`);
-  if ("gpus_needed" in a) add("GPUs needed", count(a.gpus_needed, "GPUs (dp × tp × pp × cp)"));
-  if (!("max_concurrency" in a)) add("Largest micro-batch", count(a.max_batch, "sequences"));
+  const count = (n, one, many, tail = "") => (n === null || n === undefined ? "none fits" : `${plural(n, one, many)}${tail}`);
+  if ("gpus_needed" in a) add("GPUs needed", count(a.gpus_needed, "GPU", "GPUs", " (dp × tp × pp × cp)"));
+  if (!("max_concurrency" in a)) add("Largest micro-batch", count(a.max_batch, "sequence"));
   if ("max_concurrency" in a) {
-    add("Concurrent sequences", count(a.max_concurrency, "of prompt + new tokens"));
-    add("Longest context", count(a.max_context, "tokens at this batch"));
-  } else if (a.max_seq !== null) add("Longest sequence", count(a.max_seq, "tokens at this batch"));
+    add("Concurrent sequences", count(a.max_concurrency, "sequence", "sequences", " of prompt + new tokens"));
+    add("Longest context", count(a.max_context, "token", "tokens", " at this batch"));
+  } else if (a.max_seq !== null) add("Longest sequence", count(a.max_seq, "token", "tokens", " at this batch"));
   if (a.cost) {
     if (a.cost.hours !== null) {
-      add("Training time", `${(a.cost.hours / 24).toLocaleString("en-US", { maximumFractionDigits: 1 })} days on ${a.cost.gpus} GPUs`);
+      const days = Number((a.cost.hours / 24).toFixed(1));
+      add("Training time", `${plural(days, "day")} on ${plural(a.cost.gpus, "GPU")}`);
     }
     if (a.cost.cost_usd !== null) add("Training cost", `$${Math.round(a.cost.cost_usd).toLocaleString("en-US")} at $${a.cost.price_usd_per_gpu_hour}/GPU-hour`);
     if (a.cost.why_not) add("Time and cost", a.cost.why_not);
   }
-  if (r.host_bytes) add("Host RAM for offload", `${gib(r.host_bytes)} GiB per GPU`);
+  if (r.host_bytes) add("Host RAM for offload", `${bytesText(r.host_bytes)} per GPU`);
   const fixes = document.getElementById("how-to-fit");
   fixes.replaceChildren();
-  const chosen = r.gpus.find((gpu) => gpu.chosen);
+  const chosen = gpuRows.find((gpu) => gpu.chosen);
   if (a.how_to_fit.length) fixes.append(el("li", `It does not fit on the ${chosen ? chosen.name : "chosen GPU"}. One change at a time:`, "lead"));
   for (const fix of a.how_to_fit) {
     const item = el("li", undefined, fix.fits ? "fix fits" : "fix");
@@ -204,7 +363,7 @@ function renderAnswers(a, r) {
       update("push");
       pushNext = true;
     });
-    item.append(button, el("span", ` → ${gib(fix.total_bytes)} GiB${fix.fits ? " (fits)" : ""}`));
+    item.append(button, el("span", ` → ${fix.text || bytesText(fix.total_bytes)}${fix.fits ? " (fits)" : ""}`));
     fixes.append(item);
   }
 }
@@ -217,7 +376,7 @@ function renderStages(r) {
   for (const stage of r.stages || []) {
     const tr = el("tr");
     tr.append(el("td", String(stage.stage)), el("td", String(stage.layers), "num"),
-      el("td", gib(stage.peak_bytes), "num"), el("td", stage.peak_phase));
+      el("td", stage.text || bytesText(stage.peak_bytes), "num"), el("td", stage.peak_phase));
     body.append(tr);
   }
 }
@@ -229,19 +388,19 @@ function renderComparison(c) {
   document.getElementById("compare-what").textContent =
     c.mode === "serving" ? "the same model, the other workload" : "fp32 with no memory savers";
   const message = document.getElementById("compare-message");
-  message.textContent = `${c.message} Baseline: ${gib(c.baseline_total_bytes)} GiB, this: ${gib(c.total_bytes)} GiB.`;
+  message.textContent = `${c.message} Baseline: ${bytesText(c.baseline_total_bytes)}, this: ${bytesText(c.total_bytes)}.`;
   message.classList.toggle("negative", c.saving < 0);
   const body = document.querySelector("#compare-table tbody");
   body.replaceChildren();
-  const signed = (bytes) => `${bytes > 0 ? "+" : bytes < 0 ? "−" : ""}${gib(Math.abs(bytes))}`;
+  const signed = (bytes) => `${bytes > 0 ? "+" : bytes < 0 ? "−" : ""}${bytesText(Math.abs(bytes))}`;
   for (const row of c.components) {
     const tr = el("tr");
-    tr.append(el("td", row.component.replaceAll("_", " ")), el("td", gib(row.bytes), "num"),
-      el("td", gib(row.baseline_bytes), "num"), el("td", signed(row.difference_bytes), "num"));
+    tr.append(el("td", row.component.replaceAll("_", " ")), el("td", bytesText(row.bytes), "num"),
+      el("td", bytesText(row.baseline_bytes), "num"), el("td", signed(row.difference_bytes), "num"));
     body.append(tr);
   }
   const total = el("tr", undefined, "total-row");
-  total.append(el("td", "Total per GPU"), el("td", gib(c.total_bytes), "num"), el("td", gib(c.baseline_total_bytes), "num"),
+  total.append(el("td", "Total per GPU"), el("td", bytesText(c.total_bytes), "num"), el("td", bytesText(c.baseline_total_bytes), "num"),
     el("td", signed(c.total_bytes - c.baseline_total_bytes), "num"));
   body.append(total);
   if (c.gpus_needed !== undefined) {
@@ -281,23 +440,52 @@ let lastResult = null;
 function update(historyMode) {
   if (historyMode) scheduleUrl(historyMode);
   else document.getElementById("link-field").value = location.href;
-  if (!run) return;
+  if (!run) { showApplies(); return; }
   const payload = JSON.parse(run(requestQuery()));
   lastResult = payload.result;
   render(payload);
   if (window.__firstResultMs === undefined) window.__firstResultMs = performance.now();
   if (payload.result) scheduleAnswers();
+  else delete document.documentElement.dataset.answersPending;
 }
 
+// Catalog names are checked once typing pauses (or the field is left), not at each keystroke: "mixt"
+// is not an error on the way to "mixtral-8x7b-v0.1".
+const TYPED_NAMES = new Set(["model", "gpu"]);
+const TYPING_PAUSE_MS = 450;
+let typingTimer = null;
+let typingMode = null;
+
+function flushTyping() {
+  if (typingTimer === null) return;
+  clearTimeout(typingTimer);
+  typingTimer = null;
+  update(typingMode);
+}
+
+form.addEventListener("submit", (event) => event.preventDefault());
 form.addEventListener("input", (event) => {
+  if (!event.target.dataset.key) return;
   if (event.target.dataset.pending !== undefined) delete event.target.dataset.pending;
-  update(pushNext ? "push" : "replace");
+  const mode = pushNext ? "push" : "replace";
   pushNext = false;
+  if (TYPED_NAMES.has(event.target.dataset.key) && run) {
+    if (typingTimer === null) typingMode = mode;
+    clearTimeout(typingTimer);
+    document.documentElement.dataset.answersPending = "1";
+    typingTimer = setTimeout(flushTyping, TYPING_PAUSE_MS);
+    return;
+  }
+  flushTyping();
+  update(mode);
 });
 form.addEventListener("change", () => {
+  flushTyping();
   if (urlMode !== null) writeUrl();       // one history entry per edited field
   pushNext = true;
 });
+document.getElementById("gpu-filter").addEventListener("input", filterGpus);
+document.getElementById("print").addEventListener("click", () => window.print());
 window.addEventListener("popstate", () => { fillForm(location.search); update(null); });
 
 document.getElementById("copy-link").addEventListener("click", async () => {
@@ -377,28 +565,79 @@ document.getElementById("import-fetch").addEventListener("click", async () => {
   importConfig(await response.text(), id);
 });
 
-function ready() {
-  if (run || !window.pycoreRun) return;
-  run = window.pycoreRun;
+function enableControls() {
   for (const control of [...fields(), ...document.querySelectorAll(".actions button, #import textarea, #import input, #import button")]) {
     control.disabled = false;
   }
+}
+
+function ready() {
+  if (run || !window.pycoreRun) return;
+  run = window.pycoreRun;
+  enableControls();
+  statusLine.classList.remove("failed");
   statusLine.textContent = "Ready. Results update as you type.";
   update(null);
 }
 
-function failed(reason) {
-  if (run) return;
-  statusLine.textContent = `Python could not start in this browser, so no estimate can be shown (${reason}). ` +
-    "Try a current Chrome, Firefox or Safari, or run python -m pycore locally.";
-  statusLine.classList.add("failed");
+// What the page needs to start Python, with the words a failure names it by.
+const NEEDED = [
+  ["./pyscript/core.js", "PyScript (pyscript/core.js)"], ["./pyscript.json", "PyScript's settings (pyscript.json)"],
+  ["./main.py", "the page's Python (main.py)"], ["./pyodide/pyodide.mjs", "Pyodide (pyodide/pyodide.mjs)"],
+  ["./pyodide/pyodide.asm.mjs", "Pyodide (pyodide/pyodide.asm.mjs)"],
+  ["./pyodide/pyodide.asm.wasm", "Pyodide's WebAssembly (pyodide/pyodide.asm.wasm)"],
+  ["./pyodide/python_stdlib.zip", "Python's standard library (pyodide/python_stdlib.zip)"],
+  ["./pycore.zip", "the estimator (pycore.zip)"],
+];
+let probing = false;
+
+/** Asks the server for each needed file (HEAD: no body) and names the first that does not come. */
+async function probe() {
+  if (run || probing) return;
+  probing = true;
+  try {
+    for (const [url, what] of NEEDED) {
+      let ok = false;
+      try {
+        ok = (await fetch(url, { method: "HEAD", cache: "no-store" })).ok;
+      } catch {
+        ok = false;
+      }
+      if (!ok) { failed(`${what} could not be loaded`); return; }
+    }
+  } finally {
+    probing = false;
+  }
 }
 
-window.addEventListener("error", (event) => failed(event.message || "script error"));
-window.addEventListener("unhandledrejection", (event) => failed(String(event.reason).slice(0, 200)));
+function failed(reason) {
+  if (run) return;
+  statusLine.textContent = `Python could not start in this browser, so no estimate can be shown: ${reason}. ` +
+    "The form still works and its link can be shared; reload to try again, or run python -m pycore locally.";
+  statusLine.classList.add("failed");
+  document.documentElement.classList.add("py-failed");
+  enableControls();
+}
+
+// A <script> or <link> that fails to load fires "error" on itself, seen here in the capture phase.
+window.addEventListener("error", (event) => {
+  if (event.target instanceof HTMLScriptElement || event.target instanceof HTMLLinkElement) {
+    const src = event.target.src || event.target.href || "a file";
+    failed(`${src.slice(src.lastIndexOf("/") + 1).slice(0, 80)} could not be loaded`);
+  } else if (!run) {
+    probe().then(() => { if (!run && !statusLine.classList.contains("failed")) failed(String(event.message || "script error").slice(0, 200)); });
+  }
+}, true);
+window.addEventListener("unhandledrejection", (event) => {
+  if (!run) probe().then(() => { if (!run && !statusLine.classList.contains("failed")) failed(String(event.reason).slice(0, 200)); });
+});
 window.addEventListener("pycore-ready", ready);
+// PyScript reports some load failures only in its own console output: look for the missing file soon
+// and then now and again, so a failure is said within seconds rather than at the 90-second limit.
+for (const ms of [2500, 6000, 12000, 24000, 48000]) setTimeout(probe, ms);
 setTimeout(() => failed("it did not finish loading within 90 seconds"), 90000);
 
 fillForm(location.search);
 document.getElementById("link-field").value = location.href;
+showApplies();
 ready();

@@ -1,0 +1,62 @@
+// Words and numbers the page writes. Sizes come from pycore as text (its units.format_bytes) when the
+// payload has them; the fallbacks here only format bytes pycore computed, for payloads from before that.
+
+const GIB = 2 ** 30;
+const TIB = 2 ** 40;
+const two = { minimumFractionDigits: 2, maximumFractionDigits: 2 };
+
+/** "1,234.56 GiB", or TiB above 1,024 GiB. */
+export function bytesText(bytes) {
+  const magnitude = Math.abs(bytes);
+  return magnitude > 1024 * GIB
+    ? `${(bytes / TIB).toLocaleString("en-US", two)} TiB`
+    : `${(bytes / GIB).toLocaleString("en-US", two)} GiB`;
+}
+
+/** Vendor units (10^9 bytes): "1,553.26 GB". */
+export function gbText(bytes) {
+  return `${(bytes / 1e9).toLocaleString("en-US", two)} GB`;
+}
+
+/** ["1,234.56", "GiB"] from "1,234.56 GiB". */
+export function splitUnit(text) {
+  const at = text.lastIndexOf(" ");
+  return at < 0 ? [text, ""] : [text.slice(0, at), text.slice(at + 1)];
+}
+
+/** "1 GPU", "2 GPUs", "1 sequence", "1,024 tokens". */
+export function plural(n, one, many = `${one}s`) {
+  return `${Number(n).toLocaleString("en-US")} ${n === 1 ? one : many}`;
+}
+
+function distance(a, b) {
+  const row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    let diagonal = row[0];
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const next = Math.min(row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] === b[j - 1] ? 0 : 1));
+      diagonal = row[j];
+      row[j] = next;
+    }
+  }
+  return row[b.length];
+}
+
+/** The catalog id closest to what was typed ("mixtral" -> "mixtral-8x7b-v0.1"), or null. */
+export function didYouMean(typed, ids) {
+  const word = typed.trim().toLowerCase().slice(0, 80);
+  if (!word) return null;
+  const byLength = (list) => list.sort((x, y) => x.length - y.length)[0];
+  const starts = ids.filter((id) => id.toLowerCase().startsWith(word));
+  if (starts.length) return byLength(starts);
+  const contains = ids.filter((id) => id.toLowerCase().includes(word));
+  if (contains.length) return byLength(contains);
+  let best = null;
+  let bestDistance = Math.max(2, Math.floor(word.length / 3)) + 1;
+  for (const id of ids) {
+    const d = distance(word, id.toLowerCase());
+    if (d < bestDistance) [best, bestDistance] = [id, d];
+  }
+  return best;
+}
