@@ -5,17 +5,29 @@ Usage:
     python build.py serve [PORT]  # builds, then serves dist/ on http://127.0.0.1:PORT (default 8000)
     python build.py serve-only PORT DIR   # serves an already built folder (the browser tests use it)
 
-Standard library only, plus `npm ci` against the committed package.json and package-lock.json, which
-pin Pyodide and PyScript once. The output is deterministic (sorted entries, fixed zip timestamps) and
-self-contained: any static file server, GitHub Pages included, can serve it with no CDN.
+Standard library only at run time, plus three subprocesses that fail the build loudly:
+  * `npm ci` against the committed package.json and package-lock.json, which pin Pyodide and PyScript once;
+  * `python -m pip wheel --no-deps .`: pycore reaches the browser as the very wheel `pip install .`
+    installs, which PyScript's `packages` setting hands to micropip;
+  * `python -m pip download micropip==0.11.1` (from PyPI, once; kept in build/downloads/): the npm
+    package of Pyodide does not ship the micropip wheel its lock names. PyPI's wheel differs from
+    Pyodide's own build (which is byte-compiled), so the site serves its own pyodide-lock.json that pins
+    the PyPI wheel's sha256 (MICROPIP_SHA256 below; a different download fails the build).
+
+The output is deterministic (sorted entries, fixed timestamps, SOURCE_DATE_EPOCH for the wheel) and
+self-contained: any static file server, GitHub Pages included, can serve it with no CDN. It also holds
+the default estimate computed here by pycore (painted before Python starts), one such file per preset
+in prerendered/, and a service worker whose cache is named by the hash of everything else in dist/.
 """
 
+import hashlib
 import html
 import json
+import os
 import shutil
 import subprocess
 import sys
-import zipfile
+import tempfile
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,7 +37,14 @@ DIST = ROOT / "dist"
 SITE = ROOT / "site"
 MODULES = ROOT / "node_modules"
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
-ZIP_DATE = (2020, 1, 1, 0, 0, 0)
+MICROPIP = "micropip-0.11.1-py3-none-any.whl"      # the version Pyodide 314.0.7's lock pins
+MICROPIP_SHA256 = "768de165adb8e66906039d8fec4127a57f522dfdf8e6fbff877a4616941ecfd3"  # PyPI's file
+DOWNLOADS = ROOT / "build" / "downloads"
+SOURCE_DATE_EPOCH = "315532800"                     # 1980-01-01, the earliest time a zip can hold
+# Loaded on every visit, so the service worker caches them as it installs; the rest (PyScript's
+# editor and terminal chunks, per-preset estimates) are cached the first time the page asks for them.
+PRECACHE_SKIP = ("pyscript/codemirror", "pyscript/xterm", "pyscript/py-editor", "pyscript/py-terminal",
+                 "pyscript/py-game", "pyscript/mpy-", "prerendered/", "validation.md", "sw.js", ".nojekyll")
 
 sys.path.insert(0, str(ROOT))
 from pycore import applies, catalog, schema  # noqa: E402
@@ -129,14 +148,97 @@ def form_html():
             f'<script type="application/json" id="applies-table">{table}</script>')
 
 
-def pycore_zip(target):
-    """pycore/ and presets/ in one archive, unpacked by PyScript into the Python working directory."""
-    files = sorted(p for p in (ROOT / "pycore").glob("*.py")) + sorted((ROOT / "presets").glob("*.json"))
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in files:
-            info = zipfile.ZipInfo(str(path.relative_to(ROOT)), ZIP_DATE)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, path.read_bytes())
+def sha256(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def pip(*args, cwd=ROOT):
+    command = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
+    environment = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
+    done = subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True)
+    if done.returncode != 0:
+        fail(f"{' '.join(command[2:])} failed (status {done.returncode}):\n{done.stdout}{done.stderr}")
+
+
+def pycore_wheel(target_dir):
+    """Build the same wheel `pip install .` installs into target_dir; returns its file name."""
+    with tempfile.TemporaryDirectory() as scratch:
+        pip("wheel", "--no-deps", "--quiet", "--wheel-dir", scratch, str(ROOT))
+        wheels = sorted(Path(scratch).glob("*.whl"))
+        if len(wheels) != 1:
+            fail(f"pip wheel made {[w.name for w in wheels]}, expected one wheel")
+        shutil.copy2(wheels[0], target_dir / wheels[0].name)
+        return wheels[0].name
+
+
+def micropip_wheel():
+    """PyPI's micropip wheel, downloaded once into build/downloads/ and checked against its pinned hash."""
+    wheel = DOWNLOADS / MICROPIP
+    if not wheel.is_file():
+        DOWNLOADS.mkdir(parents=True, exist_ok=True)
+        name, version = MICROPIP.split("-")[:2]
+        pip("download", "--no-deps", "--only-binary=:all:", "--python-version", "3.13", "--quiet",
+            "--dest", str(DOWNLOADS), f"{name}=={version}")
+    if sha256(wheel) != MICROPIP_SHA256:
+        fail(f"{wheel} has sha256 {sha256(wheel)}, expected {MICROPIP_SHA256}: delete it and rebuild, "
+             "or pin the new hash if PyPI's file really changed")
+    return wheel
+
+
+def pyodide_lock(target):
+    """Pyodide's lock reduced to the one package this site serves, micropip, pinned to PyPI's wheel.
+
+    The other packages' wheels are not in dist/, so their entries could only ever fail to load."""
+    lock = json.loads((MODULES / "pyodide" / "pyodide-lock.json").read_text())
+    entry = lock["packages"]["micropip"]
+    if entry["file_name"] != MICROPIP:
+        fail(f"Pyodide's lock names {entry['file_name']}, build.py pins {MICROPIP}: update MICROPIP")
+    lock["packages"] = {"micropip": {**entry, "sha256": MICROPIP_SHA256}}
+    target.write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n")
+
+
+def script_json(data):
+    """JSON that is safe inside <script type="application/json"> (no "</script>" can close it)."""
+    text = json.dumps(data, separators=(",", ":"), sort_keys=True)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def prerendered(query):
+    """What the page shows for a query before Python is ready: pycore's own answers, computed here."""
+    from pycore import web
+
+    return {"query": query, "run": json.loads(web.run(query)), "answers": json.loads(web.answers(query))}
+
+
+def write_prerendered(target_dir):
+    """One file per preset model: the estimate for a link that sets only model=ID."""
+    target_dir.mkdir()
+    for model in catalog.models():
+        text = json.dumps(prerendered(f"model={model}"), separators=(",", ":"), sort_keys=True)
+        (target_dir / f"{model}.json").write_text(text)
+
+
+def content_hash(directory, extra=b""):
+    """sha256 over every file's path and bytes, sorted, and extra: it names the service worker's cache."""
+    digest = hashlib.sha256(extra)
+    for path in sorted(p for p in directory.rglob("*") if p.is_file() and p.name != "sw.js"):
+        digest.update(path.relative_to(directory).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def service_worker(directory):
+    """site/sw.js with the build's hash and the files to cache on install written into it."""
+    files = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())
+    files = [name for name in files if name != "sw.js"]
+    precache = ["./"] + [f"./{name}" for name in files
+                         if name != "index.html" and not name.startswith(PRECACHE_SKIP)]
+    text = (SITE / "sw.js").read_text()
+    for marker, value in (("{{BUILD_HASH}}", json.dumps(content_hash(directory, text.encode()))),
+                          ("{{PRECACHE}}", json.dumps(precache, indent=1))):
+        if marker not in text:
+            fail(f"site/sw.js lacks {marker}")
+        text = text.replace(marker, value)
+    (directory / "sw.js").write_text(text)
 
 
 def accuracy_html():
@@ -157,7 +259,7 @@ def build():
         shutil.rmtree(DIST)
     DIST.mkdir()
     for path in sorted(SITE.iterdir()):
-        if path.name == "index.html":
+        if path.name in ("index.html", "sw.js", "pyscript.json"):
             continue
         shutil.copy2(path, DIST / path.name)
     pyodide, pyscript = DIST / "pyodide", DIST / "pyscript"
@@ -166,19 +268,28 @@ def build():
         source = MODULES / "pyodide" / name
         if not source.is_file():
             fail(f"{source} missing: run npm ci")
-        shutil.copy2(source, pyodide / name)
+        if name != "pyodide-lock.json":
+            shutil.copy2(source, pyodide / name)
+    pyodide_lock(pyodide / "pyodide-lock.json")
+    shutil.copy2(micropip_wheel(), pyodide / MICROPIP)
     shutil.copytree(MODULES / "@pyscript" / "core" / "dist", pyscript,
                     ignore=shutil.ignore_patterns("*.map"))
-    pycore_zip(DIST / "pycore.zip")
+    wheel = pycore_wheel(DIST)
+    config = json.loads((SITE / "pyscript.json").read_text())
+    config["packages"] = [f"./{wheel}"]
+    (DIST / "pyscript.json").write_text(json.dumps(config, indent=1) + "\n")
+    write_prerendered(DIST / "prerendered")
     page = (SITE / "index.html").read_text()
     shutil.copy2(ROOT / "docs" / "validation.md", DIST / "validation.md")
     for marker, text in (("{{FORM}}", form_html()), ("{{ACCURACY}}", html.escape(accuracy_html())), ("{{PYODIDE_VERSION}}", version("pyodide")),
+                         ("{{PRERENDERED}}", script_json(prerendered(""))),
                          ("{{PYSCRIPT_VERSION}}", version("@pyscript/core"))):
         if marker not in page:
             fail(f"site/index.html lacks {marker}")
         page = page.replace(marker, text)
     (DIST / "index.html").write_text(page)
     (DIST / ".nojekyll").write_text("")
+    service_worker(DIST)
     total = sum(p.stat().st_size for p in DIST.rglob("*") if p.is_file())
     print(f"built {DIST.relative_to(ROOT)}/ ({total / 2**20:.1f} MiB; Pyodide {version('pyodide')}, "
           f"PyScript {version('@pyscript/core')})")

@@ -637,6 +637,12 @@ window.addEventListener("pycore-ready", ready);
 for (const ms of [2500, 6000, 12000, 24000, 48000]) setTimeout(probe, ms);
 setTimeout(() => failed("it did not finish loading within 90 seconds"), 90000);
 
+// startup.js paints the answer build.py computed with pycore, before Python is ready.
+window.pycorePaint = (payload, answers) => {
+  render(payload);
+  if (payload.result && answers?.answers) { renderAnswers(answers.answers, payload.result); renderComparison(answers.answers.comparison); }
+};
+
 fillForm(location.search);
 document.getElementById("link-field").value = location.href;
 showApplies();

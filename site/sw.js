@@ -1,0 +1,42 @@
+// Service worker: the site works offline after one visit, and a new deploy is picked up on the next.
+// build.py writes BUILD (a hash of every other file in dist/) and PRECACHE (what every visit loads).
+// One cache per build: a new build is a new sw.js, so the browser installs it beside the old one;
+// it fills its own cache, takes over, and deletes the old caches (startup.js then reloads the page once).
+
+const BUILD = {{BUILD_HASH}};
+const CACHE = `site-${BUILD}`;
+const PRECACHE = {{PRECACHE}};
+
+self.addEventListener("install", (event) => {
+  // cache: "no-cache" revalidates each file with the server (a 304 reuses the HTTP cache's copy, which
+  // the first visit has just filled), so an old file is never stored under the new build's name.
+  event.waitUntil(caches.open(CACHE)
+    .then((cache) => cache.addAll(PRECACHE.map((url) => new Request(url, { cache: "no-cache" }))))
+    .then(() => self.skipWaiting()));
+});
+
+self.addEventListener("activate", (event) => {
+  event.waitUntil(caches.keys()
+    .then((keys) => Promise.all(keys.filter((key) => key.startsWith("site-") && key !== CACHE)
+      .map((key) => caches.delete(key))))
+    .then(() => self.clients.claim()));
+});
+
+// Cache first: every file of a build is fixed, so a cached copy is never stale under this build's name.
+// A page URL with any query is the same index.html. What is not cached yet (a preset's estimate,
+// PyScript's lazy chunks) is fetched once and kept.
+self.addEventListener("fetch", (event) => {
+  const request = event.request;
+  const url = new URL(request.url);
+  if (request.method !== "GET" || url.origin !== self.location.origin) return;
+  const scope = new URL(self.registration.scope);
+  const page = url.pathname === scope.pathname || url.pathname === `${scope.pathname}index.html`;
+  event.respondWith((async () => {
+    const cache = await caches.open(CACHE);
+    const hit = page ? await cache.match(scope.href) : await cache.match(request);
+    if (hit) return hit;
+    const response = await fetch(request);
+    if (response.status === 200 && response.type === "basic" && !page) await cache.put(request, response.clone());
+    return response;
+  })());
+});
