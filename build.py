@@ -281,7 +281,8 @@ def build():
     write_prerendered(DIST / "prerendered")
     page = (SITE / "index.html").read_text()
     shutil.copy2(ROOT / "docs" / "validation.md", DIST / "validation.md")
-    for marker, text in (("{{FORM}}", form_html()), ("{{ACCURACY}}", html.escape(accuracy_html())), ("{{PYODIDE_VERSION}}", version("pyodide")),
+    for marker, text in (("{{FORM}}", form_html()), ("{{ACCURACY}}", html.escape(accuracy_html())),
+                         ("{{PYODIDE_VERSION}}", version("pyodide")),
                          ("{{PRERENDERED}}", script_json(prerendered(""))),
                          ("{{PYSCRIPT_VERSION}}", version("@pyscript/core"))):
         if marker not in page:

@@ -6,8 +6,8 @@ import sys
 from . import catalog, report
 from .answers import answer
 from .compare import compare
-from .estimate import estimate_values
 from .errors import FieldError
+from .estimate import estimate_values
 from .fit import gpu_fits
 from .schema import markdown_table, parse
 

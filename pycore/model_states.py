@@ -16,10 +16,11 @@ STATIC = ("forward end", "backward start", "backward, first layer", "backward, l
 GRADIENT_MOMENTS = ("backward, last layer", "backward end")
 KERNEL_SOURCES = {
     "foreach": "foreach kernel (torch.optim _multi_tensor_adam): torch._foreach_sqrt(exp_avg_sqs) makes one "
-               "state-sized temporary per parameter, all at once",
-    "fused": "fused kernel (torch._fused_adamw_): updates in place, no parameter-sized temporaries",
-    "for-loop": "for-loop kernel (torch.optim _single_tensor_adam): one temporary the size of the largest "
-                "parameter at a time",
+               "state-sized temporary per parameter, all at once (validation/measured_optimizer.json)",
+    "fused": "fused kernel (torch._fused_adamw_): updates in place, no temporaries "
+             "(validation/measured_optimizer.json)",
+    "for-loop": "for-loop kernel (torch.optim _single_tensor_adam): two temporaries the size of the largest "
+                "parameter at a time (validation/measured_optimizer.json)",
 }
 
 
@@ -141,8 +142,10 @@ def _step_temporaries(setup: Setup, trainable: Q, state_bytes: float) -> "Q | No
     if kernel == "fused":
         return None
     if kernel == "for-loop":
+        # validation/measured_optimizer.json (torch 2.13): the single-tensor Adam/AdamW step holds two
+        # temporaries the size of the parameter it is updating (sqrt(exp_avg_sq) and its quotient).
         largest = min(setup.counts.largest_tensor, trainable.value)
-        return rnd(sym("largest", largest) * num(per_param) * state_bytes)
+        return rnd(sym("largest", largest) * num(2 * per_param) * state_bytes)
     return rnd(trainable * num(per_param) * state_bytes)
 
 

@@ -7,6 +7,7 @@ the two equal.
 
 from dataclasses import dataclass
 
+from .errors import FieldError, InputError  # noqa: F401  (InputError: the first version's name)
 from .units import parse_count, parse_size
 
 PRECISIONS = ("auto", "fp32", "amp-bf16", "amp-fp16", "bf16-master", "fp16-master", "bf16", "fp16")
@@ -15,8 +16,6 @@ PRECISION_ALIASES = {"32-true": "fp32", "32": "fp32", "bf16-mixed": "amp-bf16", 
 DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "none")
 OPTIMIZERS = ("adamw", "adam", "adam-8bit", "sgd", "sgd-momentum", "adafactor", "lion")
 
-
-from .errors import FieldError, InputError  # noqa: F401  (InputError: the first version's name)
 
 
 @dataclass(frozen=True)
@@ -37,6 +36,8 @@ class Field:
         """The typed value of ``raw`` (a string); raises InputError naming the key."""
         text = str(raw).strip()
         if text == "" and self.kind in ("text",):
+            if self.default is not None:
+                raise FieldError(self.key, f"empty; accepts {self.accepts}")
             return None
         try:
             if self.kind in ("choice", "dtype"):
@@ -235,7 +236,8 @@ LABELS = {
     "optimizer": "Optimizer", "recompute": "Activation recomputation", "attention": "Attention kernel",
     "activations": "Activation model", "act_multiplier": "Activation multiplier",
     "compare": "Compare with", "engine": "Serving engine", "gpu_util": "GPU memory utilisation (vLLM)",
-    "max_batched_tokens": "Max batched tokens (vLLM)", "optimizer_impl": "Optimizer kernel", "loss_chunks": "Loss chunks", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
+    "max_batched_tokens": "Max batched tokens (vLLM)", "optimizer_impl": "Optimizer kernel",
+    "loss_chunks": "Loss chunks", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
     "lora_dtype": "Adapter dtype", "quant": "Weight quantization", "group_size": "Quantization group size",
     "dp": "Data parallel (dp)", "tp": "Tensor parallel (tp)", "pp": "Pipeline stages (pp)",
     "cp": "Context parallel (cp)", "ep": "Expert parallel (ep)", "zero": "ZeRO stage", "fsdp": "FSDP strategy",
@@ -245,7 +247,8 @@ LABELS = {
     "act_per_sample": "Activation bytes per sample", "overhead": "Runtime overhead", "gpu": "GPU",
 }
 GROUPS = (("model", "Model"), ("workload", "Workload"), ("precision", "Precision and optimizer"),
-          ("savers", "Memory savers"), ("finetune", "Fine-tuning and quantization"), ("parallel", "Parallelism"), ("hardware", "Hardware and cost"))
+          ("savers", "Memory savers"), ("finetune", "Fine-tuning and quantization"), ("parallel", "Parallelism"),
+          ("hardware", "Hardware and cost"))
 DEFAULTS = {f.key: f.default for f in FIELDS}
 
 

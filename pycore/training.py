@@ -18,7 +18,7 @@ the four backward moments. Every pipeline stage is estimated and the worst one r
 
 from . import activations as act
 from . import parallel
-from .expr import ceil, floor, maximum, num, rnd, split, sym
+from .expr import floor, maximum, num, rnd, split, sym
 from .model_states import STATIC, model_states
 from .pools import Pool, components, make, moment_totals
 from .setup import Setup
@@ -54,7 +54,6 @@ def stage_estimate(setup: Setup, stage: parallel.Stage) -> dict:
     generic = arch.kind == "generic"
     sharded3 = lay.zero == 3 and lay.shard_group > 1
     wb = policy.bytes("weight")
-    e = policy.bytes("act")
     T = sym("T", tokens)
     terms: list = []
     saved_moments = ("forward end", "backward") if generic else SAVED

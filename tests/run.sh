@@ -18,6 +18,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
 
+echo "== ruff (pyproject.toml's [tool.ruff])"
+.venv/bin/ruff check
+
 echo "== building dist/"
 .venv/bin/python build.py
 

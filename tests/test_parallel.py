@@ -2,11 +2,10 @@
 
 import pytest
 
-from pycore import catalog, estimate, parse
+from pycore import catalog, estimate, parallel, parse
 from pycore.answers import answer
 from pycore.architecture import Architecture, count_parameters
 from pycore.estimate import estimate_values
-from pycore import parallel
 
 GB = 10**9
 

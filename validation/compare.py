@@ -41,7 +41,8 @@ def rows():
         result = estimate(measured_inputs(case["inputs"]))
         textbook = estimate({**measured_inputs(case["inputs"]), "activations": "korthikanti"})
         c = textbook["components"]
-        plain = c["weights"] + c.get("master_weights", 0) + c.get("gradients", 0) + c.get("optimizer", 0) + c.get("activations", 0) + c.get("kv_cache", 0)
+        plain = sum(c.get(k, 0) for k in ("weights", "master_weights", "gradients", "optimizer", "activations",
+                                          "kv_cache"))
         measured = case["peak_bytes"]
         out.append({"label": case["label"], "mode": case["tensor_mode"], "kind": case["inputs"].get("mode", "train"), "measured": measured,
                     "estimated": result["peak_bytes"], "phase": result["peak_phase"],

@@ -5,7 +5,6 @@ covered the form: at 390x844 two of 56 inputs could be tapped, at 360x740 and 76
 """
 
 import pytest
-
 from conftest import READY_MS
 
 pytestmark = pytest.mark.browser
