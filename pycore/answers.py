@@ -113,6 +113,7 @@ def plan(values: dict, usable: int, limit: int = 5) -> "list[dict]":
             for tp in tps:
                 changes = {"recompute": recompute, "tp": tp, "pp": pp, "zero": "3", "fsdp": "none",
                            "offload": "none", "microbatches": max(values["microbatches"], pp)}
+                dp: "int | None" = 1
                 if tp == 1 and pp == 1 and _fits(values, usable, **changes, dp=1):
                     dp = 1
                 else:

@@ -12,6 +12,8 @@ Values are compared as strings, so the same table works on the page's form value
 Standard library only, and no other pycore module: the table is also written into the page by build.py.
 """
 
+from typing import Any
+
 TRAIN = {"mode": ["train"]}
 INFER = {"mode": ["infer"]}
 TRANSFORMER = {"kind": ["transformer"]}
@@ -23,21 +25,25 @@ TRANSFORMER_ONLY = ("heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", 
                     "lora_targets", "lora_dtype", "quant", "group_size", "tp", "pp", "cp", "ep", "sp",
                     "interleave", "loss_chunks")
 
-APPLIES = {
+APPLIES: "dict[str, dict[str, Any]]" = {
     # Training only: the optimizer and everything a backward pass or a training run brings.
     "optimizer": TRAIN, "grad_dtype": TRAIN, "master_dtype": TRAIN, "opt_dtype": TRAIN,
     "train_tokens": TRAIN, "mfu": TRAIN, "microbatches": {**TRAIN, **TRANSFORMER}, "activations": TRAIN,
     "recompute": {**TRAIN, **TRANSFORMER},
     "loss_chunks": {**TRAIN, **TRANSFORMER},
-    # Serving is sized for one GPU (pycore.estimate refuses parallel serving): sharding is training's.
-    "dp": TRAIN, "zero": TRAIN, "fsdp": TRAIN, "offload": TRAIN,
-    "tp": {**TRAIN, **TRANSFORMER}, "pp": {**TRAIN, **TRANSFORMER}, "cp": {**TRAIN, **TRANSFORMER},
-    "ep": {**TRAIN, **TRANSFORMER}, "sp": {**TRAIN, **TRANSFORMER},
+    # Serving splits the model with tp, pp and ep (pycore.serving); data parallelism and sharding are
+    # training's.
+    "dp": TRAIN, "zero": TRAIN, "fsdp": TRAIN, "offload": TRAIN, "optimizer_impl": TRAIN,
+    "tp": TRANSFORMER, "pp": TRANSFORMER, "cp": {**TRAIN, **TRANSFORMER},
+    "ep": TRANSFORMER, "sp": {**TRAIN, **TRANSFORMER},
     "shard_group": {**TRAIN, "fsdp": ["HYBRID_SHARD"]},
     "interleave": {**TRAIN, **TRANSFORMER, "pp": {"not": ["1"]}},
     # Serving only: the generated tokens and their KV cache.
     "new_tokens": {**INFER, **TRANSFORMER},
     "kv_dtype": {**INFER, **TRANSFORMER},
+    "engine": {**INFER, **TRANSFORMER},
+    "gpu_util": {**INFER, "engine": ["vllm"]},
+    "max_batched_tokens": {**INFER, "engine": ["vllm"]},
     # Fine-tuning adapters.
     "lora_rank": {**ADAPTERS, **TRANSFORMER},
     "lora_targets": {**ADAPTERS, **TRANSFORMER},

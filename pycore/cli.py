@@ -23,7 +23,9 @@ def parse_arguments(words):
 
     Words after --compare change the baseline, as base.KEY=VALUE does in the URL.
     """
-    fmt, raw, base = "table", {}, {}
+    fmt = "table"
+    raw: dict = {}
+    base: dict = {}
     target = raw
     for word in words:
         if word in ("--json", "--csv"):

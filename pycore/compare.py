@@ -7,7 +7,7 @@ from .estimate import estimate_values
 from .schema import parse, to_query
 
 # What "no memory savers" undoes; everything else stays as the user set it.
-PLAIN = {"precision": "fp32", "recompute": "none", "attention": "eager", "zero": "0", "fsdp": "none",
+PLAIN: "dict[str, object]" = {"precision": "fp32", "recompute": "none", "attention": "eager", "zero": "0", "fsdp": "none",
          "offload": "none", "sp": "no", "quant": "none"}
 for _key in ("weight_dtype", "grad_dtype", "master_dtype", "opt_dtype", "act_dtype", "kv_dtype"):
     PLAIN[_key] = None

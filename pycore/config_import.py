@@ -79,7 +79,7 @@ def import_config(text):
         family's preset plus the architecture keys that differ, or {"error": str} with one plain sentence naming
         what is wrong (invalid JSON, a field's type or range, a missing field, a feature the inputs cannot express).
     """
-    warnings = []
+    warnings: list = []
     try:
         config = parse_config_text(text)
         arch = architecture_from_dict(config, warnings=warnings)

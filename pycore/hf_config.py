@@ -301,6 +301,7 @@ def architecture_from_dict(config, name="config.json", warnings=None):
     else:
         family_type = model_type
     hf_class, family = FAMILIES[family_type]
+    assert isinstance(family, dict)
 
     fields = {}
     for field in KEYS:

@@ -48,7 +48,7 @@ def layout(values, arch):
     """The Layout of parsed inputs, checked against the architecture; InputError names the key."""
     zero = int(values["zero"])
     if values["fsdp"] != "none":
-        zero = FSDP_STAGES[values["fsdp"]]
+        zero = FSDP_STAGES[values["fsdp"]] or 0
     replicas = values["dp"] * values["cp"]
     shard = replicas
     if values["fsdp"] == "HYBRID_SHARD":

@@ -17,9 +17,11 @@ int8, fp8, GPTQ, AWQ and NF4 quantize the linear layers of the blocks; embedding
 norms stay in the weight dtype. GGUF files quantize every tensor, at the bits per weight above.
 """
 
+from typing import Any
+
 from .expr import rnd, sym
 
-FORMATS = {
+FORMATS: "dict[str, Any]" = {
     # name: (bits per weight, bits of scale/zero per group, group size or "row"/"tensor", GGUF)
     "none": None,
     "int8": (8, 32, "row", False),

@@ -6,6 +6,7 @@ the two equal.
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import FieldError, InputError  # noqa: F401  (InputError: the first version's name)
 from .units import parse_count, parse_size
@@ -32,9 +33,10 @@ class Field:
     minimum: float = 0
     maximum: float = 10**15         # the plausible range's top; beyond it the value is refused by name
 
-    def parse(self, raw):
+    def parse(self, raw: object) -> Any:
         """The typed value of ``raw`` (a string); raises InputError naming the key."""
         text = str(raw).strip()
+        value: Any
         if text == "" and self.kind in ("text",):
             if self.default is not None:
                 raise FieldError(self.key, f"empty; accepts {self.accepts}")

@@ -110,6 +110,7 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: dict) -> 
     result: dict = {"tokens": batch * prompt, "layers": stage.layers, "stage": stage.index,
                     "params_per_gpu": stage.params, "activation_terms": [], "host": [], "host_bytes": 0,
                     "kv_bytes_per_token": per_token.value}
+    moments: "tuple[str, ...]"
     if engine == "vllm":
         pools = _vllm_pools(setup, stage, gpu, stored, weights_label, weight_symbols, per_token, width, e)
         moments = VLLM_MOMENTS
