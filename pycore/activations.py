@@ -7,7 +7,8 @@ models reproduce the formulas people already know:
 - ``korthikanti``: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
   Models", eq. (1)-(2): s·b·h·L·(34 + 5·a·s/h) bytes at 16 bit; 34·s·b·h·L with selective recompute;
   2·s·b·h·L (the layer inputs) with full recompute.
-- ``multiplier``: batch·seq·hidden·layers·act_multiplier·(act bytes / 2).
+- ``multiplier``: batch·seq·hidden·layers·act_multiplier·act bytes, as the simple calculators write it
+  (multipliers of 8-12 are typical there; 17 at 2 bytes is Korthikanti's 34 bytes per s·b·h).
 - ``per-sample``: act_per_sample·batch.
 """
 
@@ -187,6 +188,8 @@ def whole_model(setup, tokens):
     arch, work, lay = setup.arch, setup.workload, setup.layout
     e = setup.policy.bytes("act")
     model = work.activation_model
+    if model == "none":             # a bare parameter count: activations not counted (said in warnings)
+        return 0
     if model == "detailed":         # a generic preset with measured bytes per sample
         per_sample = arch.act_per_sample_fp32 if e == 4 else arch.act_per_sample_16
         return per_sample * work.batch
@@ -197,5 +200,5 @@ def whole_model(setup, tokens):
     if model == "korthikanti":
         return korthikanti(arch, work.batch, work.seq // lay.cp, work.recompute, e, lay.tp, lay.sp)
     if model == "multiplier":
-        return round(tokens * arch.hidden * arch.layers * work.act_multiplier * e / 2 / lay.tp)
+        return round(tokens * arch.hidden * arch.layers * work.act_multiplier * e / lay.tp)
     return work.act_per_sample * work.batch

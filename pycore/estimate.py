@@ -119,6 +119,11 @@ def _term_rows(result: dict, setup: Setup) -> "list[dict]":
 def _warnings(setup: Setup) -> "list[str]":
     arch, work = setup.arch, setup.workload
     notes = []
+    if work.training and work.activation_model == "none":
+        notes.append("activations are not counted: give layers and hidden (the multiplier model applies), "
+                     "activations=per-sample with act_per_sample, or pick a preset")
+    if work.training and work.activation_model == "per-sample" and not work.act_per_sample:
+        notes.append("activations=per-sample with act_per_sample=0 counts no activations: set act_per_sample")
     limit = arch.max_positions
     if limit and arch.positions != "learned":
         length = work.seq + (work.new_tokens if not work.training else 0)

@@ -186,8 +186,8 @@ FIELDS = (
          "torchtune's CEWithChunkedOutputLoss (8) does; 1 = transformers' loss", "savers"),
     _choice("activations", "detailed", ("detailed", "korthikanti", "multiplier", "per-sample"),
             "activation model: detailed (ours), korthikanti (2022 paper), multiplier, per-sample", "savers"),
-    Field("act_multiplier", "float", 34.0, "multiplier model: bytes = batch·seq·hidden·layers·this·act bytes/2",
-          "a number ≥ 0", (), "Korthikanti et al. 2022: 34 bytes per sbh at 16 bit", "savers", "", 0, 10_000),
+    Field("act_multiplier", "float", 17.0, "multiplier model: bytes = batch·seq·hidden·layers·this·act bytes",
+          "a number from 0 to 10,000", (), "Korthikanti et al. 2022: 34 bytes per s·b·h at 16 bit = 17 × 2 bytes", "savers", "", 0, 10_000),
     Field("act_per_sample", "size", 0, "per-sample model: activation bytes of one sample",
           "a size such as 0.215GiB, 512MiB or a number of bytes", (), "", "savers", "bytes", 0, 2**50),
     Field("overhead", "overhead", ("bytes", 2**30), "runtime overhead on top of tensors: CUDA context, "

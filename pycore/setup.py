@@ -108,9 +108,11 @@ def resolve(values: dict) -> Setup:
     arch = resolve_architecture(values)
     counts = count_parameters(arch)
     mode = values["mode"]
-    if arch.kind == "generic" and values["activations"] == "detailed" and mode == "train" \
-            and not arch.act_per_sample_fp32:
-        raise FieldError("activations", "a generic network (params only) needs multiplier or per-sample")
+    activation_model = values["activations"]
+    if arch.kind == "generic" and activation_model == "detailed" and not arch.act_per_sample_fp32:
+        # A bare parameter count: the multiplier model when layers and hidden size are given, else the
+        # model states alone (estimate's warnings say that activations are not counted).
+        activation_model = "multiplier" if arch.layers and arch.hidden else "none"
     if arch.kind == "generic" and mode == "infer":
         raise FieldError("mode", "serving needs a transformer architecture (model or config), not params")
     quant = quantization_of(values)
@@ -124,7 +126,7 @@ def resolve(values: dict) -> Setup:
     policy = precision_policy(values, arch)
     workload = Workload(mode, values["batch"], values["seq"], values["new_tokens"], values["recompute"],
                         "eager" if arch.kind == "encoder-decoder" else values["attention"],
-                        values["activations"], values["act_multiplier"], values["act_per_sample"],
+                        activation_model, values["act_multiplier"], values["act_per_sample"],
                         values["loss_chunks"], values.get("engine", "hf"), values.get("gpu_util", 0.9),
                         values.get("max_batched_tokens", 8192))
     finetune = FineTune(values["method"] if mode == "train" else "full", values["lora_rank"],

@@ -189,4 +189,5 @@ def _model_source(model: str) -> str:
     return {"korthikanti": "Korthikanti et al. 2022, eq. 1-2 and Table 2",
             "multiplier": "batch · seq · hidden · layers · multiplier · bytes, as simple calculators write it",
             "per-sample": "user-supplied bytes per sample",
-            "detailed": "measured bytes per sample (validation/vision_measured.json)"}[model]
+            "detailed": "measured bytes per sample (validation/vision_measured.json)",
+            "none": "not counted: a bare parameter count has no layers to size them by"}[model]

@@ -52,7 +52,8 @@ def test_kv_cache_bytes_per_token_llama_3_8b():
 def test_multiplier_and_per_sample_models():
     result = estimate({"model": "gpt2", "activations": "multiplier", "act_multiplier": "10", "precision": "bf16",
                        "batch": "2", "seq": "1024"})
-    assert result["components"]["activations"] == 2 * 1024 * 768 * 12 * 10
+    # batch · seq · hidden · layers · multiplier · activation bytes (2 for bf16), not halved
+    assert result["components"]["activations"] == 2 * 1024 * 768 * 12 * 10 * 2
     result = estimate({"params": "100M", "activations": "per-sample", "act_per_sample": "1GiB", "batch": "3"})
     assert result["components"]["activations"] == 3 * 2**30
 
@@ -89,7 +90,7 @@ def test_fit_uses_usable_bytes():
     ({"kv_heads": "5"}, "kv_heads"),
     ({"model": "no-such-model"}, "model"),
     ({"gpu": "h100-pcie-81gb"}, "gpu"),
-    ({"params": "1B"}, "activations"),
+    ({"params": "1B", "activations": "korthikanti"}, "layers"),
     ({"experts_per_token": "2"}, "experts_per_token"),
     ({"config": "/nonexistent/config.json"}, "config"),
 ])
@@ -103,3 +104,24 @@ def test_serving_kv_cache_grows_with_context():
     short = estimate({"model": "llama-3.1-8b", "mode": "infer", "seq": "1024", "new_tokens": "1"})
     long = estimate({"model": "llama-3.1-8b", "mode": "infer", "seq": "4096", "new_tokens": "1"})
     assert long["components"]["kv_cache"] == 4 * short["components"]["kv_cache"]
+
+
+def test_bert_base_worked_example_of_the_multiplier_calculators():
+    # The worked example quoted in issue 13 (BERT-base as a bare 110M fp32 network, AdamW, batch 32,
+    # seq 128, 12 layers × 768 × multiplier 4, fp16 activations): weights 110M × 4 B, gradients the same,
+    # AdamW two fp32 states, activations 32·128·768·12·4·2 B = 288.0 MiB. The issue's 419.5 MiB rows are
+    # 110M × 4 B = 419.6 MiB here (2^20 bytes a MiB) and its 289 is 288.0: both differ in rounding only.
+    mib = 2**20
+    result = estimate({"params": "110M", "layers": "12", "hidden": "768", "precision": "fp32", "act_dtype": "fp16",
+                       "act_multiplier": "4", "batch": "32", "seq": "128", "overhead": "0"})
+    c = result["components"]
+    assert round(c["weights"] / mib, 1) == 419.6 and round(c["gradients"] / mib, 1) == 419.6
+    assert round(c["optimizer"] / mib, 1) == 839.2
+    assert c["activations"] == 32 * 128 * 768 * 12 * 4 * 2 == 288 * mib
+    assert result["total_bytes"] == 110_000_000 * 16 + 288 * mib
+
+
+def test_a_bare_parameter_count_answers_with_model_states():
+    result = estimate({"params": "7B"})
+    assert result["total_bytes"] == 7 * 10**9 * 16 + 2**30     # fp32 weights and gradients, two AdamW states
+    assert any("activations are not counted" in note for note in result["warnings"])
