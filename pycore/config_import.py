@@ -27,6 +27,13 @@ _FEATURES = {
 }
 
 
+# Fields that change the memory estimate but not the count and have no schema key: an import that differs from its
+# preset in one of them is estimated with the preset's value, and says so.
+_CARRIED = {"max_positions": "positions", "sliding_window": "sliding window", "global_every": "global-layer period",
+            "activation": "activation", "softmax_fp32": "fp32 softmax", "dropout": "dropout",
+            "attention_dropout": "attention dropout", "parallel_block": "parallel attention/MLP block"}
+
+
 def _family(config):
     """The model_type whose preset an imported config is expressed against."""
     if isinstance(config.get("text_config"), dict):
@@ -104,6 +111,13 @@ def import_config(text):
         detail = "; ".join(features) if features else "a feature the inputs have no key for"
         return {"error": f"config.json: this {family} model has {expected:,} parameters, but the inputs can only "
                          f"express it as {preset.name} with overrides ({expressed:,}). Not expressible: {detail}."}
+    for field, words in _CARRIED.items():
+        ours, theirs = getattr(arch, field), getattr(preset, field)
+        unknown = field in ("max_positions", "sliding_window", "global_every") and not ours or \
+            field == "max_positions" and not theirs         # not read from this family's config, or not in the preset
+        if ours != theirs and not unknown:
+            warnings.append(f"The config's {words} ({field} {ours!r}) has no input key: the estimate uses "
+                            f"{preset.name}'s ({theirs!r}).")
     shown = config.get("model_type") if isinstance(config.get("model_type"), str) else family
     message = (f"Imported a {shown[:40]} config: {expected:,} parameters, expressed as {preset.name} with "
                f"{len(query) - 1} override{'s' if len(query) != 2 else ''}.")

@@ -175,3 +175,10 @@ def test_architecture_from_file_keeps_working_for_the_cli(tmp_path):
         architecture_from_file(str(path))
     with pytest.raises(InputError, match="cannot read"):
         architecture_from_file(str(tmp_path / "missing.json"))
+
+
+def test_a_memory_relevant_field_without_an_input_key_is_named_in_a_warning():
+    # Phi-1.5's config.json sets resid_pdrop 0.0; the phi-2 preset it is expressed against has 0.1 (phi-2.json).
+    answer = import_config(read("variants/phi-1_5.json"))
+    assert answer["warnings"] == ["The config's dropout (dropout 0.0) has no input key: the estimate uses "
+                                  "phi-2's (0.1)."]
