@@ -95,7 +95,10 @@ def import_config(text):
         for number, model_id in enumerate(_candidates(family, arch)):
             candidate = preset_architecture(model_id)
             pairs = [list(pair) for pair in _overrides(arch, candidate)]
-            count = count_parameters(with_overrides(candidate, {k: _typed(k, v) for k, v in pairs})).total
+            try:
+                count = count_parameters(with_overrides(candidate, {k: _typed(k, v) for k, v in pairs})).total
+            except ValueError:                      # these overrides do not fit this preset: try the next
+                count = None
             if number == 0:
                 preset, query, expressed = candidate, [["model", model_id]] + pairs, count
             if count == expected:
@@ -109,8 +112,9 @@ def import_config(text):
     if expressed != expected:
         features = _inexpressible(arch, preset)
         detail = "; ".join(features) if features else "a feature the inputs have no key for"
+        expressed_text = f"{expressed:,}" if expressed is not None else "not a valid model"
         return {"error": f"config.json: this {family} model has {expected:,} parameters, but the inputs can only "
-                         f"express it as {preset.name} with overrides ({expressed:,}). Not expressible: {detail}."}
+                         f"express it as {preset.name} with overrides ({expressed_text}). Not expressible: {detail}."}
     for field, words in _CARRIED.items():
         ours, theirs = getattr(arch, field), getattr(preset, field)
         unknown = field in ("max_positions", "sliding_window", "global_every") and not ours or \
