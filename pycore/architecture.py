@@ -224,7 +224,7 @@ def _count_encoder_decoder(arch):
 
 
 ARCH_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "experts",
-               "experts_per_token", "expert_ffn", "tied")
+               "experts_per_token", "expert_ffn", "tied", "max_positions")
 
 
 def with_overrides(arch, overrides):

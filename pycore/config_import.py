@@ -27,6 +27,13 @@ _FEATURES = {
 }
 
 
+# Fields that change the memory estimate but not the count and have no schema key: an import that differs from its
+# preset in one of them is estimated with the preset's value, and says so.
+_CARRIED = {"sliding_window": "sliding window", "global_every": "global-layer period",
+            "activation": "activation", "softmax_fp32": "fp32 softmax", "dropout": "dropout",
+            "attention_dropout": "attention dropout", "parallel_block": "parallel attention/MLP block"}
+
+
 def _family(config):
     """The model_type whose preset an imported config is expressed against."""
     if isinstance(config.get("text_config"), dict):
@@ -46,6 +53,8 @@ def _overrides(arch, preset):
             if preset.head_dim and preset.head_dim != arch.dim_head:
                 pairs.append((key, str(arch.dim_head)))     # the preset's explicit head_dim would stick
             continue
+        if key == "max_positions" and not ours:
+            continue                                        # the config does not say: the preset's stands
         follows = key == "kv_heads" and preset.kv_heads == preset.heads and arch.heads != preset.heads
         if ours != theirs or (follows and arch.kv_heads != arch.heads):
             # with_overrides keeps a multi-head preset multi-head when heads change: say kv_heads if it is not
@@ -88,7 +97,10 @@ def import_config(text):
         for number, model_id in enumerate(_candidates(family, arch)):
             candidate = preset_architecture(model_id)
             pairs = [list(pair) for pair in _overrides(arch, candidate)]
-            count = count_parameters(with_overrides(candidate, {k: _typed(k, v) for k, v in pairs})).total
+            try:
+                count = count_parameters(with_overrides(candidate, {k: _typed(k, v) for k, v in pairs})).total
+            except ValueError:                      # these overrides do not fit this preset: try the next
+                count = None
             if number == 0:
                 preset, query, expressed = candidate, [["model", model_id]] + pairs, count
             if count == expected:
@@ -102,8 +114,16 @@ def import_config(text):
     if expressed != expected:
         features = _inexpressible(arch, preset)
         detail = "; ".join(features) if features else "a feature the inputs have no key for"
+        expressed_text = f"{expressed:,}" if expressed is not None else "not a valid model"
         return {"error": f"config.json: this {family} model has {expected:,} parameters, but the inputs can only "
-                         f"express it as {preset.name} with overrides ({expressed:,}). Not expressible: {detail}."}
+                         f"express it as {preset.name} with overrides ({expressed_text}). Not expressible: {detail}."}
+    for field, words in _CARRIED.items():
+        ours, theirs = getattr(arch, field), getattr(preset, field)
+        unknown = field in ("max_positions", "sliding_window", "global_every") and not ours or \
+            field == "max_positions" and not theirs         # not read from this family's config, or not in the preset
+        if ours != theirs and not unknown:
+            warnings.append(f"The config's {words} ({field} {ours!r}) has no input key: the estimate uses "
+                            f"{preset.name}'s ({theirs!r}).")
     shown = config.get("model_type") if isinstance(config.get("model_type"), str) else family
     message = (f"Imported a {shown[:40]} config: {expected:,} parameters, expressed as {preset.name} with "
                f"{len(query) - 1} override{'s' if len(query) != 2 else ''}.")

@@ -107,7 +107,9 @@ LLAMA_STYLE = "llama"       # the family an unknown model_type is read as
 
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_tanh", "silu": "silu",
                 "swish": "silu"}
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_ESCAPE = re.compile(r"\\.", re.DOTALL)            # removed first, so a string is then '"[^"]*"' (no backtracking)
+_STRING = re.compile(r'"[^"]*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _PLAIN_JSON_ERRORS = (
     ("Expecting value", "expected a value (a number, string, true, false, null, [ or {)"),
     ("Expecting property name", "expected a key in double quotes"),
@@ -135,14 +137,30 @@ def describe(value):
     return "a list" if isinstance(value, list) else "an object"
 
 
-def _nesting_depth(text):
-    """The deepest bracket nesting outside strings, without recursing (json.loads would, and Pyodide's stack
-    is shallow)."""
-    depth = deepest = 0
-    for bracket in re.findall(r"[\[\]{}]", _STRING.sub("", text)):
-        depth = depth + 1 if bracket in "[{" else max(depth - 1, 0)
-        deepest = max(deepest, depth)
-    return deepest
+def _too_deep(text):
+    """Whether json.loads would nest more than MAX_DEPTH levels, found without recursing (json.loads recurses
+    once per level, and Pyodide's stack is shallow: a 10,000-level array must be refused before it is parsed).
+
+    Counts brackets outside strings, 64 at a time with str.count; only a stretch that could cross the limit
+    is walked bracket by bracket, so 2 MB of brackets takes a fraction of a second.
+    """
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", _ESCAPE.sub("", text)))
+    depth = 0
+    for start in range(0, len(brackets), 64):
+        chunk = brackets[start:start + 64]
+        opened = chunk.count("[") + chunk.count("{")
+        if depth + opened <= MAX_DEPTH:
+            depth += 2 * opened - len(chunk)
+        else:
+            for bracket in chunk:
+                depth += 1 if bracket in "[{" else -1
+                if depth > MAX_DEPTH:
+                    return True
+        if depth < 0:
+            return False                    # json.loads stops at the first closer that matches nothing
+    return False
 
 
 def _bounded_int(digits):
@@ -170,9 +188,9 @@ def parse_config_text(text):
                                    "(2 MB). A model's config.json is a few kilobytes: is this the weights file?")
     if not text.strip():
         raise InputError("config", "config.json is empty")
-    depth = _nesting_depth(text)
-    if depth > MAX_DEPTH:
-        raise InputError("config", f"config.json nests brackets {depth:,} levels deep; the limit is {MAX_DEPTH}")
+    if _too_deep(text):
+        raise InputError("config", f"config.json nests brackets more than {MAX_DEPTH} levels deep; a config.json "
+                                   "needs 3 or 4")
     try:
         config = json.loads(text, parse_int=_bounded_int, parse_constant=_no_constant)
     except json.JSONDecodeError as error:
@@ -182,6 +200,8 @@ def parse_config_text(text):
             from None
     except RecursionError:
         raise InputError("config", "config.json nests brackets too deeply") from None
+    except InputError:
+        raise
     except ValueError as error:                 # a number Python cannot convert
         raise InputError("config", f"config.json has a number that cannot be read ({str(error)[:80]})") from None
     if not isinstance(config, dict):

@@ -100,8 +100,11 @@ def stages(arch, counts, lay):
     attention = _attention_params(arch)
     if arch.experts:
         expert = _mlp_params(arch, arch.expert_ffn or arch.ffn)
-        shared = _mlp_params(arch, arch.shared_experts * arch.expert_ffn) if arch.shared_experts else 0
-        moe_layer = math.ceil(attention / t) + norms + arch.hidden * arch.experts + \
+        shared = _mlp_params(arch, arch.shared_width) if arch.shared_width else 0
+        # replicated on every rank: the router (and its bias) and Qwen2-MoE's shared-expert gate
+        router = arch.hidden * arch.experts + (arch.experts if arch.router_bias else 0) + \
+            (arch.hidden if arch.shared_expert_gate else 0)
+        moe_layer = math.ceil(attention / t) + norms + router + \
             math.ceil(arch.experts * expert / (e * t)) + math.ceil(shared / t)
     dense_layer = math.ceil((attention + _mlp_params(arch, arch.ffn)) / t) + norms
     if arch.kind == "encoder-decoder":       # no pipeline split modelled: counts as one stage
@@ -109,8 +112,10 @@ def stages(arch, counts, lay):
         return [Stage(0, arch.layers, math.ceil(counts.total / t), math.ceil(counts.total / t), per_layer,
                       math.ceil(counts.embedding / t), True, True, 1)]
     embedding = math.ceil(counts.embedding / t)
-    head = math.ceil((0 if arch.tied_embeddings else arch.vocab * arch.hidden) / t) + \
-        (arch.norm_params if arch.kind == "decoder" else counts.head)
+    if arch.kind == "decoder":      # the final norm, replicated; the head's weight (and bias) vocabulary-parallel
+        head = math.ceil((counts.head - arch.norm_params) / t) + arch.norm_params
+    else:
+        head = math.ceil((0 if arch.tied_embeddings else arch.vocab * arch.hidden) / t) + counts.head
     result = []
     first = 0
     for index in range(lay.pp):

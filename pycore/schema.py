@@ -128,6 +128,9 @@ FIELDS = (
          maximum=100_000),
     _int("expert_ffn", None, "intermediate size of one routed expert (moe_intermediate_size); " + ARCH_HINT,
          "model", maximum=10_000_000),
+    _int("max_positions", None, "maximum positions (max_position_embeddings): caps every sequence answer; "
+         "learned position tables (GPT-2, BERT) count toward the parameters; " + ARCH_HINT, "model",
+         maximum=100_000_000),
     _choice("tied", None, ("yes", "no"), "output head shares the embedding matrix (tie_word_embeddings); "
             + ARCH_HINT, "model"),
     Field("params", "count", None, "parameter count of a generic network (used when no transformer is given)",
@@ -230,7 +233,7 @@ LABELS = {
     "model": "Model preset", "config": "config.json path", "layers": "Layers", "hidden": "Hidden size",
     "heads": "Attention heads", "kv_heads": "KV heads", "head_dim": "Head dim", "ffn": "FFN size",
     "vocab": "Vocabulary", "experts": "Experts", "experts_per_token": "Experts per token",
-    "expert_ffn": "Expert FFN size", "tied": "Tied embeddings",
+    "expert_ffn": "Expert FFN size", "max_positions": "Max positions", "tied": "Tied embeddings",
     "params": "Parameters (generic network)", "mode": "Workload", "batch": "Micro-batch per GPU",
     "seq": "Sequence length", "new_tokens": "New tokens", "precision": "Precision policy",
     "weight_dtype": "Weights dtype", "grad_dtype": "Gradients dtype", "master_dtype": "Master weights dtype",

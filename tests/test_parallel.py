@@ -173,3 +173,12 @@ def test_ultrascale_playbook_model_states(params, precision, microbatches, bytes
                        "activations": "per-sample"})
     count = result["params"]["total"]
     assert model_states(result) == bytes_per_param * count
+
+
+@pytest.mark.parametrize("model_id", sorted(catalog.models()))
+def test_one_gpu_holds_exactly_the_counted_parameters(model_id):
+    # parallel.stages places parameters layer by layer; on one GPU it must place every parameter that
+    # count_parameters (exact against transformers, validation/param_counts.json) counts.
+    arch = catalog.architecture(model_id)
+    counts = count_parameters(arch)
+    assert sum(stage.params for stage in parallel.stages(arch, counts, parallel.Layout())) == counts.total

@@ -8,6 +8,7 @@ import pytest
 from pycore import catalog
 from pycore.architecture import count_parameters
 from pycore.estimate import resolve_architecture
+from pycore.hf_config import architecture_from_dict
 from pycore.schema import parse
 
 MEASURED = json.loads((Path(__file__).resolve().parent.parent / "validation" / "measured.json").read_text())
@@ -55,3 +56,40 @@ def test_mixtral_active_parameters():
 def test_gpt2_small_is_124m():
     # Radford et al. 2019 / transformers GPT2LMHeadModel: 124,439,808 parameters with the tied head.
     assert count_parameters(catalog.architecture("gpt2")).total == 124_439_808
+
+
+CONFIG_COUNTS = json.loads((Path(__file__).resolve().parent.parent / "validation" / "config_counts.json").read_text())
+
+
+def _published(name):
+    path = Path(__file__).resolve().parent / "configs" / name
+    return count_parameters(architecture_from_dict(json.loads(path.read_text())))
+
+
+@pytest.mark.parametrize("name,non_embedding", [("pythia-160m.json", 85_056_000), ("variants/pythia-1b.json", 805_736_448)])
+def test_pythia_non_embedding_parameters(name, non_embedding):
+    # EleutherAI's Pythia model card, table "Non-Embedding Params": 85,056,000 (160M) and 805,736,448 (1.0B);
+    # the totals are transformers' (validation/config_counts.json). Pythia's input and output embeddings are untied.
+    counts = _published(name)
+    assert counts.total == CONFIG_COUNTS["counts"][name]
+    assert counts.total - 2 * counts.embedding == non_embedding
+
+
+@pytest.mark.parametrize("name,total,active,embedding_counted", [
+    ("qwen1.5-moe-a2.7b.json", 14.3, 2.7, True),        # Qwen1.5-MoE-A2.7B model card: 14.3B total, 2.7B activated
+    ("qwen2-57b-a14b.json", 57, 14, True),              # Qwen2-57B-A14B model card: 57B total, 14B activated
+    ("deepseek-v2.json", 236, 21, True),                # DeepSeek-V2 paper (2024), abstract: 236B total, 21B activated
+    ("deepseek-v2-lite.json", 15.7, None, False),       # DeepSeek-V2-Lite model card: 15.7B total (its "2.4B
+                                                        # activated" is 2.45B without the embedding: not checked)
+    ("gpt-oss-20b.json", 20.91, 3.61, False),           # gpt-oss model card, table 1: 20.91B total, 3.61B active
+])
+def test_moe_totals_and_active_parameters_match_the_publishers(name, total, active, embedding_counted):
+    # The publishers round; the exact totals are transformers' (validation/config_counts.json). gpt-oss's active
+    # figure leaves out the input embedding table, as OpenAI's does.
+    counts = _published(name)
+    assert counts.total == CONFIG_COUNTS["counts"][name]
+    digits = len(str(total).partition(".")[2])
+    assert round(counts.total / 1e9, digits) == total
+    shown = counts.active - (0 if embedding_counted else counts.embedding)
+    if active is not None:
+        assert round(shown / 1e9, len(str(active).partition(".")[2])) == active
