@@ -290,6 +290,8 @@ def answer(values: dict, result: dict) -> dict:
         if out["max_seq"] is not None and out["max_seq"] == limit and limit != SEARCH_LIMIT:
             out["notes"].append(f"sequence answers are capped at the model's {limit:,} positions")
     out["how_to_fit"] = [] if fits else _how_to_fit(values, usable, result["total_bytes"])
+    from .charts import charts
+    out["charts"] = charts(values, result, out, usable)
     return out
 
 

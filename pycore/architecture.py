@@ -7,6 +7,7 @@ the module layout of the matching ``transformers`` class, so they agree to the p
 """
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,7 @@ def _mlp_params(arch, width):
     return matrices * arch.hidden * width + biases
 
 
+@lru_cache(maxsize=512)
 def count_parameters(arch):
     """Exact parameter count of the transformers model that ``arch`` describes."""
     if arch.kind == "generic":

@@ -46,6 +46,7 @@ def model_aliases():
 _NOT_ARCH = {"id", "aliases", "params", "source"}
 
 
+@lru_cache(maxsize=256)
 def architecture(model_id):
     """The Architecture of a preset id or alias. Raises KeyError if unknown."""
     entry = models()[model_aliases()[model_id.lower()]]

@@ -67,7 +67,8 @@ def estimate_setup(setup: Setup, values: dict, explain: bool = True) -> dict:
                         "CUDA context with cuBLAS: 0.5-1 GiB; a round allowance unless given")
     total = peak + overhead.bytes
     if not explain:
-        result.update(overhead_bytes=overhead.bytes, total_bytes=total)
+        live_now = [(p.key, p.label, p.bytes) for p in live(pools, result["peak_moment"])]
+        result.update(overhead_bytes=overhead.bytes, total_bytes=total, live=live_now)
         return result
     rows = live(pools, result["peak_moment"]) + ([overhead] if overhead.bytes else [])
     breakdown = [_row(p, total) for p in rows]

@@ -156,7 +156,12 @@ def _vllm_pools(setup, stage, gpu, stored, weights_label, weight_symbols, per_to
     tokens = sym("Tb", work.max_batched_tokens)
     activation = rnd((split(sym("wf", width), "t", lay.tp, _exact) + sym("h", 3 * arch.hidden)) * e * tokens)
     if stage.has_head:
-        activation = activation + split(sym("V", arch.vocab), "t", lay.tp) * sym("seqs", 256) * 4
+        # The sampler's warm-up (_dummy_sampler_run): fp32 logits of max_num_seqs requests over the
+        # gathered vocabulary, sorted for top-k/top-p: about three fp32 copies (approximate, not measured).
+        # max_num_seqs is 1024 on GPUs of 70 GiB or more other than the A100, else 256
+        # (vllm/engine/arg_utils.py _set_default_args_v1, v0.10-v0.11).
+        seqs = 1024 if gpu["usable_bytes"] >= 70 * 2**30 and "a100" not in gpu["id"] else 256
+        activation = activation + sym("V", arch.vocab) * sym("seqs", seqs) * 12
     left = requested - stored - non_torch - activation
     block = per_token * BLOCK_TOKENS
     if left.value > 0 and block.value > 0:
@@ -170,7 +175,7 @@ def _vllm_pools(setup, stage, gpu, stored, weights_label, weight_symbols, per_to
              "N = non-torch memory vLLM's profiler charges (cuBLAS workspaces, kernels; not the CUDA context)"),
         make("profile_activations", "Activation peak of the profiling run", activation, VLLM_MOMENTS, source,
              "Tb = max_batched_tokens; wf = widest intermediate per token; h = hidden; V = vocabulary; "
-             "seqs = sequences sampled (max_num_seqs)"),
+             "seqs = sequences sampled (max_num_seqs); 12 = three fp32 copies of the logits"),
         make("kv_cache", "KV cache (pre-allocated blocks)", kv, VLLM_MOMENTS,
              "vllm/v1/core/kv_cache_utils.py: whole blocks of 16 tokens",
              "M = GPU memory; u = gpu_util; per-token bytes × 16 per block"),

@@ -37,7 +37,11 @@ def phase_of(moment: str) -> str:
 
 def training(setup: Setup) -> dict:
     """Pools, moments and phases of the worst pipeline stage; every stage's summary when pp > 1."""
-    per_stage = [stage_estimate(setup, stage) for stage in parallel.stages(setup.arch, setup.counts, setup.layout)]
+    per_token = None
+    if setup.arch.kind != "generic" and setup.workload.activation_model == "detailed":
+        per_token = act.per_token(setup)            # the same for every stage
+    per_stage = [stage_estimate(setup, stage, per_token)
+                 for stage in parallel.stages(setup.arch, setup.counts, setup.layout)]
     worst = max(per_stage, key=lambda r: r["peak_bytes"])
     if len(per_stage) > 1:
         worst["stages"] = [{"stage": r["stage"], "layers": r["layers"], "peak_bytes": r["peak_bytes"],
@@ -45,7 +49,7 @@ def training(setup: Setup) -> dict:
     return worst
 
 
-def stage_estimate(setup: Setup, stage: parallel.Stage) -> dict:
+def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "tuple | None" = None) -> dict:
     """Every pool of one stage, the total of each moment and the peak."""
     arch, lay, work, policy = setup.arch, setup.layout, setup.workload, setup.policy
     states = model_states(setup, stage)
@@ -69,7 +73,7 @@ def stage_estimate(setup: Setup, stage: parallel.Stage) -> dict:
                           "Ls = layers on this GPU; L = layers; m = micro-batches in flight"))
         per_layer_q = None
     else:
-        per_layer, terms, final, working = act.per_token(setup)
+        per_layer, terms, final, working = per_token or act.per_token(setup)
         per_layer_q = sym("a", per_layer)
         saved = per_layer_q * sym("Ls", stage.layers) * sym("m", stage.in_flight) * T
         if stage.has_head:
