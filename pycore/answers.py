@@ -4,6 +4,7 @@ formulas) with some inputs changed; every search is bounded."""
 
 import math
 
+from . import frameworks
 from .catalog import gpus as gpu_catalog
 from .errors import FieldError
 from .estimate import total_bytes
@@ -248,6 +249,7 @@ def _training_changes(values: dict) -> "list[tuple[str, dict]]":
 
 def answer(values: dict, result: dict) -> dict:
     """fits, plan, gpus_needed, max_batch, max_seq, cost and how_to_fit for the chosen GPU."""
+    values = frameworks.apply(values)            # read concrete values, not "auto"
     gpu = gpu_catalog()[values["gpu"]]
     usable = gpu["usable_bytes"]
     fits = result["total_bytes"] <= usable

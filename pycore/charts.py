@@ -28,7 +28,7 @@ def _series(values: dict, key: str, xs: "list[int]") -> dict:
 
 def _doubling(start: int, top: int) -> "list[int]":
     """Powers of two from ``start`` up to ``top`` (at most POINTS of them, the last one ``top``)."""
-    xs = []
+    xs: "list[int]" = []
     x = max(1, start)
     while x < top and len(xs) < POINTS - 1:
         xs.append(x)

@@ -32,9 +32,9 @@ POLICIES = {
 }
 
 
-# precision=auto: training follows the Hugging Face Trainer with bf16=True (fp32 weights under autocast);
-# serving loads the checkpoint's own dtype, as transformers 5 (dtype="auto" by default) and vLLM
-# (--dtype auto) do. vLLM runs fp32 checkpoints in bf16 (vllm/config/model.py, _resolve_auto_dtype).
+# precision=auto: training follows the framework (pycore/frameworks.py: the Hugging Face Trainer trains in
+# the checkpoint's dtype; torchtitan in amp-bf16; Megatron and DeepSpeed in fp32 unless told); serving
+# loads the checkpoint's own dtype, as transformers 5 (dtype="auto" by default) and vLLM (--dtype auto) do. vLLM runs fp32 checkpoints in bf16 (vllm/config/model.py, _resolve_auto_dtype).
 TRAINING_DEFAULT = "amp-bf16"
 
 
@@ -52,7 +52,11 @@ def named_policy(values, arch=None):
         return values["precision"]
     if values["mode"] == "infer":
         return serving_dtype(getattr(arch, "dtype", ""), values.get("engine", "hf"))
-    return TRAINING_DEFAULT
+    from .frameworks import CHECKPOINT_DTYPE, FRAMEWORKS, framework_name
+    name = framework_name(values)
+    if name in CHECKPOINT_DTYPE:
+        return getattr(arch, "dtype", "") or "bf16"
+    return FRAMEWORKS[name].defaults.get("precision", TRAINING_DEFAULT)
 
 
 def policy(values, arch=None):

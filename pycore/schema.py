@@ -163,10 +163,15 @@ FIELDS = (
     _dtype("kv_dtype", "dtype of the KV cache when serving"),
     _choice("optimizer", "adamw", OPTIMIZERS, "optimizer, which sets the state kept per parameter", "precision",
             "the usual choice for transformers"),
-    _choice("optimizer_impl", "fused", ("fused", "foreach", "for-loop"),
-            "optimizer kernel: fused (one kernel, no temporaries), foreach (PyTorch's default on CUDA when "
-            "nothing is set: one state-sized temporary for all parameters), for-loop (one parameter at a time)",
-            "precision", "Hugging Face Trainer's default optim is adamw_torch_fused (transformers training_args.py)"),
+    _choice("optimizer_impl", "auto", ("auto", "fused", "foreach", "for-loop"),
+            "optimizer kernel: auto (as the framework does), fused (one kernel, no temporaries), foreach "
+            "(PyTorch's default on CUDA: one state-sized temporary for all parameters at once), for-loop (one "
+            "parameter at a time)", "precision", "the framework's (pycore/frameworks.py)"),
+    _choice("framework", "hf-trainer", ("hf-trainer", "pytorch", "accelerate", "lightning", "torchtune",
+                                        "torchtitan", "megatron", "deepspeed", "axolotl"),
+            "training framework whose defaults fill every input left at auto: precision, optimizer kernel, "
+            "attention, recomputation, loss chunks", "precision",
+            "the Hugging Face Trainer, transformers 5.23 (pycore/frameworks.py cites each default)"),
     _choice("method", "full", ("full", "lora", "qlora"), "what is trained: every weight, LoRA adapters, or LoRA "
             "adapters on an NF4-quantized base (QLoRA)", "finetune"),
     _int("lora_rank", 16, "LoRA rank r: each adapted layer gains r·(in + out) parameters", "finetune",
@@ -180,13 +185,15 @@ FIELDS = (
                               "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k"),
             "quantized weight storage (qlora defaults to nf4-dq); bits per weight in the formulas", "finetune"),
     _int("group_size", 128, "weights per scale for GPTQ/AWQ", "finetune", "GPTQ and AWQ default"),
-    _choice("recompute", "none", ("none", "selective", "full"),
-            "activation recomputation: none, selective (attention core only), full (every layer)", "savers"),
-    _choice("attention", "flash", ("flash", "eager"),
-            "flash: fused kernel (SDPA / FlashAttention) that never stores the s×s scores; eager: stores them",
-            "savers", "PyTorch's SDPA is the transformers default"),
-    _int("loss_chunks", 1, "compute the output head and cross-entropy in this many sequence chunks, as "
-         "torchtune's CEWithChunkedOutputLoss (8) does; 1 = transformers' loss", "savers"),
+    _choice("recompute", "auto", ("auto", "none", "selective", "full"),
+            "activation recomputation: auto (as the framework does), none, selective (attention core only), "
+            "full (every layer)", "savers", "the framework's: off except torchtune (full)"),
+    _choice("attention", "auto", ("auto", "flash", "eager"),
+            "auto (as the framework does), flash: fused kernel (SDPA / FlashAttention) that never stores the s×s "
+            "scores; eager: stores them", "savers", "every framework's default is SDPA or FlashAttention"),
+    _int("loss_chunks", None, "compute the output head and cross-entropy in this many sequence chunks, as "
+         "torchtune's CEWithChunkedOutputLoss (8) does; 1 = transformers' loss; default: the framework's",
+         "savers", maximum=100_000),
     _choice("activations", "detailed", ("detailed", "korthikanti", "multiplier", "per-sample"),
             "activation model: detailed (ours), korthikanti (2022 paper), multiplier, per-sample", "savers"),
     Field("act_multiplier", "float", 17.0, "multiplier model: bytes = batch·seq·hidden·layers·this·act bytes",
@@ -241,7 +248,7 @@ LABELS = {
     "optimizer": "Optimizer", "recompute": "Activation recomputation", "attention": "Attention kernel",
     "activations": "Activation model", "act_multiplier": "Activation multiplier",
     "compare": "Compare with", "engine": "Serving engine", "gpu_util": "GPU memory utilisation (vLLM)",
-    "max_batched_tokens": "Max batched tokens (vLLM)", "optimizer_impl": "Optimizer kernel",
+    "max_batched_tokens": "Max batched tokens (vLLM)", "optimizer_impl": "Optimizer kernel", "framework": "Framework",
     "loss_chunks": "Loss chunks", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
     "lora_dtype": "Adapter dtype", "quant": "Weight quantization", "group_size": "Quantization group size",
     "dp": "Data parallel (dp)", "tp": "Tensor parallel (tp)", "pp": "Pipeline stages (pp)",

@@ -7,7 +7,7 @@ combinations that cannot work, raising a FieldError that names the key to change
 
 from dataclasses import dataclass
 
-from . import parallel
+from . import frameworks, parallel
 from .architecture import ARCH_FIELDS, Architecture, ParameterCount, count_parameters, with_overrides
 from .catalog import architecture as preset_architecture
 from .catalog import gpus as gpu_catalog
@@ -103,6 +103,7 @@ def quantization_of(values: dict) -> str:
 
 def resolve(values: dict) -> Setup:
     """The typed Setup of parsed values; FieldError names the key when a combination cannot work."""
+    values = frameworks.apply(values)
     if values["gpu"] not in gpu_catalog():
         raise FieldError("gpu", f"unknown GPU {values['gpu'][:40]!r}; see python -m pycore gpus")
     arch = resolve_architecture(values)
@@ -132,5 +133,5 @@ def resolve(values: dict) -> Setup:
     finetune = FineTune(values["method"] if mode == "train" else "full", values["lora_rank"],
                         values["lora_targets"], values["lora_dtype"])
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
-                 values["optimizer"], values.get("optimizer_impl") or "foreach", values["gpu"],
+                 values["optimizer"], values["optimizer_impl"], values["gpu"],
                  values["overhead"])

@@ -155,7 +155,7 @@ def test_training_time_and_cost():
 def test_generic_network_shards_with_zero():
     arch = Architecture("generic", kind="generic", params_override=10**9)
     assert arch.kind == "generic"
-    one = estimate({"params": "1B", "activations": "per-sample", "zero": "3", "dp": "4"})
+    one = estimate({"params": "1B", "activations": "per-sample", "zero": "3", "dp": "4", "precision": "fp32"})
     assert one["components"]["weights"] == 10**9 * 4 // 4
 
 

@@ -20,8 +20,10 @@ def test_serving_loads_the_checkpoint_dtype_not_the_training_policy():
     # GPT-2's checkpoint is float32: transformers loads it as such, vLLM runs it in bf16.
     assert estimate({"model": "gpt2", "mode": "infer"})["setup"]["weight_dtype"] == "fp32"
     assert estimate({"model": "gpt2", "mode": "infer", "engine": "vllm"})["setup"]["weight_dtype"] == "bf16"
-    # Training keeps the Hugging Face Trainer's bf16=True policy: fp32 weights under autocast.
-    assert estimate({"model": "llama-3.1-8b"})["components"]["weights"] == 8_030_261_248 * 4
+    # Training with the Trainer's defaults keeps the checkpoint's dtype too (pycore/frameworks.py); with
+    # bf16=True (precision=amp-bf16) the weights are fp32 under autocast.
+    assert estimate({"model": "llama-3.1-8b"})["components"]["weights"] == 8_030_261_248 * 2
+    assert estimate({"model": "llama-3.1-8b", "precision": "amp-bf16"})["components"]["weights"] == 8_030_261_248 * 4
 
 
 def test_tensor_parallel_weights_and_kv_per_gpu_llama_405b():
