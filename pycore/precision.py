@@ -34,7 +34,8 @@ POLICIES = {
 
 # precision=auto: training follows the framework (pycore/frameworks.py: the Hugging Face Trainer trains in
 # the checkpoint's dtype; torchtitan in amp-bf16; Megatron and DeepSpeed in fp32 unless told); serving
-# loads the checkpoint's own dtype, as transformers 5 (dtype="auto" by default) and vLLM (--dtype auto) do. vLLM runs fp32 checkpoints in bf16 (vllm/config/model.py, _resolve_auto_dtype).
+# loads the checkpoint's own dtype, as transformers 5 (dtype="auto" by default) and vLLM (--dtype auto) do.
+# vLLM runs fp32 checkpoints in bf16 (vllm/config/model.py, _resolve_auto_dtype).
 TRAINING_DEFAULT = "amp-bf16"
 
 
