@@ -41,6 +41,8 @@ class Architecture:
     head_bias: bool = False         # the output head has a bias (Phi-1/2's lm_head)
     embedding_norm: bool = False    # LayerNorm right after the embeddings (BERT)
     mlm_head: bool = False          # BERT's dense + LayerNorm transform before the tied decoder
+    head: str = ""                  # task head: causal-lm, masked-lm, classification, none ("" = the preset's LM head)
+    num_labels: int = 2             # classification: labels the score/classifier layer outputs
     experts: int = 0                # routed experts per MoE layer; 0 = dense
     experts_per_token: int = 0
     expert_ffn: int = 0             # intermediate size of one routed expert; 0 means ffn (Mixtral)
@@ -98,6 +100,16 @@ class Architecture:
     @property
     def kv_dim(self):
         return self.kv_heads * self.dim_head
+
+    @property
+    def task_head(self):
+        """The head in force: the one given, else the language-model head of the preset's class."""
+        return self.head or ("masked-lm" if self.kind == "encoder" else "causal-lm")
+
+    @property
+    def output_width(self):
+        """Logits per token the head computes: the vocabulary, the labels, or none."""
+        return {"classification": self.num_labels, "none": 0}.get(self.task_head, self.vocab)
 
     @property
     def norm_params(self):
@@ -195,10 +207,18 @@ def count_parameters(arch):
     per_layer = moe_layer
 
     head = arch.norm_params if arch.kind == "decoder" else 0        # final norm
-    if arch.mlm_head:
-        head += h * h + h + arch.norm_params + vocab                 # transform dense, its norm, decoder bias
-    head_weight = 0 if arch.tied_embeddings else vocab * h
-    head += head_weight + (vocab if arch.head_bias else 0)
+    task = arch.task_head
+    if task in ("causal-lm", "masked-lm"):
+        if arch.mlm_head:
+            head += h * h + h + arch.norm_params + vocab             # transform dense, its norm, decoder bias
+        head_weight = 0 if arch.tied_embeddings else vocab * h
+        head += head_weight + (vocab if arch.head_bias else 0)
+    else:
+        if arch.kind == "encoder":
+            head += h * h + h                                        # BertModel's pooler (dense + tanh)
+        if task == "classification":
+            # BertForSequenceClassification's classifier has a bias; the decoders' score layer has none
+            head += h * arch.num_labels + (arch.num_labels if arch.kind == "encoder" else 0)
     total = embedding + layers_total + head
     active = embedding + active_layers + head
     largest = max(vocab * h, h * arch.ffn, h * arch.q_dim)
@@ -226,7 +246,7 @@ def _count_encoder_decoder(arch):
 
 
 ARCH_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "experts",
-               "experts_per_token", "expert_ffn", "tied", "max_positions")
+               "experts_per_token", "expert_ffn", "tied", "max_positions", "head", "num_labels")
 
 
 def with_overrides(arch, overrides):

@@ -115,7 +115,9 @@ def stages(arch, counts, lay):
     if arch.kind == "decoder":      # the final norm, replicated; the head's weight (and bias) vocabulary-parallel
         head = math.ceil((counts.head - arch.norm_params) / t) + arch.norm_params
     else:
-        head = math.ceil((0 if arch.tied_embeddings else arch.vocab * arch.hidden) / t) + counts.head
+        lm = arch.task_head in ("causal-lm", "masked-lm") and not arch.tied_embeddings
+        head = math.ceil((arch.vocab * arch.hidden if lm else 0) / t) + counts.head - \
+            (arch.vocab * arch.hidden if lm else 0)
     result = []
     first = 0
     for index in range(lay.pp):

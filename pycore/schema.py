@@ -131,6 +131,12 @@ FIELDS = (
     _int("max_positions", None, "maximum positions (max_position_embeddings): caps every sequence answer; "
          "learned position tables (GPT-2, BERT) count toward the parameters; " + ARCH_HINT, "model",
          maximum=100_000_000),
+    _choice("head", None, ("causal-lm", "masked-lm", "classification", "none"),
+            "task head: causal-lm (next-token logits over the vocabulary), masked-lm (BERT's MLM head), "
+            "classification (num_labels logits: *ForSequenceClassification), none (the base model)", "model",
+            "the preset's own class (config.json architectures)"),
+    _int("num_labels", 2, "labels of a classification head", "model", "transformers PretrainedConfig default (2)",
+         maximum=1_000_000),
     _choice("tied", None, ("yes", "no"), "output head shares the embedding matrix (tie_word_embeddings); "
             + ARCH_HINT, "model"),
     Field("params", "count", None, "parameter count of a generic network (used when no transformer is given)",
@@ -240,7 +246,7 @@ LABELS = {
     "model": "Model preset", "config": "config.json path", "layers": "Layers", "hidden": "Hidden size",
     "heads": "Attention heads", "kv_heads": "KV heads", "head_dim": "Head dim", "ffn": "FFN size",
     "vocab": "Vocabulary", "experts": "Experts", "experts_per_token": "Experts per token",
-    "expert_ffn": "Expert FFN size", "max_positions": "Max positions", "tied": "Tied embeddings",
+    "expert_ffn": "Expert FFN size", "max_positions": "Max positions", "head": "Task head", "num_labels": "Labels", "tied": "Tied embeddings",
     "params": "Parameters (generic network)", "mode": "Workload", "batch": "Micro-batch per GPU",
     "seq": "Sequence length", "new_tokens": "New tokens", "precision": "Precision policy",
     "weight_dtype": "Weights dtype", "grad_dtype": "Gradients dtype", "master_dtype": "Master weights dtype",

@@ -123,7 +123,7 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: dict) -> 
         tokens = sym("B", batch) * sym("n", prompt)
         working = (split(sym("wf", width), "t", lay.tp, _exact) + sym("h", 3 * arch.hidden)) * e * tokens
         if stage.has_head:
-            working = working + split(sym("V", arch.vocab), "t", lay.tp) * sym("B", batch) * 8
+            working = working + split(sym("V", arch.output_width), "t", lay.tp) * sym("B", batch) * 8
         if work.attention == "eager":
             working = working + rnd(split(sym("a", (4 + e) * arch.heads), "t", lay.tp, _exact) * sym("n", prompt) * tokens)
         kv_source = "keys and values of every cached layer (transformers DynamicCache)"
@@ -161,7 +161,7 @@ def _vllm_pools(setup, stage, gpu, stored, weights_label, weight_symbols, per_to
         # max_num_seqs is 1024 on GPUs of 70 GiB or more other than the A100, else 256
         # (vllm/engine/arg_utils.py _set_default_args_v1, v0.10-v0.11).
         seqs = 1024 if gpu["usable_bytes"] >= 70 * 2**30 and "a100" not in gpu["id"] else 256
-        activation = activation + sym("V", arch.vocab) * sym("seqs", seqs) * 12
+        activation = activation + sym("V", arch.output_width) * sym("seqs", seqs) * 12
     left = requested - stored - non_torch - activation
     block = per_token * BLOCK_TOKENS
     if left.value > 0 and block.value > 0:

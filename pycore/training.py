@@ -92,13 +92,13 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "tuple | None
         pools.append(make("backward_working", "Backward working tensors (one layer)", working_q, WORKING,
                           "one layer's gradient buffers and rebuilt activations during its backward",
                           "w = working bytes per token of one layer; T = tokens; Pl = parameters of the largest layer"))
-    if not generic and stage.has_head and work.mode == "train":
+    if not generic and stage.has_head and work.mode == "train" and arch.output_width:
         pools += _loss_pools(setup, tokens)
-    if not generic and stage.has_head and not setup.finetune.adapters:
+    if not generic and stage.has_head and not setup.finetune.adapters and arch.output_width:
         # The head's weight gradient appears first in backward. With tied embeddings autograd holds it
         # until the embedding's own gradient arrives at the very end, then sums the two into a third
         # tensor: three vocab × hidden gradients exist for a moment.
-        head_q = rnd(split(sym("V", arch.vocab), "t", lay.tp) * sym("h", arch.hidden) * states.grad_bytes)
+        head_q = rnd(split(sym("V", arch.output_width), "t", lay.tp) * sym("h", arch.hidden) * states.grad_bytes)
         pools.append(make("head_gradient", "Output head's weight gradient", head_q, ("backward, first layer",),
                           "the first gradient backward produces", "V = vocabulary; t = tensor-parallel degree; "
                           "h = hidden size", group="gradient_buffers"))
@@ -160,7 +160,7 @@ def _loss_pools(setup: Setup, tokens: int) -> "list[Pool]":
     """Logits and cross-entropy buffers (transformers' causal-LM loss; torchtune's chunked loss)."""
     arch, policy, work, lay = setup.arch, setup.policy, setup.workload, setup.layout
     e = policy.bytes("act")
-    vocab_tokens = split(sym("V", arch.vocab), "t", lay.tp) * sym("T", tokens)
+    vocab_tokens = split(sym("V", arch.output_width), "t", lay.tp) * sym("T", tokens)
     logits_bytes = 2 if policy.autocast else e
     # transformers' causal-LM loss upcasts logits to fp32; autocast runs log_softmax in fp32; BERT's
     # masked-LM loss stays in the logits' dtype.

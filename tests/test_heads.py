@@ -1,0 +1,34 @@
+"""Task heads (issue 10): a classification head has no vocabulary logits; counts and memory follow.
+
+Expected counts: validation/head_counts.json, written by validation/count_heads.py from transformers 5.23
+on the meta device (AutoModelForSequenceClassification and AutoModel built from tests/configs/).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pycore import estimate
+from pycore.architecture import count_parameters, with_overrides
+from pycore.hf_config import architecture_from_dict
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDED = json.loads((ROOT / "validation" / "head_counts.json").read_text())["counts"]
+
+
+@pytest.mark.parametrize("label", sorted(RECORDED))
+def test_head_counts_equal_transformers(label):
+    name, head, *labels = label.split()
+    arch = architecture_from_dict(json.loads((ROOT / "tests" / "configs" / name).read_text()))
+    arch = with_overrides(arch, {"head": head, "num_labels": int(labels[0]) if labels else 2})
+    assert count_parameters(arch).total == RECORDED[label]
+
+
+def test_classification_drops_the_vocabulary_logits():
+    mlm = estimate({"model": "bert-base-uncased", "batch": "32", "seq": "512"})
+    cls = estimate({"model": "bert-base-uncased", "batch": "32", "seq": "512", "head": "classification"})
+    # BERT's MLM head keeps 32·512·30522 logits and their loss buffers; a 2-label head keeps 32·512·2.
+    assert "logits" in mlm["components"] or "logits_and_loss" in mlm["components"]
+    assert cls["components"].get("logits_and_loss", 0) < mlm["components"]["logits_and_loss"] / 1000
+    assert cls["params"]["total"] == 109_483_778      # validation/head_counts.json
