@@ -18,6 +18,13 @@ The same step is run on three parameter sets (SHAPES): two that share their larg
 total, so each temporary can be written as a·params + b·largest_tensor (elements of the state dtype), and
 one with two largest tensors side by side, which shows the single-tensor path's carried-over temporary.
 
+This runs on CPU, where the kernels allocate as they do on CUDA (torch 2.13.0 source): foreach ops on CPU
+take the slow path, one single-tensor op per tensor, but ``torch._foreach_sqrt`` still returns the whole
+list before anything else runs (torch/optim/adam.py L762), as the CUDA multi-tensor kernel does; the fused
+kernels update in place on both (``torch._fused_adamw_``, adam.py L877); the single-tensor path is the same
+Python loop (adam.py L544). What differs is only which one runs when none is asked for: foreach on CUDA,
+the single-tensor loop on CPU (torch/optim/optimizer.py L161-186, torch/utils/_foreach_utils.py L8-10).
+
 Usage:
     python3 -m venv /work/venv-optim && /work/venv-optim/bin/pip install torch==2.13.0
     /work/venv-optim/bin/pip install --no-deps lion-pytorch==0.2.5       # Lion; torch ships none
