@@ -19,8 +19,8 @@ KERNEL_SOURCES = {
                "state-sized temporary per parameter, all at once (validation/measured_optimizer.json)",
     "fused": "fused kernel (torch._fused_adamw_): updates in place, no temporaries "
              "(validation/measured_optimizer.json)",
-    "for-loop": "for-loop kernel (torch.optim _single_tensor_adam): two temporaries the size of the largest "
-                "parameter at a time (validation/measured_optimizer.json)",
+    "for-loop": "for-loop kernel (torch.optim _single_tensor_adam): two temporaries the size of the parameter "
+                "being updated and one of the one before it (validation/measured_optimizer.json)",
 }
 
 
@@ -127,7 +127,8 @@ def model_states(setup: Setup, stage: Stage) -> States:
         else:
             pools.append(make("optimizer_step_temporaries", label, combined, ("optimizer step",),
                               KERNEL_SOURCES[setup.optimizer_impl],
-                              "S = trainable parameters; largest = the largest single parameter tensor"))
+                              "S = trainable parameters; n, n_prev = the largest parameter tensor and the "
+                              "one updated before it"))
     if offloaded:
         host.append(make("offloaded_gradients", "Gradient copies (in CPU memory)", gradients, (), opt_source))
     return States(pools, host, grad_bytes, trainable)
@@ -135,18 +136,27 @@ def model_states(setup: Setup, stage: Stage) -> States:
 
 def _step_temporaries(setup: Setup, trainable: Q, state_bytes: float) -> "Q | None":
     """The optimizer step's own temporaries for the chosen kernel (pycore.optimizer)."""
-    per_param = opt.STEP_TEMPORARIES[setup.optimizer]
-    if not per_param:
-        return None
     kernel = setup.optimizer_impl
-    if kernel == "fused":
+    if kernel == "fused" and setup.optimizer not in opt.NO_FUSED_KERNEL:
         return None
-    if kernel == "for-loop":
-        # validation/measured_optimizer.json (torch 2.13): the single-tensor Adam/AdamW step holds two
-        # temporaries the size of the parameter it is updating (sqrt(exp_avg_sq) and its quotient).
-        largest = min(setup.counts.largest_tensor, trainable.value)
-        return rnd(sym("largest", largest) * num(2 * per_param) * state_bytes)
-    return rnd(trainable * num(per_param) * state_bytes)
+    if kernel == "foreach":
+        per_param = opt.STEP_TEMPORARIES[setup.optimizer]
+        return rnd(trainable * num(per_param) * state_bytes) if per_param else None
+    # for-loop (validation/measured_optimizer.json, torch 2.13): a tensors the size of the one being
+    # updated and b the size of the one before it. The embedding, usually the largest, comes first; when an
+    # MLP matrix is the largest, gate_proj sits just before up_proj, of the same size.
+    a, b = opt.FOR_LOOP_TEMPORARIES[setup.optimizer]
+    if not a:
+        return None
+    arch = setup.arch
+    mlp = arch.hidden * (arch.expert_ffn or arch.ffn)
+    embedding = arch.vocab * arch.hidden
+    size, before = max(((embedding, 0), (mlp, mlp if arch.mlp == "gated" else 0)),
+                       key=lambda pair: a * pair[0] + b * pair[1])
+    count = int(trainable.value)
+    size = min(size or count, count)
+    before = min(before, count - size)
+    return rnd((sym("n", size) * a + sym("n_prev", before) * b) * state_bytes)
 
 
 def _dtype_name(element_bytes: float) -> str:

@@ -1,27 +1,79 @@
-"""The optimizer step's temporaries per kernel, against validation/measured_optimizer.json (torch 2.13,
-validation/measure_optimizer.py: MemTracker's peak during step() above parameters, gradients and state)."""
+"""Step temporaries per optimizer kernel against validation/measured_optimizer.json.
+
+The record is written by validation/measure_optimizer.py (torch 2.13.0 on CPU, lion-pytorch 0.2.5): the
+bytes ``optimizer.step()`` allocates above parameters, gradients and state, counted exactly by a
+TorchDispatchMode and cross-checked with MemTracker. Each case is three parameter sets; the formula must
+give every measured value within 0.2% (the small per-tensor statistics Adafactor keeps beside its
+full-size estimate, 0.17% of the largest tensor, are not modelled).
+"""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from pycore import estimate
+from pycore import optimizer
 
-RECORD = json.loads((Path(__file__).resolve().parent.parent / "validation" / "measured_optimizer.json").read_text())
+ROOT = Path(__file__).resolve().parent.parent
+RECORD = json.loads((ROOT / "validation" / "measured_optimizer.json").read_text())
+ELEMENT_BYTES = {"fp32": 4, "bf16": 2}
+TOLERANCE = 0.002
+MEASURED = [case for case in RECORD["cases"] if "runs" in case and case["optimizer"] in optimizer.STATES]
 
 
-@pytest.mark.parametrize("kernel,params_coefficient,largest_coefficient", [
-    ("foreach", 1.0, 0.0), ("fused", 0.0, 0.0), ("for-loop", 0.0, 2.0)])
-def test_adamw_temporaries_follow_the_measured_kernel(kernel, params_coefficient, largest_coefficient):
-    case = next(c for c in RECORD["cases"] if c["optimizer"] == "adamw" and c["kernel"] == kernel
-                and c["dtype"] == "fp32")
-    assert case["params_coefficient"] == pytest.approx(params_coefficient, abs=1e-3)
-    assert case["largest_tensor_coefficient"] == pytest.approx(largest_coefficient, abs=1e-3)
-    # The same rule in the estimate: fp32 states (4 B), the model's own counts.
+def test_record_covers_every_kernel_of_the_optimizers_torch_ships():
+    assert RECORD["torch"].startswith("2.13")
+    measured = {(case["optimizer"], case["kernel"], case["dtype"]) for case in MEASURED}
+    for name in ("adamw", "adam", "sgd", "sgd-momentum"):
+        for kernel in optimizer.KERNELS:
+            assert {(name, kernel, "fp32"), (name, kernel, "bf16")} <= measured
+    assert ("adafactor", "foreach", "fp32") in measured and ("adafactor", "for-loop", "fp32") in measured
+    assert ("lion", "foreach", "fp32") in measured and ("lion", "for-loop", "fp32") in measured
+
+
+def test_record_agrees_with_memtracker():
+    for case in MEASURED:
+        for run in case["runs"].values():
+            assert run["temporary_bytes"] == run["temporary_bytes_exact"]
+
+
+@pytest.mark.parametrize("case", MEASURED, ids=lambda c: f"{c['optimizer']} {c['kernel']} {c['dtype']}")
+def test_step_temporary_bytes_match_the_measurement(case):
+    for label, run in case["runs"].items():
+        estimated = optimizer.step_temporary_bytes(
+            case["optimizer"], run["params"], ELEMENT_BYTES[case["dtype"]], kernel=case["kernel"],
+            largest_tensor=run["largest_tensor"], preceding_tensor=run["preceding_tensor"])
+        measured = run["temporary_bytes_exact"]
+        assert estimated == pytest.approx(measured, rel=TOLERANCE, abs=4096), label
+
+
+def test_foreach_is_unchanged_from_the_validated_estimate():
+    # validation/measured.json's cases run foreach=True; their numbers rest on 1 x params for AdamW.
+    assert optimizer.step_temporary_bytes("adamw", 10**9, 4) == 4 * 10**9
+    assert optimizer.step_temporary_bytes("sgd-momentum", 10**9, 4) == 0
+
+
+def test_for_loop_without_a_largest_tensor_is_an_upper_bound():
+    assert optimizer.step_temporary_bytes("adamw", 1000, 4, kernel="for-loop") == 2 * 1000 * 4
+    assert optimizer.step_temporary_bytes("adamw", 1000, 4, kernel="for-loop", largest_tensor=100) == 800
+
+
+def test_fused_allocates_nothing_and_adafactor_falls_back_to_its_loop():
+    assert optimizer.step_temporary_bytes("adamw", 10**9, 4, kernel="fused") == 0
+    assert optimizer.step_temporary_bytes("adafactor", 1000, 4, kernel="fused", largest_tensor=100) == \
+        optimizer.step_temporary_bytes("adafactor", 1000, 4, kernel="for-loop", largest_tensor=100)
+
+
+def test_unknown_kernel_is_refused():
+    with pytest.raises(ValueError, match="kernel"):
+        optimizer.step_temporary_bytes("adamw", 1000, 4, kernel="apex")
+
+
+@pytest.mark.parametrize("kernel", optimizer.KERNELS)
+def test_the_estimate_uses_the_measured_kernel_rule(kernel):
+    # GPT-2 in fp32: its largest tensor is the embedding (50257 × 768), updated first (nothing before it).
+    from pycore import estimate
     result = estimate({"model": "gpt2", "precision": "fp32", "optimizer_impl": kernel})
-    from pycore import catalog
-    from pycore.architecture import count_parameters
-    counts = count_parameters(catalog.architecture("gpt2"))
-    expected = round((params_coefficient * counts.total + largest_coefficient * counts.largest_tensor) * 4)
+    expected = optimizer.step_temporary_bytes("adamw", result["params"]["total"], 4, kernel=kernel,
+                                              largest_tensor=50257 * 768, preceding_tensor=0)
     assert result["components"].get("optimizer_step_temporaries", 0) == expected

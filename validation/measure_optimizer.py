@@ -1,7 +1,7 @@
 """Measure the temporaries of ``optimizer.step()`` for each optimizer kernel, for pycore/optimizer.py.
 
 Dev-only: needs torch (never a dependency of pycore). For each optimizer shipped with torch that pycore
-names (adamw, adam, sgd, sgd-momentum, adafactor) and each kernel:
+names (adamw, adam, sgd, sgd-momentum, adafactor), Lion from lion-pytorch, and each kernel:
 
 - ``foreach``: foreach=True, what torch.optim picks on CUDA when neither foreach nor fused is given;
 - ``fused``: fused=True (Hugging Face Trainer's ``adamw_torch_fused``);
@@ -18,12 +18,21 @@ The same step is run on three parameter sets (SHAPES): two that share their larg
 total, so each temporary can be written as a·params + b·largest_tensor (elements of the state dtype), and
 one with two largest tensors side by side, which shows the single-tensor path's carried-over temporary.
 
+This runs on CPU, where the kernels allocate as they do on CUDA (torch 2.13.0 source): foreach ops on CPU
+take the slow path, one single-tensor op per tensor, but ``torch._foreach_sqrt`` still returns the whole
+list before anything else runs (torch/optim/adam.py L762), as the CUDA multi-tensor kernel does; the fused
+kernels update in place on both (``torch._fused_adamw_``, adam.py L877); the single-tensor path is the same
+Python loop (adam.py L544). What differs is only which one runs when none is asked for: foreach on CUDA,
+the single-tensor loop on CPU (torch/optim/optimizer.py L161-186, torch/utils/_foreach_utils.py L8-10).
+
 Usage:
     python3 -m venv /work/venv-optim && /work/venv-optim/bin/pip install torch==2.13.0
+    /work/venv-optim/bin/pip install --no-deps lion-pytorch==0.2.5       # Lion; torch ships none
     /work/venv-optim/bin/python validation/measure_optimizer.py      # -> validation/measured_optimizer.json
 """
 
 import datetime
+import importlib.metadata
 import json
 import platform
 import sys
@@ -61,11 +70,24 @@ OPTIMIZERS = {
     "sgd": lambda params, **kernel: torch.optim.SGD(params, lr=1e-3, **kernel),
     "sgd-momentum": lambda params, **kernel: torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kernel),
     "adafactor": lambda params, **kernel: torch.optim.Adafactor(params, lr=1e-3, **kernel),
+    "lion": lambda params, **kernel: lion(params, **kernel),
 }
 KERNELS = {"foreach": dict(foreach=True), "fused": dict(fused=True),
            "for-loop": dict(foreach=False, fused=False)}
 NO_FUSED = {"adafactor"}        # torch.optim.Adafactor takes no fused argument (foreach only)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def lion(params, foreach=False, fused=False):
+    """Lion as lucidrains/lion-pytorch ships it (torch has none): lion_pytorch.foreach.Lion for foreach,
+    lion_pytorch.Lion for the single-tensor loop; its fused kernel (use_triton=True) needs CUDA."""
+    if fused:
+        raise ValueError("lion-pytorch's fused kernel (use_triton=True) needs Triton on CUDA")
+    if foreach:
+        from lion_pytorch.foreach import Lion
+    else:
+        from lion_pytorch import Lion
+    return Lion(params, lr=1e-4)
 
 
 class LiveBytes(TorchDispatchMode):
@@ -156,6 +178,13 @@ def fit(small, large):
     return round(a, 4), round(b, 4)
 
 
+def _version(package):
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def main():
     cases = []
     for name in OPTIMIZERS:
@@ -164,7 +193,7 @@ def main():
                 label = f"{name} {kernel} {dtype_name}"
                 try:
                     runs = {size: measure(name, kernel, dtype, shapes) for size, shapes in SHAPES.items()}
-                except (RuntimeError, TypeError, ValueError) as error:     # a kernel torch does not ship
+                except (RuntimeError, TypeError, ValueError, ImportError) as error:   # a kernel not shipped
                     print(f"{label}: not available: {error}", flush=True)
                     cases.append({"optimizer": name, "kernel": kernel, "dtype": dtype_name,
                                   "unavailable": str(error).splitlines()[0]})
@@ -179,6 +208,7 @@ def main():
         "about": "optimizer.step() temporaries above parameters + gradients + state, per kernel; "
                  "written by validation/measure_optimizer.py",
         "torch": torch.__version__,
+        "lion_pytorch": _version("lion-pytorch"),
         "device": "cpu",
         "python": platform.python_version(),
         "date": datetime.date.today().isoformat(),
