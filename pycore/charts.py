@@ -15,7 +15,6 @@ def _series(values: dict, key: str, xs: "list[int]") -> dict:
         except FieldError:
             continue
         parts = {k: (label, size) for k, label, size in result["live"]}
-        parts["overhead"] = ("Runtime overhead", result["overhead_bytes"])
         rows.append((x, parts, result["total_bytes"]))
     keys: dict = {}
     for _, parts, _ in rows:

@@ -8,9 +8,10 @@ pools live at that moment plus the runtime overhead, and adds up to the total ex
 """
 
 from .catalog import gpus as gpu_catalog
+from .device import overhead_pools
 from .errors import FieldError, InputError
-from .expr import num, rnd, sym
-from .pools import Pool, components, live, make
+from .expr import rnd, sym
+from .pools import Pool, components, live
 from .precision import named_policy
 from .schema import parse
 from .serving import kv_cache_bytes, serving, vllm_capacity
@@ -58,19 +59,17 @@ def estimate_setup(setup: Setup, values: dict, explain: bool = True) -> dict:
     moment_names = tuple(result["moments"])
     host: "list[Pool]" = result.pop("host")
     peak = result["peak_bytes"]
-    kind, amount = setup.overhead
-    if kind == "percent":
-        overhead = make("overhead", "Runtime overhead (CUDA context, allocator)", rnd(sym("peak", peak) * amount / 100),
-                        (), "a share of the peak, as given", "peak = peak tensor bytes")
-    else:
-        overhead = make("overhead", "Runtime overhead (CUDA context, allocator)", num(amount), (),
-                        "CUDA context with cuBLAS: 0.5-1 GiB; a round allowance unless given")
-    total = peak + overhead.bytes
+    at_peak = live(pools, result["peak_moment"])
+    lay = setup.layout
+    extra = overhead_pools(at_peak, setup.overhead, setup.expandable_segments, max(lay.world, lay.ep), peak)
+    overhead_bytes = sum(p.bytes for p in extra)
+    total = peak + overhead_bytes
+    reserved = peak + sum(p.bytes for p in extra if p.group in ("reserved", "overhead"))
     if not explain:
-        live_now = [(p.key, p.label, p.bytes) for p in live(pools, result["peak_moment"])]
-        result.update(overhead_bytes=overhead.bytes, total_bytes=total, live=live_now)
+        live_now = [(p.key, p.label, p.bytes) for p in at_peak] + [(p.key, p.label, p.bytes) for p in extra]
+        result.update(overhead_bytes=overhead_bytes, total_bytes=total, live=live_now)
         return result
-    rows = live(pools, result["peak_moment"]) + ([overhead] if overhead.bytes else [])
+    rows = at_peak + [p for p in extra if p.bytes]
     breakdown = [_row(p, total) for p in rows]
     work = setup.workload
     result.update(
@@ -80,7 +79,8 @@ def estimate_setup(setup: Setup, values: dict, explain: bool = True) -> dict:
                "kv_dtype": setup.policy.kv, "engine": work.engine if not work.training else None,
                "optimizer_impl": setup.optimizer_impl if work.training else None},
         pools=[p.as_dict() for p in pools], host_pools=[p.as_dict() for p in host],
-        overhead_bytes=overhead.bytes, total_bytes=total, breakdown=breakdown,
+        overhead_bytes=overhead_bytes, total_bytes=total, breakdown=breakdown,
+        reserved_bytes=reserved, device_bytes=total,
         components=components(pools, moment_names),
         activation_terms=_term_rows(result, setup),
         warnings=_warnings(setup),

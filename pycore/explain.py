@@ -6,6 +6,8 @@ formula, the substituted numbers and the bytes always agree.
 
 from .units import format_bytes
 
+OVERHEAD_KEYS = ("overhead", "allocator_cache", "cuda_context", "nccl_buffers")
+
 
 def _row(record: dict, live: bool) -> dict:
     return {"name": record["label"], "key": record["key"], "formula": record["formula"],
@@ -17,7 +19,8 @@ def formulas(result: dict) -> "list[dict]":
     """Every pool of the estimate (those live at the peak first), the activation terms, the overhead and
     the peak, as {name, formula, substituted, bytes, text, source} rows."""
     at_peak = {row["key"] for row in result["breakdown"]}
-    rows = [_row(p, True) for p in result["pools"] if p["key"] in at_peak and p["bytes"]]
+    rows = [_row(p, True) for p in result["pools"] if p["key"] in at_peak and p["bytes"]
+            and p["key"] not in OVERHEAD_KEYS]
     for term in result.get("activation_terms", ()):
         rows.append({"name": "  · " + term["name"], "key": "activation_term", "formula": term["symbols"],
                      "substituted": term["substituted"], "symbols": "b = " + term["formula"] + "; t = tensor-parallel "
@@ -25,9 +28,7 @@ def formulas(result: dict) -> "list[dict]":
                      "live_at_peak": True, **format_bytes(term["bytes"])})
     rows += [_row(p, False) for p in result["pools"] if p["key"] not in at_peak and p["bytes"]]
     rows += [_row(p, False) for p in result.get("host_pools", ()) if p["bytes"]]
-    overhead = next((r for r in result["breakdown"] if r["key"] == "overhead"), None)
-    if overhead:
-        rows.append(_row(overhead, True))
+    rows += [_row(r, True) for r in result["breakdown"] if r["key"] in OVERHEAD_KEYS]
     moments = result["moments"]
     many = len(moments) > 1
     rows.append({"name": "Peak", "key": "peak",

@@ -206,9 +206,12 @@ FIELDS = (
           "a number from 0 to 10,000", (), "Korthikanti et al. 2022: 34 bytes per s·b·h at 16 bit = 17 × 2 bytes", "savers", "", 0, 10_000),
     Field("act_per_sample", "size", 0, "per-sample model: activation bytes of one sample",
           "a size such as 0.215GiB, 512MiB or a number of bytes", (), "", "savers", "bytes", 0, 2**50),
-    Field("overhead", "overhead", ("bytes", 2**30), "runtime overhead on top of tensors: CUDA context, "
-          "allocator caching, cuBLAS workspaces", "a size (2GiB, 800MiB) or a percent of the peak (10%)", (),
-          "a CUDA context with cuBLAS takes 0.5-1 GiB; 1 GiB is a round allowance", "hardware", ""),
+    Field("overhead", "overhead", None, "runtime overhead on top of the peak of live tensors; default: modelled as "
+          "the allocator's cache, the CUDA context and NCCL buffers (pycore/device.py)",
+          "a size (2GiB, 800MiB) or a percent of the peak (10%)", (), "pycore/device.py", "hardware", ""),
+    _choice("expandable_segments", "no", ("no", "yes"), "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: "
+            "the caching allocator grows segments in place and strands far less memory", "hardware",
+            "PyTorch's default (off); torchtitan's run_train.sh turns it on"),
     _int("dp", 1, "data-parallel degree (replicas, or ZeRO/FSDP shards)", "parallel"),
     _int("tp", 1, "tensor-parallel degree (Megatron-style, within a node)", "parallel", maximum=1024),
     _int("pp", 1, "pipeline-parallel stages", "parallel", maximum=1024),
@@ -264,6 +267,7 @@ LABELS = {
     "interleave": "Interleaved stages", "offload": "CPU offload", "gpus": "GPUs available",
     "train_tokens": "Tokens to train", "mfu": "MFU", "price": "Price",
     "act_per_sample": "Activation bytes per sample", "overhead": "Runtime overhead", "gpu": "GPU",
+    "expandable_segments": "Expandable segments",
 }
 GROUPS = (("model", "Model"), ("workload", "Workload"), ("precision", "Precision and optimizer"),
           ("savers", "Memory savers"), ("finetune", "Fine-tuning and quantization"), ("parallel", "Parallelism"),

@@ -65,7 +65,8 @@ class Setup:
     optimizer: str
     optimizer_impl: str         # foreach | fused | for-loop
     gpu: str
-    overhead: tuple             # ("bytes", n) or ("percent", x)
+    overhead: "tuple | None"    # ("bytes", n) or ("percent", x); None: modelled (pycore.device)
+    expandable_segments: str = "no"
 
 
 def resolve_architecture(values: dict) -> Architecture:
@@ -134,4 +135,4 @@ def resolve(values: dict) -> Setup:
                         values["lora_targets"], values["lora_dtype"])
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
                  values["optimizer"], values["optimizer_impl"], values["gpu"],
-                 values["overhead"])
+                 values["overhead"], values.get("expandable_segments", "no"))

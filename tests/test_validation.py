@@ -72,5 +72,5 @@ def test_fsdp_peak_within_10_percent_of_measured(case):
 def test_torchtitan_published_memory_within_10_percent(label, query, theirs):
     # torchtitan docs/performance.md, Llama 3.1 on H100 (Tables 2 and 4): max reserved GiB per GPU.
     from urllib.parse import parse_qsl
-    ours = estimate(dict(parse_qsl(query)))["total_bytes"] / 2**30
+    ours = estimate(dict(parse_qsl(query)))["reserved_bytes"] / 2**30
     assert abs(ours - theirs) <= 0.10 * theirs
