@@ -62,6 +62,13 @@ def layout(values, arch):
             raise InputError("pp", f"at most one stage per layer ({arch.layers}), got {values['pp']}")
         if values["ep"] > 1 and (not arch.experts or arch.experts % values["ep"]):
             raise InputError("ep", f"must divide the routed experts ({arch.experts}), got {values['ep']}")
+        # In training, expert-parallel groups are carved out of the data- and context-parallel GPUs
+        # (Megatron-LM parallel_state.initialize_model_parallel). Serving (vLLM --enable-expert-parallel)
+        # puts ep GPUs side by side, attention replicated where tp is smaller: any ep dividing the experts.
+        hosts = values["dp"] * values["cp"]
+        if values["mode"] == "train" and values["ep"] > 1 and hosts % values["ep"]:
+            raise InputError("ep", f"expert parallelism spreads experts over the dp × cp GPUs ({hosts}), which "
+                                   f"must be a multiple of ep ({values['ep']})")
     elif values["tp"] > 1 or values["pp"] > 1 or values["ep"] > 1:
         raise InputError("tp" if values["tp"] > 1 else "pp" if values["pp"] > 1 else "ep",
                          "a generic network (params only) supports data parallelism and ZeRO only")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pycore import catalog, estimate, parallel, parse
+from pycore import InputError, catalog, estimate, parallel, parse
 from pycore.answers import answer
 from pycore.architecture import Architecture, count_parameters
 from pycore.estimate import estimate_values
@@ -182,3 +182,12 @@ def test_one_gpu_holds_exactly_the_counted_parameters(model_id):
     arch = catalog.architecture(model_id)
     counts = count_parameters(arch)
     assert sum(stage.params for stage in parallel.stages(arch, counts, parallel.Layout())) == counts.total
+
+
+def test_expert_parallelism_needs_data_parallel_gpus_to_spread_over():
+    # Issue 13: mixtral ep=8 zero=3 with dp=1 was accepted and reported 2 GPUs. Megatron carves expert-
+    # parallel groups out of the data-parallel ranks: dp × cp must be a multiple of ep.
+    with pytest.raises(InputError) as error:
+        estimate({"model": "mixtral-8x7b-v0.1", "ep": "8", "zero": "3"})
+    assert error.value.key == "ep" and "dp × cp" in str(error.value)
+    assert estimate({"model": "mixtral-8x7b-v0.1", "ep": "8", "zero": "3", "dp": "8"})["total_bytes"] > 0
