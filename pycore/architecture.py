@@ -172,6 +172,33 @@ def _mlp_params(arch, width):
     return matrices * arch.hidden * width + biases
 
 
+def is_dense_layer(arch, index):
+    """Whether layer ``index`` has a dense MLP: every layer of a dense model; the leading ``dense_layers``
+    of a mixture of experts (DeepSeek's first_k_dense_replace; Qwen2-MoE's read as such by hf_config)."""
+    return not arch.experts or index < arch.dense_layers
+
+
+def layer_params(arch, index, tp=1, ep=1, active=False):
+    """Parameters of decoder/encoder layer ``index`` on one GPU of a tensor- and expert-parallel layout.
+
+    The one place layers are counted: ``count_parameters`` (tp = ep = 1, exact against transformers) and
+    the pipeline split (``pycore.parallel.stages``) both call it. Tensor parallelism splits the attention
+    and MLP matrices (Megatron's column/row parallel linears); norms, routers and Qwen2-MoE's shared-expert
+    gate are replicated; routed experts split ep ways and tp ways inside each. ``active``: only the
+    experts one token passes through (for FLOPs).
+    """
+    attention = _attention_params(arch)
+    norms = arch.norms_per_layer * arch.norm_params
+    if is_dense_layer(arch, index):
+        return -(-(attention + _mlp_params(arch, arch.ffn)) // tp) + norms
+    expert = _mlp_params(arch, arch.expert_ffn or arch.ffn)
+    shared = _mlp_params(arch, arch.shared_width) if arch.shared_width else 0
+    router = arch.hidden * arch.experts + (arch.experts if arch.router_bias else 0) + \
+        (arch.hidden if arch.shared_expert_gate else 0)
+    experts = arch.experts_per_token if active else arch.experts
+    return -(-attention // tp) + norms + router + -(-(experts * expert) // (ep * tp)) + -(-shared // tp)
+
+
 @lru_cache(maxsize=512)
 def count_parameters(arch):
     """Exact parameter count of the transformers model that ``arch`` describes."""
@@ -189,18 +216,10 @@ def count_parameters(arch):
         embedding += arch.norm_params
 
     attention = _attention_params(arch)
-    dense_mlp = _mlp_params(arch, arch.ffn)
     norms = arch.norms_per_layer * arch.norm_params
-    dense_layer = attention + norms + dense_mlp
-    if arch.experts:
-        expert = _mlp_params(arch, arch.expert_ffn or arch.ffn)
-        shared = _mlp_params(arch, arch.shared_width) if arch.shared_width else 0
-        shared += h if arch.shared_expert_gate else 0
-        router = h * arch.experts + (arch.experts if arch.router_bias else 0)
-        moe_layer = attention + norms + router + arch.experts * expert + shared
-        active_moe = attention + norms + router + arch.experts_per_token * expert + shared
-    else:
-        moe_layer = active_moe = dense_layer
+    dense_layer = layer_params(arch, 0) if not arch.experts or arch.dense_layers else 0
+    moe_layer = layer_params(arch, arch.layers - 1)
+    active_moe = layer_params(arch, arch.layers - 1, active=True)
     dense_count = arch.dense_layers if arch.experts else arch.layers
     layers_total = dense_count * dense_layer + (arch.layers - dense_count) * moe_layer
     active_layers = dense_count * dense_layer + (arch.layers - dense_count) * active_moe

@@ -14,7 +14,7 @@
 import math
 from dataclasses import dataclass
 
-from .architecture import _attention_params, _mlp_params
+from .architecture import is_dense_layer, layer_params
 from .schema import InputError
 
 FSDP_STAGES = {"none": None, "NO_SHARD": 0, "SHARD_GRAD_OP": 2, "FULL_SHARD": 3, "HYBRID_SHARD": 3}
@@ -103,17 +103,8 @@ def stages(arch, counts, lay):
     if arch.kind == "generic":
         return [Stage(0, 0, counts.total, 0, 0, 0, True, True, 1)]
     t, e = lay.tp, lay.ep
-    norms = arch.norms_per_layer * arch.norm_params
-    attention = _attention_params(arch)
-    if arch.experts:
-        expert = _mlp_params(arch, arch.expert_ffn or arch.ffn)
-        shared = _mlp_params(arch, arch.shared_width) if arch.shared_width else 0
-        # replicated on every rank: the router (and its bias) and Qwen2-MoE's shared-expert gate
-        router = arch.hidden * arch.experts + (arch.experts if arch.router_bias else 0) + \
-            (arch.hidden if arch.shared_expert_gate else 0)
-        moe_layer = math.ceil(attention / t) + norms + router + \
-            math.ceil(arch.experts * expert / (e * t)) + math.ceil(shared / t)
-    dense_layer = math.ceil((attention + _mlp_params(arch, arch.ffn)) / t) + norms
+    dense_layer = layer_params(arch, 0, t, e) if not arch.experts or arch.dense_layers else 0
+    moe_layer = layer_params(arch, arch.layers - 1, t, e)
     if arch.kind == "encoder-decoder":       # no pipeline split modelled: counts as one stage
         per_layer = math.ceil((counts.layers_total) / t)
         return [Stage(0, arch.layers, math.ceil(counts.total / t), math.ceil(counts.total / t), per_layer,
@@ -129,12 +120,11 @@ def stages(arch, counts, lay):
     first = 0
     for index in range(lay.pp):
         n = arch.layers // lay.pp + (1 if index < arch.layers % lay.pp else 0)
-        layer_params = []
+        placed = []
         for layer in range(first, first + n):
-            is_dense = not arch.experts or layer < arch.dense_layers
-            layer_params.append(dense_layer if is_dense else moe_layer)
+            placed.append(dense_layer if is_dense_layer(arch, layer) else moe_layer)
         first += n
-        params = sum(layer_params)
+        params = sum(placed)
         has_embedding, has_head = index == 0, index == lay.pp - 1
         if has_embedding:
             params += embedding
@@ -149,7 +139,7 @@ def stages(arch, counts, lay):
         in_flight = min(lay.pp - index, lay.microbatches)
         if lay.interleave > 1 and index == 0:
             in_flight = lay.pp * (1 + (lay.pp - 1) / (lay.pp * lay.interleave))
-        root = params - sum(layer_params)
-        result.append(Stage(index, n, params, matrix, max(layer_params, default=0), root, has_embedding, has_head,
+        root = params - sum(placed)
+        result.append(Stage(index, n, params, matrix, max(placed, default=0), root, has_embedding, has_head,
                             in_flight))
     return result
