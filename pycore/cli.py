@@ -5,6 +5,7 @@ import sys
 
 from . import catalog, report
 from .answers import answer
+from .applies import describe, ignored
 from .compare import compare
 from .errors import FieldError
 from .estimate import estimate_values
@@ -12,6 +13,7 @@ from .fit import gpu_fits
 from .schema import markdown_table, parse
 
 USAGE = """usage: python -m pycore [--json | --csv] KEY=VALUE ... [--compare KEY=VALUE ...]
+       python -m pycore fits [--json] gpu=ID gpus=N KEY=VALUE ...   (which presets fit on N GPUs)
        python -m pycore models | gpus | schema
 
 Estimates GPU memory per device for a training step or for serving. Keys: see docs/inputs.md
@@ -62,6 +64,33 @@ def main(argv=None):
         return 0
 
 
+def _fits(words):
+    """python -m pycore fits [--json] gpu=ID gpus=N KEY=VALUE...: every preset on those GPUs."""
+    from .what_fits import what_fits
+    try:
+        fmt, raw, _ = parse_arguments(words)
+        values = parse(raw)
+    except FieldError as error:
+        print(f"error: {_printable(str(error))}", file=sys.stderr)
+        return 2
+    count = values["gpus"] or 1
+    rows = what_fits(values, count)
+    if fmt == "json":
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"{'model':28s} {'params':>16s} {'per GPU':>13s} {'headroom':>13s} status  layout")
+    for row in rows:
+        layout = " ".join(f"{k}={v}" for k, v in row["layout"].items())
+        if row["total_bytes"] is None:
+            print(f"{row['id']:28s} {row['params']:16,d} {'':>13s} {'':>13s} {'no':6s}  {row['error']}")
+            continue
+        print(f"{row['id']:28s} {row['params']:16,d} {row['total_bytes'] / 2**30:9,.2f} GiB "
+              f"{row['headroom_bytes'] / 2**30:9,.2f} GiB {row['status']:6s}  {layout}"
+              + (f"  ({row['note']})" if row["note"] else ""))
+    print(f"\n{count} × {values['gpu']}; GiB = 2^30 bytes.")
+    return 0
+
+
 def _main(argv=None):
     words = sys.argv[1:] if argv is None else argv
     if words and words[0] in ("-h", "--help"):
@@ -76,6 +105,8 @@ def _main(argv=None):
             print(f"{gpu_id:22s} {gpu['usable_bytes'] / 2**30:8.2f} GiB usable ({gpu['usable_source']}); "
                   f"{gpu['datasheet']}; price: {gpu['price_source']}")
         return 0
+    if words and words[0] == "fits":
+        return _fits(words[1:])
     if words == ["schema"]:
         sys.stdout.write(markdown_table())
         return 0
@@ -88,9 +119,13 @@ def _main(argv=None):
     except FieldError as error:
         print(f"error: {_printable(str(error))}", file=sys.stderr)
         return 2
+    notes = [describe(key, values) for key in ignored(values, list(raw))]
+    for note in notes:
+        print(f"note: {_printable(note)}", file=sys.stderr)
     if fmt == "json":
         gpus = gpu_fits(result["total_bytes"], values["gpu"])
-        print(json.dumps({**result, "gpus": gpus, "answers": answers}, indent=1, allow_nan=False))
+        print(json.dumps({**result, "gpus": gpus, "answers": answers, "ignored": notes}, indent=1,
+                         allow_nan=False))
     elif fmt == "csv":
         sys.stdout.write(report.to_csv(values, result, answers))
     else:

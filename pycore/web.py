@@ -9,6 +9,7 @@ from urllib.parse import parse_qsl
 
 from . import report
 from .answers import answer
+from .applies import describe, ignored
 from .compare import compare
 from .errors import FieldError
 from .estimate import estimate_values
@@ -129,12 +130,8 @@ def run(query: str) -> str:
 
 def _ignored(values: dict, query: str) -> "list[str]":
     """Messages for keys given that do not apply to the mode or method chosen (pycore.applies)."""
-    try:
-        from .applies import ignored
-    except ImportError:
-        return []
     given = [k for k, _ in parse_qsl(query[:MAX_QUERY].lstrip("?"))[:MAX_KEYS] if k in BY_KEY]
-    return ignored(values, given)
+    return [describe(key, values) for key in ignored(values, list(dict.fromkeys(given)))]
 
 
 def answers(query: str) -> str:
@@ -152,6 +149,14 @@ def csv(query: str) -> str:
     if result is None:
         return ""
     return report.to_csv(values, result, _answers(values, result, base_raw, errors))
+
+
+def fits(query: str) -> str:
+    """JSON rows of every preset's total per GPU for the query's workload on its ``gpus`` GPUs."""
+    from .what_fits import what_fits
+    values, _, errors, _ = _estimate(query)
+    return _dumps({"rows": what_fits(values, values["gpus"] or 1), "gpus": values["gpus"] or 1,
+                   "gpu": values["gpu"], "errors": errors})
 
 
 def import_config(text: str) -> str:

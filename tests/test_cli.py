@@ -74,3 +74,17 @@ def test_models_and_gpus_listings():
     models, gpus = run("models"), run("gpus")
     assert "llama-3.1-8b" in models.stdout and "huggingface.co" in models.stdout
     assert "h100-sxm-80gb" in gpus.stdout and "GiB" in gpus.stdout
+
+
+def test_what_fits_on_my_gpus():
+    # Issue 13's example: which presets serve 8192-token prompts on two RTX 4090s.
+    done = run("fits", "--json", "gpu=rtx-4090", "gpus=2", "mode=infer", "seq=8192")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    by_id = {row["id"]: row for row in rows}
+    assert by_id["llama-3.2-1b"]["status"] == "fits" and by_id["llama-3.1-405b"]["status"] == "no"
+    assert by_id["llama-3.1-8b"]["layout"] == {"tp": 2}
+    headrooms = [row["headroom_bytes"] for row in rows if row["headroom_bytes"] is not None]
+    assert headrooms == sorted(headrooms, reverse=True)
+    # 70B in bf16 is 141 GB of weights: more than two 24 GB cards hold, whatever the layout.
+    assert by_id["llama-3.1-70b"]["total_bytes"] > 70 * 10**9 // 2

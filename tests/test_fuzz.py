@@ -6,6 +6,7 @@ import time
 from urllib.parse import urlencode
 
 import pytest
+from conftest import count_fuzz
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -54,6 +55,7 @@ def _timed(fn, arg):
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(query, valid_ish, enums))
 def test_run_never_raises_and_bytes_are_whole(q):
+    count_fuzz("web.run")
     payload = _timed(web.run, q)
     assert isinstance(payload["errors"], dict)
     _check_bytes(payload)
@@ -62,6 +64,7 @@ def test_run_never_raises_and_bytes_are_whole(q):
 @settings(max_examples=EXAMPLES // 3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(valid_ish, enums))
 def test_answers_never_raise(q):
+    count_fuzz("web.answers")
     payload = _timed(web.answers, q)
     assert "answers" in payload
 
@@ -69,6 +72,7 @@ def test_answers_never_raise(q):
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(sorted(BY_KEY)), st.sampled_from(NASTY)), max_size=6))
 def test_cli_answers_or_exits_2_naming_a_key(pairs):
+    count_fuzz("cli")
     words = ["--json"] + [f"{k}={v}" for k, v in pairs]
     try:
         code = main(words)
@@ -104,3 +108,9 @@ def test_csv_cells_never_start_a_formula():
     from pycore import report
     assert report._cell("=1+2") == "'=1+2" and report._cell("-5") == "'-5" and report._cell(5) == 5
     assert "\n'=1+2" not in web.csv("model=%3D1%2B2")  # an unknown model falls back; nothing echoed raw
+
+
+def test_keys_that_do_not_apply_are_reported_as_ignored():
+    payload = json.loads(web.run("model=gpt2&mode=infer&lora_rank=64&optimizer=sgd"))
+    assert "lora_rank is ignored: method=full" in payload["warnings"]
+    assert "optimizer is ignored: mode=infer" in payload["warnings"]
