@@ -33,29 +33,43 @@ def _fits(values: dict, usable: int, **changes: object) -> bool:
     return total is not None and total <= usable
 
 
-def _linear_guess(values: dict, key: str, usable: int) -> "int | None":
-    """Where the total would reach ``usable`` if it grew linearly in ``key`` (it does for the batch)."""
-    one, two = _total(values, **{key: 1}), _total(values, **{key: 2})
-    if one is None or two is None or two <= one:
-        return None
-    return max(1, min(SEARCH_LIMIT, (usable - one) // (two - one) + 1))
-
-
 def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEARCH_LIMIT) -> "int | None":
-    """The largest value of an integer input that still fits, or None if even ``low`` does not."""
-    if not _fits(values, usable, **{key: low}):
+    """The largest value of an integer input that still fits, or None if even ``low`` does not.
+
+    Memory is piecewise linear in the batch and the sequence (the peak moves between moments), so the
+    search brackets the answer by doubling from the value given, then narrows the bracket by linear
+    interpolation between its ends, bisecting whenever interpolation stalls: a handful of estimates.
+    """
+    t_low = _total(values, **{key: low})
+    if t_low is None or t_low > usable:
         return None
-    guess = _linear_guess(values, key, usable)
-    if guess is not None and guess <= high and _fits(values, usable, **{key: guess}) \
-            and (guess == high or not _fits(values, usable, **{key: guess + 1})):
-        return guess                                    # the linear guess is exact: two checks, not twenty
-    while low < high:
-        middle = (low + high + 1) // 2
-        if _fits(values, usable, **{key: middle}):
-            low = middle
+    x = max(low, min(values[key], high))
+    t_x = _total(values, **{key: x}) if x != low else t_low
+    if t_x is not None and t_x <= usable:
+        lo, t_lo = x, t_x
+        while True:                                  # double until it does not fit (or the top fits)
+            if lo == high:
+                return high
+            hi = min(high, 2 * lo)
+            t_hi = _total(values, **{key: hi})
+            if t_hi is None or t_hi > usable:
+                break
+            lo, t_lo = hi, t_hi
+    else:
+        lo, t_lo, hi, t_hi = low, t_low, x, t_x
+    interpolate = True
+    while hi - lo > 1:
+        middle = (lo + hi) // 2
+        if interpolate and t_hi is not None and t_hi > t_lo:
+            middle = min(hi - 1, max(lo + 1, lo + (usable - t_lo) * (hi - lo) // (t_hi - t_lo)))
+        t_mid = _total(values, **{key: middle})
+        fits = t_mid is not None and t_mid <= usable
+        if fits:
+            lo, t_lo = middle, t_mid
         else:
-            high = middle - 1
-    return low
+            hi, t_hi = middle, t_mid
+        interpolate = not interpolate        # alternate with bisection: interpolation alone can crawl
+    return lo
 
 
 def _valid_tp(values: dict, heads: int, kv_heads: int) -> "list[int]":
@@ -121,12 +135,14 @@ def plan(values: dict, usable: int, limit: int = 5) -> "list[dict]":
                     dp = _smallest_dp(values, usable, changes)
                 if dp is None:
                     continue
-                total = _total(values, **changes, dp=dp)
+                changes = {**changes, "dp": dp}
+                if dp * values["cp"] == 1:      # nothing to shard over: ZeRO would change nothing
+                    changes.update(zero=values["zero"], fsdp=values["fsdp"])
+                total = _total(values, **changes)
                 if total is not None:
-                    label = f"zero=3 dp={dp}" + (f" tp={tp}" if tp > 1 else "") + (f" pp={pp}" if pp > 1 else "") \
-                        + (f" recompute={recompute}" if recompute != values["recompute"] else "")
-                    options.append(_option(label, {**changes, "dp": dp}, dp * tp * pp * values["cp"], total,
-                                           recompute, values))
+                    label = " ".join(f"{k}={changes[k]}" for k in ("zero", "dp", "tp", "pp", "recompute")
+                                     if changes[k] != values[k]) or "as given"
+                    options.append(_option(label, changes, dp * tp * pp * values["cp"], total, recompute, values))
                     break                    # a larger tp at this pp only uses more GPUs for the same fit
     options.sort(key=lambda o: (o["gpus"], o["compute_cost"], o["total_bytes"]))
     seen, unique = set(), []
@@ -212,16 +228,19 @@ def _how_to_fit(values: dict, usable: int, current: int) -> "list[dict]":
             singles.append((label, change, total))
             rows.append(_fix(label, change, total, usable))
     if not any(r["fits"] for r in rows):
-        # Pairs of the three best single changes (three more estimates at most).
-        best = sorted(singles, key=lambda s: s[2])[:3]
-        for i, (label_a, change_a, _) in enumerate(best):
-            for label_b, change_b, _ in best[i + 1:]:
-                if set(change_a) & set(change_b):
+        # Combinations of two and three of the four best single changes (ten more estimates at most),
+        # skipping those that set the same input twice.
+        from itertools import combinations
+        best = sorted(singles, key=lambda s: s[2])[:4]
+        for size in (2, 3):
+            for combo in combinations(best, size):
+                keys = [k for _, change, _ in combo for k in change]
+                if len(keys) != len(set(keys)):
                     continue
-                change = {**change_a, **change_b}
+                change = {k: v for _, part, _ in combo for k, v in part.items()}
                 total = _total(values, **change)
                 if total is not None and total < current:
-                    rows.append(_fix(f"{label_a} + {label_b}", change, total, usable))
+                    rows.append(_fix(" + ".join(label for label, _, _ in combo), change, total, usable))
     rows.sort(key=lambda r: (not r["fits"], r["compute_cost"] if r["fits"] else 0, r["total_bytes"]))
     return rows[:8]
 
@@ -292,6 +311,11 @@ def answer(values: dict, result: dict) -> dict:
         if out["max_seq"] is not None and out["max_seq"] == limit and limit != SEARCH_LIMIT:
             out["notes"].append(f"sequence answers are capped at the model's {limit:,} positions")
     out["how_to_fit"] = [] if fits else _how_to_fit(values, usable, result["total_bytes"])
+    if not fits and out["plan"] and not any(f["fits"] for f in out["how_to_fit"]):
+        # Nothing on this many GPUs fits: the best layout is itself the change to make.
+        best = out["plan"][0]
+        out["how_to_fit"].insert(0, {**_fix(f"{best['label']} ({best['gpus']} GPUs)", best["query"],
+                                            best["total_bytes"], usable), "gpus": best["gpus"]})
     from .charts import charts
     out["charts"] = charts(values, result, out, usable)
     return out
