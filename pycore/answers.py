@@ -45,6 +45,7 @@ def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEAR
         return None
     x = max(low, min(values[key], high))
     t_x = _total(values, **{key: x}) if x != low else t_low
+    t_hi: "int | None"
     if t_x is not None and t_x <= usable:
         lo, t_lo = x, t_x
         while True:                                  # double until it does not fit (or the top fits)
@@ -242,7 +243,7 @@ def _how_to_fit(values: dict, usable: int, current: int) -> "list[dict]":
                 if total is not None and total < current:
                     rows.append(_fix(" + ".join(label for label, _, _ in combo), change, total, usable))
     rows.sort(key=lambda r: (not r["fits"], r["compute_cost"] if r["fits"] else 0, r["total_bytes"]))
-    return rows[:8]
+    return rows[:12]
 
 
 def _fix(label: str, change: dict, total: int, usable: int) -> dict:
