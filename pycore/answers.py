@@ -64,8 +64,7 @@ def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEAR
         if interpolate and t_hi is not None and t_hi > t_lo:
             middle = min(hi - 1, max(lo + 1, lo + (usable - t_lo) * (hi - lo) // (t_hi - t_lo)))
         t_mid = _total(values, **{key: middle})
-        fits = t_mid is not None and t_mid <= usable
-        if fits:
+        if t_mid is not None and t_mid <= usable:
             lo, t_lo = middle, t_mid
         else:
             hi, t_hi = middle, t_mid
