@@ -8,7 +8,7 @@ from . import frameworks
 from .catalog import gpus as gpu_catalog
 from .errors import FieldError
 from .estimate import total_bytes
-from .report import duration_text
+from .report import duration_text, plural
 from .serving import vllm_capacity  # noqa: F401  (re-exported for the page's serving answers)
 from .units import format_bytes
 
@@ -297,8 +297,6 @@ def answer(values: dict, result: dict) -> dict:
         per_token = result.get("kv_bytes_per_token") or 0
         tokens = capacity.get("kv_cache_tokens", 0)
         out["max_context"] = min(tokens // max(values["batch"], 1), limit) if per_token else None
-        out["max_batch"] = None
-        out["max_seq"] = None
     else:
         out["max_batch"] = _largest(values, "batch", usable)
         kind = result["model"]["kind"]
@@ -314,7 +312,7 @@ def answer(values: dict, result: dict) -> dict:
     if not fits and out["plan"] and not any(f["fits"] for f in out["how_to_fit"]):
         # Nothing on this many GPUs fits: the best layout is itself the change to make.
         best = out["plan"][0]
-        out["how_to_fit"].insert(0, {**_fix(f"{best['label']} ({best['gpus']} GPUs)", best["query"],
+        out["how_to_fit"].insert(0, {**_fix(f"{best['label']} ({plural(best['gpus'], 'GPU')})", best["query"],
                                             best["total_bytes"], usable), "gpus": best["gpus"]})
     from .charts import charts
     out["charts"] = charts(values, result, out, usable)

@@ -16,6 +16,11 @@ def breakdown(result: dict) -> "list[dict]":
     return result["breakdown"]
 
 
+def plural(count: int, noun: str) -> str:
+    """"1 GPU", "2 GPUs"."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def duration_text(hours: "float | None") -> str:
     """Hours under two days, days beyond."""
     if hours is None:
@@ -32,7 +37,9 @@ def answer_rows(result: dict, answers: dict) -> "list[tuple]":
             rows.append((key, "none" if answers[key] is None else answers[key]))
     plan = answers.get("plan") or []
     for i, option in enumerate(plan[:5], 1):
-        rows.append((f"plan_{i}", f"{option['label']}: {option['gpus']} GPUs, {option['total_text']}"))
+        rows.append((f"plan_{i}", f"{option['label']}: {plural(option['gpus'], 'GPU')}, {option['total_text']}"))
+    for i, line in enumerate(answers.get("vllm_log") or (), 1):
+        rows.append((f"vllm_log_{i}", line))
     cost = answers.get("cost")
     if cost:
         rows.append(("gpus_for_cost", cost["gpus"]))
