@@ -287,6 +287,7 @@ def answer(values: dict, result: dict) -> dict:
         capacity = result.get("vllm") or {}
         out["kv_cache_tokens"] = capacity.get("kv_cache_tokens")
         out["max_concurrency"] = round(capacity.get("max_concurrency", 0.0), 2)
+        out["vllm_context"] = capacity.get("context")
         out["vllm_log"] = [
             f"Model weights took {_gib(result, 'weights')} GiB",
             f"Available KV cache memory: {_gib(result, 'kv_cache')} GiB",

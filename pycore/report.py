@@ -65,6 +65,64 @@ def answer_rows(result: dict, answers: dict) -> "list[tuple]":
     return rows
 
 
+def summary(result: dict) -> dict:
+    """The sentences under the total, the same on the page and in the table."""
+    peak, overhead = format_bytes(result["peak_bytes"])["text"], format_bytes(result["overhead_bytes"])["text"]
+    setup = result.get("setup") or {}
+    how = ", ".join(f"{k} {v}" for k, v in (("precision", setup.get("precision")),
+                                            ("optimizer kernel", setup.get("optimizer_impl")),
+                                            ("engine", setup.get("engine"))) if v)
+    nccl = any(row["key"] == "nccl_buffers" for row in result["breakdown"])
+    return {"peak": f"Peak tensors {peak} at the {result['peak_moment']}, plus {overhead} the GPU shows beyond "
+                    f"them (allocator cache, CUDA context{', NCCL' if nccl else ''}).",
+            "model": f"{result['model']['name']}: {result['params']['total']:,} parameters; {how}.",
+            "views": f"max_memory_allocated {peak}; max_memory_reserved "
+                     f"{format_bytes(result['reserved_bytes'])['text']}; nvidia-smi "
+                     f"{format_bytes(result['device_bytes'])['text']}."}
+
+
+def display_answers(result: dict, answers: dict) -> "list[dict]":
+    """The answers as labelled sentences (key, label, text): what the page and the table show."""
+    rows = []
+
+    def add(key: str, label: str, text: str) -> None:
+        rows.append({"key": key, "label": label, "text": text})
+    plan = answers.get("plan") or []
+    if answers.get("gpus_needed"):
+        best = plan[0] if plan else {}
+        add("gpus_needed", "GPUs needed", plural(answers["gpus_needed"], "GPU")
+            + (f" ({best['label']})" if best.get("label") and best["label"] != "as given" else ""))
+    elif "gpus_needed" in answers:
+        add("gpus_needed", "GPUs needed", "no layout tried fits: see the changes below")
+    if answers.get("min_tp"):
+        add("min_tp", "Smallest tensor-parallel degree", f"tp={answers['min_tp']}")
+    if "kv_cache_tokens" in answers and answers["kv_cache_tokens"] is not None:
+        add("kv_cache_tokens", "KV cache capacity (vLLM)", f"{answers['kv_cache_tokens']:,} tokens")
+    if answers.get("max_batch") is not None:
+        add("max_batch", "Largest micro-batch" if "cost" in answers else "Most sequences at once",
+            plural(answers["max_batch"], "sequence"))
+    if answers.get("max_concurrency") is not None and answers.get("kv_cache_tokens") is not None:
+        add("max_concurrency", "Maximum concurrency (vLLM)", f"{answers['max_concurrency']:.2f}× at "
+            f"{answers['vllm_context']:,} tokens per request" if answers.get("vllm_context") else
+            f"{answers['max_concurrency']:.2f}×")
+    if answers.get("max_seq") is not None:
+        add("max_seq", "Longest sequence", f"{answers['max_seq']:,} tokens at this batch")
+    if answers.get("max_context") is not None:
+        add("max_context", "Longest context", f"{answers['max_context']:,} tokens at this batch")
+    cost = answers.get("cost")
+    if cost:
+        if cost["hours"] is not None:
+            text = f"{cost['duration_text']} on {plural(cost['gpus'], 'GPU')}"
+            if cost["cost_usd"] is not None:
+                text += f", ${cost['cost_usd']:,.0f}"
+            add("cost", "Time and cost", text)
+        else:
+            add("cost", "Time and cost", cost.get("why_not", ""))
+    for note in answers.get("notes", ()):
+        add("note", "Note", note)
+    return rows
+
+
 def table(result: dict, answers: "dict | None" = None, gpu: str = "") -> str:
     """A readable text table in GiB (2**30 bytes)."""
     total = result["total_bytes"]
@@ -74,7 +132,8 @@ def table(result: dict, answers: "dict | None" = None, gpu: str = "") -> str:
     for row in breakdown(result):
         lines.append(f"{row['label'][:46]:46s} {row['text']:>14s} {row['percent']:6.1f}%")
     shown = format_bytes(total)
-    lines += [f"{'total per GPU':46s} {shown['text']:>14s}   ({shown['gb_text']})", "", UNIT_NOTE]
+    lines += [f"{'total per GPU':46s} {shown['text']:>14s}   ({shown['gb_text']})", ""]
+    lines += list(summary(result).values()) + [UNIT_NOTE]
     lines += [f"note: {w}" for w in result.get("warnings", ())]
     lines.append("")
     for fit in gpu_fits(total, gpu):
@@ -82,7 +141,12 @@ def table(result: dict, answers: "dict | None" = None, gpu: str = "") -> str:
                      f"headroom {fit['headroom_bytes'] / GIB:10,.2f} GiB")
     if answers:
         lines.append("")
-        lines += [f"{key:24s} {value}" for key, value in answer_rows(result, answers)]
+        lines += [f"{row['label']:32s} {row['text']}" for row in display_answers(result, answers)]
+        lines += [f"{'Layout that fits':32s} {option['label']}: {plural(option['gpus'], 'GPU')}, {option['total_text']}"
+                  for option in (answers.get("plan") or [])[:5]]
+        lines += [f"{'vLLM would log':32s} {line}" for line in answers.get("vllm_log") or ()]
+        lines += [f"{'How to fit':32s} {fix['change']}: {fix['total_text']}{' (fits)' if fix['fits'] else ''}"
+                  for fix in answers.get("how_to_fit", ())[:8]]
     return "\n".join(lines) + "\n"
 
 

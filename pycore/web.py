@@ -122,6 +122,7 @@ def run(query: str) -> str:
     if result is not None:
         total = result["total_bytes"]
         payload.update(result=result, breakdown=result["breakdown"], formulas=formulas(result),
+                       summary=report.summary(result),
                        total={"bytes": total, **format_bytes(total), "unit_note": report.UNIT_NOTE},
                        gpus=gpu_fits(total, values["gpu"]), warnings=list(result["warnings"]))
     payload["warnings"] += _ignored(values, query)
@@ -140,7 +141,8 @@ def answers(query: str) -> str:
     values, result, errors, base_raw = _estimate(query)
     if result is None:
         return _dumps({"answers": None, "errors": errors})
-    return _dumps({"answers": _answers(values, result, base_raw, errors), "errors": errors})
+    found = _answers(values, result, base_raw, errors)
+    return _dumps({"answers": found, "display": report.display_answers(result, found), "errors": errors})
 
 
 def csv(query: str) -> str:
