@@ -56,7 +56,12 @@ def _norm_terms(arch, e, amp, consumers, label, feeds=""):
 
 def _attention_terms(arch, e, amp, attention, recompute, seq):
     q, kv, a = arch.q_dim, arch.kv_dim, arch.heads
-    repeated = arch.kv_heads != arch.heads
+    # transformers' sdpa_attention_forward passes grouped-query K/V to SDPA as they are (enable_gqa) when
+    # there is no attention mask and the head size is at most 256 (integrations/sdpa_attention.py,
+    # use_gqa_in_sdpa, v5.23); CUDA's flash kernel then saves one K/V head per group. attention=flash-repeat
+    # is the other path: K/V expanded to every head first (a padding mask, CPU's SDPA, torchtune's attention).
+    native_gqa = attention == "flash" and arch.dim_head <= 256
+    repeated = arch.kv_heads != arch.heads and not native_gqa
     k_saved = q if repeated else kv
     k_formula = "a·d" if repeated else "k·d"
     terms = []
@@ -65,7 +70,7 @@ def _attention_terms(arch, e, amp, attention, recompute, seq):
         return [Term("q, k, v (core inputs)", (4 if amp else e) * q + 2 * e * kv, "e·q + 2·e·k·d"),
                 Term("attention output", e * q, "e·a·d"),
                 Term("o_proj input", e * q, "e·a·d", feeds="o")]
-    if attention == "flash":
+    if attention in ("flash", "flash-repeat"):
         terms += [Term("q (rotated)", e * q, "e·a·d"),
                   Term("k, v (repeated for GQA)" if repeated else "k, v", 2 * e * k_saved, f"2·e·{k_formula}"),
                   Term("attention output", e * q, "e·a·d"),

@@ -132,7 +132,7 @@ FRAMEWORKS = {
     ),
     "torchtune": Framework(
         "torchtune", "0.6.1",
-        {"optimizer": "adamw", "optimizer_impl": "fused", "precision": "bf16", "attention": "flash",
+        {"optimizer": "adamw", "optimizer_impl": "fused", "precision": "bf16", "attention": "flash-repeat",
          "loss_chunks": "8", "recompute": "full"},
         {
             "optimizer": "pytorch/torchtune recipes/configs/llama3_1/8B_full.yaml@v0.6.1 L58-59: "
@@ -141,7 +141,8 @@ FRAMEWORKS = {
             "precision": "pytorch/torchtune recipes/configs/llama3_1/8B_full.yaml@v0.6.1 L79: dtype: bf16; "
                          "recipes/full_finetune_distributed.py L539 builds the model under "
                          "set_default_dtype(bf16): weights, gradients and AdamW state in bf16",
-            "attention": "pytorch/torchtune torchtune/modules/attention.py@v0.6.1 L141 _sdpa_or_flex_attention "
+            "attention": "pytorch/torchtune torchtune/modules/attention.py@v0.6.1: grouped-query K/V are expanded to "
+                         "every head (k.unsqueeze(2).expand(...).flatten(1, 2)) before L141 _sdpa_or_flex_attention "
                          "(attention_utils.py L259: nn.functional.scaled_dot_product_attention)",
             "loss_chunks": "pytorch/torchtune recipes/configs/llama3_1/8B_full.yaml@v0.6.1 L62-63 "
                            "CEWithChunkedOutputLoss; torchtune/modules/loss/ce_chunked_output_loss.py L30 "

@@ -194,9 +194,11 @@ FIELDS = (
     _choice("recompute", "auto", ("auto", "none", "selective", "full"),
             "activation recomputation: auto (as the framework does), none, selective (attention core only), "
             "full (every layer)", "savers", "the framework's: off except torchtune (full)"),
-    _choice("attention", "auto", ("auto", "flash", "eager"),
-            "auto (as the framework does), flash: fused kernel (SDPA / FlashAttention) that never stores the s×s "
-            "scores; eager: stores them", "savers", "every framework's default is SDPA or FlashAttention"),
+    _choice("attention", "auto", ("auto", "flash", "flash-repeat", "eager"),
+            "auto (as the framework does); flash: fused kernel (SDPA / FlashAttention) that never stores the s×s "
+            "scores and keeps grouped-query K/V per kv head; flash-repeat: the same with K/V expanded to every "
+            "head first (a padding mask, CPU, torchtune); eager: stores the scores", "savers",
+            "every framework's default is SDPA or FlashAttention"),
     _int("loss_chunks", None, "compute the output head and cross-entropy in this many sequence chunks, as "
          "torchtune's CEWithChunkedOutputLoss (8) does; 1 = transformers' loss; default: the framework's",
          "savers", maximum=100_000),

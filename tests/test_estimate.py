@@ -129,3 +129,14 @@ def test_a_bare_parameter_count_answers_with_model_states():
     from pycore.device import CUDA_CONTEXT
     assert result["total_bytes"] == 7 * 10**9 * 8 + CUDA_CONTEXT
     assert any("activations are not counted" in note for note in result["warnings"])
+
+
+def test_grouped_query_keys_and_values_are_saved_per_kv_head_under_flash():
+    # transformers 5.23 integrations/sdpa_attention.py use_gqa_in_sdpa: no mask and head size <= 256 pass
+    # K/V to SDPA unexpanded. Llama 3.1 8B (32 heads, 8 kv heads of 128, bf16): K and V save
+    # 2 · 2 B · 8 · 128 instead of 2 · 2 B · 32 · 128 per token and layer, 12,288 bytes less; over 32 layers
+    # and 2,048 tokens that is 805,306,368 bytes.
+    base = {"model": "llama-3.1-8b", "precision": "bf16", "seq": "2048"}
+    native = estimate({**base, "attention": "flash"})["components"]["activations"]
+    expanded = estimate({**base, "attention": "flash-repeat"})["components"]["activations"]
+    assert expanded - native == 12_288 * 32 * 2048
