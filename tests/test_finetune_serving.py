@@ -24,7 +24,12 @@ def test_lora_trainable_parameters_match_peft():
 
 def test_lora_trains_only_the_adapters():
     result = estimate({"model": "llama-3.1-8b", "method": "lora", "precision": "bf16", "lora_rank": "16"})
-    adapters = adapter_params(catalog.architecture("llama-3.1-8b"), 16, "qv")
+    # Llama 3.1 8B config.json: 32 layers, hidden 4096, 8 kv heads of 128 (k/v width 1024). LoRA on q_proj
+    # (4096 -> 4096) and v_proj (4096 -> 1024) adds r·(in + out) each: 16·(4096 + 4096) + 16·(4096 + 1024)
+    # = 131,072 + 81,920 = 212,992 a layer, × 32 layers = 6,815,744 (the same rule gives PEFT's 4,194,304
+    # for Llama-2-7B at r=8 above: 32 · 8 · (4096 + 4096) · 2).
+    adapters = 32 * (16 * (4096 + 4096) + 16 * (4096 + 1024))
+    assert adapters == 6_815_744
     c = result["components"]
     assert c["gradients"] == adapters * 4 and c["optimizer"] == adapters * 8        # fp32 adapters, AdamW
     assert c["weights"] == 8_030_261_248 * 2 + adapters * 4
@@ -44,6 +49,18 @@ def test_bits_per_weight(name, group, bits):
 def test_qlora_stores_the_base_in_nf4():
     lora = estimate({"model": "llama-3.1-8b", "method": "lora", "precision": "bf16"})["components"]["weights"]
     qlora = estimate({"model": "llama-3.1-8b", "method": "qlora", "precision": "bf16"})["components"]["weights"]
+    # By hand from Llama 3.1 8B's config.json: the block linears are q 4096·4096 + k, v 4096·1024 each +
+    # o 4096·4096 + gate, up, down 3·4096·14336 = 218,103,808 a layer, × 32 = 6,979,321,856, stored in NF4
+    # with double-quantized constants (Dettmers et al. 2023, QLoRA section 3: 4 + 8/64 + 32/(64·256) =
+    # 4.126953125 bits) = 3,600,416,768 B; the other 8,030,261,248 − 6,979,321,856 = 1,050,939,392
+    # (embedding, head, norms) stay bf16, 2,101,878,784 B; plus the q/v adapters at the default rank 16 in
+    # fp32, 32 · 16 · ((4096 + 4096) + (4096 + 1024)) = 6,815,744 parameters · 4 B = 27,262,976 B.
+    linears = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
+    assert linears == 6_979_321_856
+    bits = 4 + 8 / 64 + 32 / (64 * 256)
+    adapters = 32 * 16 * ((4096 + 4096) + (4096 + 1024))
+    assert qlora == round(linears * bits / 8) + (8_030_261_248 - linears) * 2 + adapters * 4 == 5_729_558_528
+    assert lora == 8_030_261_248 * 2 + adapters * 4
     assert 0.3 < qlora / lora < 0.4
 
 

@@ -47,18 +47,37 @@ def test_step_temporary_bytes_match_the_measurement(case):
         assert estimated == pytest.approx(measured, rel=TOLERANCE, abs=4096), label
 
 
+def _coefficients(name, kernel, dtype="fp32"):
+    (case,) = [c for c in RECORD["cases"] if (c["optimizer"], c["kernel"], c["dtype"]) == (name, kernel, dtype)]
+    return case["params_coefficient"], case["largest_tensor_coefficient"]
+
+
 def test_foreach_is_unchanged_from_the_validated_estimate():
-    # validation/measured.json's cases run foreach=True; their numbers rest on 1 x params for AdamW.
-    assert optimizer.step_temporary_bytes("adamw", 10**9, 4) == 4 * 10**9
+    # validation/measured.json's cases run foreach=True; validation/measured_optimizer.json measures that
+    # kernel at 1.0 × params for AdamW and 0 for SGD with momentum (params_coefficient).
+    assert _coefficients("adamw", "foreach") == (1.0, 0.0)
+    assert _coefficients("sgd-momentum", "foreach") == (0.0, 0.0)
+    assert optimizer.step_temporary_bytes("adamw", 10**9, 4) == 1.0 * 10**9 * 4
     assert optimizer.step_temporary_bytes("sgd-momentum", 10**9, 4) == 0
 
 
 def test_for_loop_without_a_largest_tensor_is_an_upper_bound():
-    assert optimizer.step_temporary_bytes("adamw", 1000, 4, kernel="for-loop") == 2 * 1000 * 4
-    assert optimizer.step_temporary_bytes("adamw", 1000, 4, kernel="for-loop", largest_tensor=100) == 800
+    # Measured (validation/measured_optimizer.json, adamw for-loop): 2.0 × the largest tensor. Not knowing
+    # the largest tensor, all parameters count as one, which bounds every measured run from above.
+    assert _coefficients("adamw", "for-loop") == (0.0, 2.0)
+    assert optimizer.step_temporary_bytes("adamw", 1000, 4, kernel="for-loop", largest_tensor=100) == 2 * 100 * 4
+    for case in MEASURED:
+        if case["kernel"] != "for-loop":
+            continue
+        for label, run in case["runs"].items():
+            bound = optimizer.step_temporary_bytes(case["optimizer"], run["params"], ELEMENT_BYTES[case["dtype"]],
+                                                   kernel="for-loop")
+            assert bound >= run["temporary_bytes_exact"], (case["optimizer"], case["dtype"], label)
 
 
 def test_fused_allocates_nothing_and_adafactor_falls_back_to_its_loop():
+    # validation/measured_optimizer.json: torch's fused AdamW allocates nothing (params_coefficient 0).
+    assert _coefficients("adamw", "fused") == (0.0, 0.0)
     assert optimizer.step_temporary_bytes("adamw", 10**9, 4, kernel="fused") == 0
     assert optimizer.step_temporary_bytes("adafactor", 1000, 4, kernel="fused", largest_tensor=100) == \
         optimizer.step_temporary_bytes("adafactor", 1000, 4, kernel="for-loop", largest_tensor=100)
@@ -69,11 +88,17 @@ def test_unknown_kernel_is_refused():
         optimizer.step_temporary_bytes("adamw", 1000, 4, kernel="apex")
 
 
-@pytest.mark.parametrize("kernel", optimizer.KERNELS)
-def test_the_estimate_uses_the_measured_kernel_rule(kernel):
-    # GPT-2 in fp32: its largest tensor is the embedding (50257 × 768), updated first (nothing before it).
+@pytest.mark.parametrize("kernel,expected", [
+    # GPT-2 in fp32 with AdamW, 124,439,808 parameters (validation/param_counts.json). The coefficients are
+    # the record's (validation/measured_optimizer.json, adamw fp32): foreach 1.0 × params × 4 B;
+    # fused 0; for-loop 2.0 × the largest tensor, here the embedding 50257 × 768 = 38,597,376 elements,
+    # updated first (nothing before it): 2 · 38,597,376 · 4 B.
+    ("foreach", 124_439_808 * 4),           # 497,759,232
+    ("fused", 0),
+    ("for-loop", 2 * 50257 * 768 * 4),      # 308,779,008
+])
+def test_the_estimate_uses_the_measured_kernel_rule(kernel, expected):
     from pycore import estimate
     result = estimate({"model": "gpt2", "precision": "fp32", "optimizer_impl": kernel})
-    expected = optimizer.step_temporary_bytes("adamw", result["params"]["total"], 4, kernel=kernel,
-                                              largest_tensor=50257 * 768, preceding_tensor=0)
+    assert result["params"]["total"] == 124_439_808
     assert result["components"].get("optimizer_step_temporaries", 0) == expected
