@@ -1,7 +1,9 @@
-"""How long one pycore.estimate call takes in CPython (target: under 1 ms).
+"""How long pycore's entry points take in CPython: one estimate (target: under 1 ms), the page's keystroke
+(web.run), and what follows a pause in typing (web.answers: plans, searches, charts; web.fits) for the
+70B FSDP case issue 13 names (target in the browser: 50 ms; benchmarks/page_speed.py measures it there).
 
 Usage: python benchmarks/estimate_speed.py
-Prints the median and 95th percentile over many calls for a few typical inputs.
+Prints the median and 95th percentile over many calls.
 """
 
 import statistics
@@ -19,11 +21,13 @@ INPUTS = {
     "mixtral serving": {"model": "mixtral-8x7b", "mode": "infer", "precision": "bf16", "batch": "32"},
 }
 CALLS = 2000
+SLOW_CALLS = 40
+FSDP_70B = "model=llama-3.1-70b&precision=bf16&fsdp=FULL_SHARD&dp=8&recompute=full&train_tokens=2T"
 
 
-def timings(function):
+def timings(function, calls=CALLS):
     samples = []
-    for _ in range(CALLS):
+    for _ in range(calls):
         started = time.perf_counter()
         function()
         samples.append(time.perf_counter() - started)
@@ -39,8 +43,13 @@ def main():
     query = "&".join(f"{k}={v}" for k, v in INPUTS["gpt2, eager, full recompute"].items())
     median, p95 = timings(lambda: web.run(query))
     print(f"web.run   {'(estimate + formulas + JSON)':34s} median {1e3 * median:6.3f} ms   p95 {1e3 * p95:6.3f} ms")
-    median, p95 = timings(lambda: web.answers(query))
-    print(f"web.answers {'(the answers and their searches)':32s} median {1e3 * median:6.3f} ms   p95 {1e3 * p95:6.3f} ms")
+    for label, function in (("web.run     70B FSDP (keystroke)", lambda: web.run(FSDP_70B)),
+                            ("web.answers 70B FSDP (plans, searches, charts)", lambda: web.answers(FSDP_70B)),
+                            ("web.answers default page", lambda: web.answers("")),
+                            ("web.fits    what fits on 2 × RTX 4090, serving", lambda: web.fits(
+                                "gpu=rtx-4090&gpus=2&mode=infer&seq=8192"))):
+        median, p95 = timings(function, SLOW_CALLS)
+        print(f"{label:44s} median {1e3 * median:7.2f} ms   p95 {1e3 * p95:7.2f} ms")
 
 
 if __name__ == "__main__":
