@@ -589,25 +589,19 @@ const NEEDED = [
   ["./pyodide/python_stdlib.zip", "Python's standard library (pyodide/python_stdlib.zip)"],
   ["./pycore.zip", "the estimator (pycore.zip)"],
 ];
-let probing = false;
+let probing = null;
 
-/** Asks the server for each needed file (HEAD: no body) and names the first that does not come. */
-async function probe() {
-  if (run || probing) return;
-  probing = true;
-  try {
-    for (const [url, what] of NEEDED) {
-      let ok = false;
-      try {
-        ok = (await fetch(url, { method: "HEAD", cache: "no-store" })).ok;
-      } catch {
-        ok = false;
-      }
-      if (!ok) { failed(`${what} could not be loaded`); return; }
-    }
-  } finally {
-    probing = false;
-  }
+/** Asks the server for every needed file at once (HEAD: no body) and names the first that does not come. */
+function probe() {
+  if (run) return Promise.resolve();
+  probing ??= Promise.all(NEEDED.map(([url]) => fetch(url, { method: "HEAD", cache: "no-store" })
+    .then((response) => response.ok, () => false)))
+    .then((ok) => {
+      const missing = NEEDED.find((_, i) => !ok[i]);
+      if (missing) failed(`${missing[1]} could not be loaded`);
+    })
+    .finally(() => { probing = null; });
+  return probing;
 }
 
 function failed(reason) {
