@@ -232,6 +232,7 @@ function filterGpus() {
     if (!words.every((word) => haystack.includes(word))) continue;
     const item = el("li", undefined, `gpu ${gpu.status}${gpu.chosen ? " chosen" : ""}`);
     item.dataset.gpu = gpu.id;
+    item.dataset.headroom = String(gpu.headroom_bytes);
     const headroom = gpu.text || (gpu.headroom_bytes >= 0 ? `${bytesText(gpu.headroom_bytes)} free`
       : `${bytesText(-gpu.headroom_bytes)} short`);
     item.append(el("span", gpu.name, "gpu-name"), el("span", `${usable} usable`, "muted"),
