@@ -2,6 +2,7 @@
 // Everything from the URL or from pycore is written with textContent or .value, never as HTML.
 // The page runs under a Content-Security-Policy (index.html): no inline scripts, styles or handlers.
 
+import { stackedChart } from "./charts.js";
 import { bytesText, didYouMean, gbText, plural, splitUnit } from "./format.js";
 
 const form = document.getElementById("form");
@@ -137,6 +138,39 @@ function breakdownRows(payload, r) {
   return rows.filter((row) => row.bytes > 0);
 }
 
+const componentColors = new Map();   // breakdown key -> its colour, so the charts match the bar
+
+/** answers.charts (CONTRACT.md): memory against micro-batch and sequence length, when pycore sends them. */
+function renderCharts(charts) {
+  const box = document.getElementById("charts");
+  box.hidden = !charts;
+  if (!charts) return;
+  const legend = new Map();
+  for (const [name, unit, one, many] of [["batch", "sequences", "sequence", "sequences"], ["seq", "tokens", "token", "tokens"]]) {
+    const chart = charts[name];
+    const holder = document.getElementById(`chart-${name}`);
+    const note = document.getElementById(`chart-${name}-note`);
+    holder.replaceChildren();
+    note.textContent = "";
+    if (!chart || !chart.x || !chart.x.length) continue;
+    const colors = chart.series.map((s, k) => componentColors.get(s.key) || COLORS[k % COLORS.length]);
+    chart.series.forEach((s, k) => legend.set(s.key, [s.label, colors[k]]));
+    holder.append(stackedChart(chart, colors, unit));
+    note.textContent = chart.largest_fitting === null || chart.largest_fitting === undefined
+      ? "None of these fits the usable memory."
+      : `Largest that fits: ${plural(chart.largest_fitting, one, many)} (marked).`;
+  }
+  const list = document.getElementById("chart-legend");
+  list.replaceChildren();
+  for (const [label, color] of legend.values()) {
+    const swatch = el("span", "", "swatch");
+    swatch.style.background = color;
+    const item = el("li");
+    item.append(swatch, label);
+    list.append(item);
+  }
+}
+
 const STATUS_WORDS = { fits: "fits", tight: "tight", no: "does not fit" };
 
 function render(payload) {
@@ -166,6 +200,7 @@ function render(payload) {
     const segment = el("span", "", "segment");
     segment.style.width = `${share}%`;
     segment.style.background = COLORS[i % COLORS.length];
+    componentColors.set(row.key, COLORS[i % COLORS.length]);
     segment.dataset.share = String(share);
     segment.title = `${row.label}: ${size(row, row.bytes)}`;
     bar.append(segment);
@@ -429,6 +464,7 @@ function scheduleAnswers() {
     if (payload.answers) {
       renderAnswers(payload.answers, lastResult);
       renderComparison(payload.answers.comparison);
+      renderCharts(payload.answers.charts);
     }
     const baseErrors = Object.entries(payload.errors).filter(([key]) => key.startsWith("base."));
     for (const [, message] of baseErrors) document.getElementById("messages").append(el("p", message));

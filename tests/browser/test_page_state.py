@@ -186,3 +186,52 @@ def test_the_contracts_next_shape_renders_with_its_own_text(watched, base_url):
     assert page.locator("tr[data-component='overhead']").count() == 1      # not added a second time
     assert page.locator("li.gpu").first.inner_text().endswith("h100-sxm-80gb headroom text")
     assert watched.errors == []
+
+
+GIB = 2**30
+# answers.charts as CONTRACT.md describes it (pycore does not send it yet): injected into pycore's answer.
+CHARTS = """
+let realAnswers;
+const GIB = 2 ** 30;
+const chart = (x, step) => ({ x, usable_bytes: 10 * GIB, largest_fitting: x[2],
+  series: [{ key: 'weights', label: 'Weights', bytes: x.map(() => 2 * GIB) },
+           { key: 'activations', label: 'Activations', bytes: x.map((_, i) => (i + 1) * step * GIB) }] });
+Object.defineProperty(window, 'pycoreAnswers', { configurable: true, get: () => realAnswers && ((q) => {
+  const p = JSON.parse(realAnswers(q));
+  if (p.answers) p.answers.charts = { batch: chart([1, 2, 4, 8, 16], 2), seq: chart([1024, 2048, 4096, 8192], 3) };
+  return JSON.stringify(p);
+}), set: (f) => { realAnswers = f; } });
+window.__violations = [];
+document.addEventListener('securitypolicyviolation', e => window.__violations.push(e.violatedDirective));
+"""
+
+
+def test_charts_stack_components_and_mark_the_usable_line_and_largest_fit(watched, base_url):
+    watched.page.add_init_script(CHARTS)
+    page = watched.open(base_url)
+    page.wait_for_selector("#charts:not([hidden]) svg.chart")
+    assert page.locator("#charts svg.chart").count() == 2
+    columns = page.locator("#chart-batch g.column")
+    assert columns.count() == 5
+    assert page.locator("#chart-batch g.column.largest").get_attribute("data-x") == "4"
+    assert page.locator("#chart-seq g.column.largest").get_attribute("data-x") == "4096"
+    assert page.locator("#chart-batch-note").inner_text() == "Largest that fits: 4 sequences (marked)."
+    # Heights to scale: activations at x=16 (10 GiB) are five times those at x=1 (2 GiB), and the usable
+    # line (10 GiB) sits as high as the top of the x=4 column (2 + 6 GiB)... times 10/8.
+    heights = page.locator("#chart-batch rect[data-series='activations']").evaluate_all(
+        "ns => ns.map(n => n.getBBox().height)")
+    assert heights[4] == pytest.approx(5 * heights[0], rel=1e-3)
+    weights = page.locator("#chart-batch rect[data-series='weights']").first.evaluate("n => n.getBBox().height")
+    assert weights == pytest.approx(heights[0], rel=1e-3)              # both 2 GiB
+    line_y = float(page.locator("#chart-batch line.usable").get_attribute("y1"))
+    bottom = page.locator("#chart-batch rect[data-series='weights']").first.evaluate("n => n.getBBox().y + n.getBBox().height")
+    assert bottom - line_y == pytest.approx(5 * weights, rel=1e-3)      # 10 GiB = 5 x 2 GiB
+    assert "usable 10.00 GiB" in page.locator("#chart-batch").inner_text()
+    assert page.locator("#chart-legend li").count() == 2
+    assert page.evaluate("window.__violations") == []
+
+
+def test_no_charts_section_without_chart_data(shared, base_url):
+    page = shared.page
+    show(page, "model=gpt2")
+    assert page.locator("#charts").is_hidden()
