@@ -248,7 +248,9 @@ function renderGpus(gpus) {
     const badge = document.getElementById(id);
     badge.hidden = !chosen;
     if (chosen) {
-      badge.textContent = `${STATUS_WORDS[chosen.status]} on ${chosen.name}`;
+      // The one-line bar on phones says only the verdict; the panel names the GPU.
+      badge.textContent = id === "mini-badge" ? STATUS_WORDS[chosen.status] : `${STATUS_WORDS[chosen.status]} on ${chosen.name}`;
+      badge.title = `${STATUS_WORDS[chosen.status]} on ${chosen.name}`;
       badge.className = `badge ${chosen.status}`;
     }
   }
