@@ -670,6 +670,11 @@ window.addEventListener("pycore-ready", ready);
 for (const ms of [2500, 6000, 12000, 24000, 48000]) setTimeout(probe, ms);
 setTimeout(() => failed("it did not finish loading within 90 seconds"), 90000);
 
+// Phones: the one-line total (#mini) appears once the panel's own total has scrolled away.
+new IntersectionObserver(([entry]) => {
+  document.documentElement.classList.toggle("summary-away", !entry.isIntersecting);
+}).observe(document.querySelector(".summary"));
+
 fillForm(location.search);
 document.getElementById("link-field").value = location.href;
 showApplies();
