@@ -2,6 +2,7 @@
 // Everything from the URL or from pycore is written with textContent or .value, never as HTML.
 // The page runs under a Content-Security-Policy (index.html): no inline scripts, styles or handlers.
 
+import { stackedChart } from "./charts.js";
 import { bytesText, didYouMean, gbText, plural, splitUnit } from "./format.js";
 
 const form = document.getElementById("form");
@@ -130,11 +131,46 @@ function showErrors(errors) {
 
 /** Breakdown rows as records, from either shape: {key,label,bytes,text,percent} or [key,label,bytes]. */
 function breakdownRows(payload, r) {
+  const records = payload.breakdown.length && !Array.isArray(payload.breakdown[0]);
   const rows = payload.breakdown.map((row) => (Array.isArray(row) ? { key: row[0], label: row[1], bytes: row[2] } : row));
-  if (!rows.some((row) => row.key === "overhead")) {
+  // Records already carry the overhead rows (allocator cache, CUDA context, NCCL) and add up to the total.
+  if (!records && !rows.some((row) => row.key === "overhead")) {
     rows.push({ key: "overhead", label: "Runtime overhead", bytes: r.overhead_bytes });
   }
   return rows.filter((row) => row.bytes > 0);
+}
+
+const componentColors = new Map();   // breakdown key -> its colour, so the charts match the bar
+
+/** answers.charts (CONTRACT.md): memory against micro-batch and sequence length, when pycore sends them. */
+function renderCharts(charts) {
+  const box = document.getElementById("charts");
+  box.hidden = !charts;
+  if (!charts) return;
+  const legend = new Map();
+  for (const [name, unit, one, many] of [["batch", "sequences", "sequence", "sequences"], ["seq", "tokens", "token", "tokens"]]) {
+    const chart = charts[name];
+    const holder = document.getElementById(`chart-${name}`);
+    const note = document.getElementById(`chart-${name}-note`);
+    holder.replaceChildren();
+    note.textContent = "";
+    if (!chart || !chart.x || !chart.x.length) continue;
+    const colors = chart.series.map((s, k) => componentColors.get(s.key) || COLORS[k % COLORS.length]);
+    chart.series.forEach((s, k) => legend.set(s.key, [s.label, colors[k]]));
+    holder.append(stackedChart(chart, colors, unit));
+    note.textContent = chart.largest_fitting === null || chart.largest_fitting === undefined
+      ? "None of these fits the usable memory."
+      : `Largest that fits: ${plural(chart.largest_fitting, one, many)} (marked).`;
+  }
+  const list = document.getElementById("chart-legend");
+  list.replaceChildren();
+  for (const [label, color] of legend.values()) {
+    const swatch = el("span", "", "swatch");
+    swatch.style.background = color;
+    const item = el("li");
+    item.append(swatch, label);
+    list.append(item);
+  }
 }
 
 const STATUS_WORDS = { fits: "fits", tight: "tight", no: "does not fit" };
@@ -149,11 +185,14 @@ function render(payload) {
   document.getElementById("total-gib").textContent = number;
   document.getElementById("total-unit").textContent = unit;
   document.getElementById("total-gb").textContent = `(${payload.total?.gb_text || gbText(totalBytes)})`;
-  document.getElementById("peak-line").textContent =
-    `Peak tensors ${bytesText(r.peak_bytes)} during the ${r.peak_phase} phase, plus ${bytesText(r.overhead_bytes)} runtime overhead.`;
   const active = r.params.active !== r.params.total ? ` (${r.params.active.toLocaleString("en-US")} active per token)` : "";
-  document.getElementById("params-line").textContent =
-    `${r.model.name}: ${plural(r.params.total, "parameter")}${active}.`;
+  // pycore words these sentences (pycore.report.summary), the same as the command line's table.
+  document.getElementById("peak-line").textContent = payload.summary?.peak ||
+    `Peak tensors ${bytesText(r.peak_bytes)} during the ${r.peak_phase} phase, plus ${bytesText(r.overhead_bytes)} runtime overhead.`;
+  document.getElementById("params-line").textContent = payload.summary
+    ? `${payload.summary.model}${active ? ` ${active.trim()}.` : ""}` : `${r.model.name}: ${plural(r.params.total, "parameter")}${active}.`;
+  document.getElementById("views-line").textContent = [payload.summary?.views, ...(payload.warnings || [])]
+    .filter(Boolean).join(" ");
 
   // The bar is to scale: each segment's width is its row's share of the total.
   const rows = breakdownRows(payload, r);
@@ -166,6 +205,7 @@ function render(payload) {
     const segment = el("span", "", "segment");
     segment.style.width = `${share}%`;
     segment.style.background = COLORS[i % COLORS.length];
+    componentColors.set(row.key, COLORS[i % COLORS.length]);
     segment.dataset.share = String(share);
     segment.title = `${row.label}: ${size(row, row.bytes)}`;
     bar.append(segment);
@@ -194,7 +234,12 @@ function render(payload) {
   for (const f of payload.formulas) {
     const tr = el("tr");
     if (f.name.startsWith("  ·")) tr.className = "term";
-    tr.append(el("td", f.name), el("td", f.formula, "formula"), el("td", size(f, f.bytes), "num"), el("td", f.source, "muted"));
+    const formula = el("td", undefined, "formula");
+    formula.append(el("code", f.formula));
+    if (f.substituted && f.substituted !== f.formula) formula.append(el("br"), el("code", `= ${f.substituted}`, "substituted"));
+    const source = el("td", f.source, "muted");
+    if (f.symbols) source.append(el("br"), el("small", f.symbols));
+    tr.append(el("td", f.name), formula, el("td", size(f, f.bytes), "num"), source);
     formulas.append(tr);
   }
   document.documentElement.dataset.totalBytes = String(r.total_bytes);
@@ -213,7 +258,9 @@ function renderGpus(gpus) {
     const badge = document.getElementById(id);
     badge.hidden = !chosen;
     if (chosen) {
-      badge.textContent = `${STATUS_WORDS[chosen.status]} on ${chosen.name}`;
+      // The one-line bar on phones says only the verdict; the panel names the GPU.
+      badge.textContent = id === "mini-badge" ? STATUS_WORDS[chosen.status] : `${STATUS_WORDS[chosen.status]} on ${chosen.name}`;
+      badge.title = `${STATUS_WORDS[chosen.status]} on ${chosen.name}`;
       badge.className = `badge ${chosen.status}`;
     }
   }
@@ -232,6 +279,7 @@ function filterGpus() {
     if (!words.every((word) => haystack.includes(word))) continue;
     const item = el("li", undefined, `gpu ${gpu.status}${gpu.chosen ? " chosen" : ""}`);
     item.dataset.gpu = gpu.id;
+    item.dataset.headroom = String(gpu.headroom_bytes);
     const headroom = gpu.text || (gpu.headroom_bytes >= 0 ? `${bytesText(gpu.headroom_bytes)} free`
       : `${bytesText(-gpu.headroom_bytes)} short`);
     item.append(el("span", gpu.name, "gpu-name"), el("span", `${usable} usable`, "muted"),
@@ -327,10 +375,49 @@ function scheduleUrl(mode) {
   urlTimer = setTimeout(writeUrl, 150);
 }
 
-function renderAnswers(a, r) {
+/** A button that sets some inputs (a layout from the plan, a fix) and re-estimates. */
+function applyButton(label, query) {
+  const button = el("button", label);
+  button.type = "button";
+  button.addEventListener("click", () => {
+    for (const [key, value] of Object.entries(query)) {
+      const field = form.querySelector(`[data-key="${CSS.escape(key)}"]`);
+      if (field) { setValue(field, value); field.closest("details")?.setAttribute("open", ""); }
+    }
+    update("push");
+    pushNext = true;
+  });
+  return button;
+}
+
+/** The plan (layouts that fit, best first) and vLLM's start-up log lines, as pycore words them. */
+function renderPlans(a) {
+  const plans = document.getElementById("plans");
+  plans.replaceChildren();
+  const options = (a.plan || []).filter((option) => option.label !== "as given");
+  if (options.length) plans.append(el("li", "Layouts that fit, fewest GPUs first, then least compute:", "lead"));
+  for (const option of options) {
+    const item = el("li", undefined, "fix fits");
+    item.append(applyButton(option.label, option.query), el("span", ` → ${plural(option.gpus, "GPU")}, ${option.total_text} each`));
+    plans.append(item);
+  }
+  const log = document.getElementById("vllm-log");
+  log.replaceChildren();
+  log.hidden = !(a.vllm_log || []).length;
+  for (const line of a.vllm_log || []) log.append(el("li", line));
+}
+
+function renderAnswers(a, r, display) {
+  renderPlans(a);
   const list = document.getElementById("answers");
   list.replaceChildren();
   const add = (term, value) => list.append(el("dt", term), el("dd", value));
+  if (display) {
+    for (const row of display) add(row.label, row.text);
+    if (r && r.host_bytes) add("Host RAM for offload", `${bytesText(r.host_bytes)} per GPU`);
+    renderFixes(a);
+    return;
+  }
   const count = (n, one, many, tail = "") => (n === null || n === undefined ? "none fits" : `${plural(n, one, many)}${tail}`);
   if ("gpus_needed" in a) add("GPUs needed", count(a.gpus_needed, "GPU", "GPUs", " (dp × tp × pp × cp)"));
   if (!("max_concurrency" in a)) add("Largest micro-batch", count(a.max_batch, "sequence"));
@@ -347,23 +434,20 @@ function renderAnswers(a, r) {
     if (a.cost.why_not) add("Time and cost", a.cost.why_not);
   }
   if (r.host_bytes) add("Host RAM for offload", `${bytesText(r.host_bytes)} per GPU`);
+  renderFixes(a);
+}
+
+function renderFixes(a) {
   const fixes = document.getElementById("how-to-fit");
   fixes.replaceChildren();
   const chosen = gpuRows.find((gpu) => gpu.chosen);
-  if (a.how_to_fit.length) fixes.append(el("li", `It does not fit on the ${chosen ? chosen.name : "chosen GPU"}. One change at a time:`, "lead"));
+  if (a.how_to_fit.length) {
+    fixes.append(el("li", `It does not fit on the ${chosen ? chosen.name : "chosen GPU"}. Changes, alone or combined — those that fit first, cheapest first:`, "lead"));
+  }
   for (const fix of a.how_to_fit) {
     const item = el("li", undefined, fix.fits ? "fix fits" : "fix");
-    const button = el("button", fix.change);
-    button.type = "button";
-    button.addEventListener("click", () => {
-      for (const [key, value] of Object.entries(fix.query)) {
-        const field = form.querySelector(`[data-key="${CSS.escape(key)}"]`);
-        if (field) { setValue(field, value); field.closest("details")?.setAttribute("open", ""); }
-      }
-      update("push");
-      pushNext = true;
-    });
-    item.append(button, el("span", ` → ${fix.text || bytesText(fix.total_bytes)}${fix.fits ? " (fits)" : ""}`));
+    item.append(applyButton(fix.change, fix.query),
+      el("span", ` → ${fix.total_text || fix.text || bytesText(fix.total_bytes)}${fix.fits ? " (fits)" : ""}`));
     fixes.append(item);
   }
 }
@@ -426,8 +510,9 @@ function scheduleAnswers() {
   answersTimer = setTimeout(() => {
     const payload = JSON.parse(window.pycoreAnswers(requestQuery()));
     if (payload.answers) {
-      renderAnswers(payload.answers, lastResult);
+      renderAnswers(payload.answers, lastResult, payload.display);
       renderComparison(payload.answers.comparison);
+      renderCharts(payload.answers.charts);
     }
     const baseErrors = Object.entries(payload.errors).filter(([key]) => key.startsWith("base."));
     for (const [, message] of baseErrors) document.getElementById("messages").append(el("p", message));
@@ -511,6 +596,49 @@ document.getElementById("download-csv").addEventListener("click", () => {
   setTimeout(() => URL.revokeObjectURL(url), 0);
 });
 
+// What fits on my GPUs: pycore estimates every preset for this workload; the page lists and sorts them.
+let fitsRows = [];
+let fitsSort = "headroom_bytes";
+
+function showFits() {
+  const count = Math.max(1, Math.min(4096, parseInt(document.getElementById("fits-count").value, 10) || 1));
+  const params = new URLSearchParams(requestQuery());
+  params.set("gpus", String(count));
+  const payload = JSON.parse(window.pycoreFits(params.toString()));
+  fitsRows = payload.rows;
+  drawFits();
+}
+
+function drawFits() {
+  const table = document.getElementById("fits-table");
+  const body = table.querySelector("tbody");
+  body.replaceChildren();
+  table.hidden = !fitsRows.length;
+  const rows = [...fitsRows].sort((x, y) => fitsSort === "id" ? x.id.localeCompare(y.id)
+    : fitsSort === "params" ? y.params - x.params : (y.headroom_bytes ?? -Infinity) - (x.headroom_bytes ?? -Infinity));
+  const workload = new URLSearchParams(formQuery());
+  for (const key of ["model", "tp", "pp", "dp", "fsdp", "zero"]) workload.delete(key);
+  for (const row of rows) {
+    const tr = el("tr", undefined, `fits-${row.status}`);
+    const link = el("a", row.id);
+    const query = new URLSearchParams(workload);
+    for (const [key, value] of row.query || [["model", row.id]]) query.set(key, value);
+    link.href = `?${query.toString()}`;
+    const name = el("td");
+    name.append(link);
+    const size = row.total_bytes === null ? row.error || "—"
+      : `${row.total_text} · ${bytesText(row.headroom_bytes)} ${row.headroom_bytes >= 0 ? "free" : "over"}`;
+    tr.append(name, el("td", row.params.toLocaleString("en-US"), "num"), el("td", size, "num"),
+      el("td", [Object.entries(row.layout).map(([k, v]) => `${k}=${v}`).join(" "), row.note].filter(Boolean).join(" — ")));
+    body.append(tr);
+  }
+}
+
+document.getElementById("fits-run").addEventListener("click", showFits);
+for (const button of document.querySelectorAll("#fits-table [data-sort]")) {
+  button.addEventListener("click", () => { fitsSort = button.dataset.sort; drawFits(); });
+}
+
 // config.json import: pycore reads it; the page only moves text around.
 const importStatus = document.getElementById("import-status");
 
@@ -566,7 +694,7 @@ document.getElementById("import-fetch").addEventListener("click", async () => {
 });
 
 function enableControls() {
-  for (const control of [...fields(), ...document.querySelectorAll(".actions button, #import textarea, #import input, #import button")]) {
+  for (const control of [...fields(), ...document.querySelectorAll(".actions button, #import textarea, #import input, #import button, #fits-run")]) {
     control.disabled = false;
   }
 }
@@ -587,27 +715,27 @@ const NEEDED = [
   ["./pyodide/pyodide.asm.mjs", "Pyodide (pyodide/pyodide.asm.mjs)"],
   ["./pyodide/pyodide.asm.wasm", "Pyodide's WebAssembly (pyodide/pyodide.asm.wasm)"],
   ["./pyodide/python_stdlib.zip", "Python's standard library (pyodide/python_stdlib.zip)"],
-  ["./pycore.zip", "the estimator (pycore.zip)"],
 ];
-let probing = false;
+let probing = null;
 
-/** Asks the server for each needed file (HEAD: no body) and names the first that does not come. */
-async function probe() {
-  if (run || probing) return;
-  probing = true;
-  try {
-    for (const [url, what] of NEEDED) {
-      let ok = false;
-      try {
-        ok = (await fetch(url, { method: "HEAD", cache: "no-store" })).ok;
-      } catch {
-        ok = false;
-      }
-      if (!ok) { failed(`${what} could not be loaded`); return; }
-    }
-  } finally {
-    probing = false;
-  }
+/** Asks the server for every needed file at once (HEAD: no body) and names the first that does not come. */
+function probe() {
+  if (run) return Promise.resolve();
+  // The wheels PyScript installs (pycore's among them) are named in pyscript.json's packages.
+  const packages = fetch("./pyscript.json", { cache: "no-store" }).then((response) => response.json())
+    .then((config) => (config.packages || []).filter((name) => name.startsWith("./"))
+      .map((url) => [url, `the estimator's package (${url.slice(2)})`]), () => []);
+  probing ??= packages.then((wheels) => {
+    const needed = [...NEEDED, ...wheels];
+    return Promise.all(needed.map(([url]) => fetch(url, { method: "HEAD", cache: "no-store" })
+      .then((response) => response.ok, () => false)))
+      .then((ok) => needed.find((_, i) => !ok[i]));
+  })
+    .then((missing) => {
+      if (missing) failed(`${missing[1]} could not be loaded`);
+    })
+    .finally(() => { probing = null; });
+  return probing;
 }
 
 function failed(reason) {
@@ -642,6 +770,11 @@ window.pycorePaint = (payload, answers) => {
   render(payload);
   if (payload.result && answers?.answers) { renderAnswers(answers.answers, payload.result); renderComparison(answers.answers.comparison); }
 };
+
+// Phones: the one-line total (#mini) appears once the panel's own total has scrolled away.
+new IntersectionObserver(([entry]) => {
+  document.documentElement.classList.toggle("summary-away", !entry.isIntersecting);
+}).observe(document.querySelector(".summary"));
 
 fillForm(location.search);
 document.getElementById("link-field").value = location.href;
