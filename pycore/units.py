@@ -69,7 +69,7 @@ def format_count(count):
 
 def format_bytes(num_bytes):
     """The one display form of a byte count: GiB with separators (TiB above 1,024 GiB), and the vendors'
-    GB (TB above 1,000 GB) beside it."""
+    GB beside it (always GB, the unit on the box)."""
     binary = f"{num_bytes / 2**40:,.2f} TiB" if abs(num_bytes) >= 1024 * GIB else f"{num_bytes / GIB:,.2f} GiB"
-    decimal = f"{num_bytes / 10**12:,.2f} TB" if abs(num_bytes) >= 1000 * GB else f"{num_bytes / GB:,.2f} GB"
+    decimal = f"{num_bytes / GB:,.2f} GB"
     return {"text": binary, "gb_text": decimal}

@@ -6,7 +6,7 @@ import time
 from urllib.parse import urlencode
 
 import pytest
-from conftest import count_fuzz
+from fuzz_counts import count_fuzz
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -4,8 +4,8 @@ the bar are honest."""
 import re
 
 import pytest
-
 from conftest import settled
+
 from pycore import estimate
 
 pytestmark = pytest.mark.browser
@@ -44,7 +44,9 @@ def test_fields_that_do_not_apply_are_hidden(shared, base_url):
     unfold(page, "precision")
     assert visible(page, "new_tokens") and visible(page, "kv_dtype")
     assert not visible(page, "optimizer") and not visible(page, "recompute") and not visible(page, "grad_dtype")
-    assert not page.locator("fieldset[data-group='parallel']").is_visible()     # serving is sized for one GPU
+    # serving splits with tp, pp and ep (pycore.serving); data parallelism and sharding are training's
+    unfold(page, "parallel")
+    assert visible(page, "tp") and visible(page, "pp") and not visible(page, "zero") and not visible(page, "dp")
     show(page, "activations=multiplier")
     assert visible(page, "act_multiplier") and not visible(page, "act_per_sample")
     show(page, "model=resnet-50&batch=8")
@@ -158,33 +160,21 @@ def test_the_bar_is_to_scale(shared, base_url):
         assert width == pytest.approx(bar_width * share / 100, abs=bar_width * 0.001 + 0.6)
 
 
-# pycore's next payload (CONTRACT.md): breakdown records with their own text, a total record, gpus on top.
-NEW_SHAPE = """
-let realRun;
-Object.defineProperty(window, 'pycoreRun', { configurable: true, get: () => realRun && ((q) => {
-  const p = JSON.parse(realRun(q));
-  if (!p.result) return JSON.stringify(p);
-  const rows = p.breakdown.map(([key, label, bytes]) => ({ key, label, bytes, text: `${label} text`,
-    percent: 100 * bytes / p.result.total_bytes }));
-  rows.push({ key: 'overhead', label: 'Runtime overhead (CUDA context, allocator)', bytes: p.result.overhead_bytes,
-    text: 'overhead text', percent: 100 * p.result.overhead_bytes / p.result.total_bytes });
-  p.breakdown = rows;
-  p.total = { bytes: p.result.total_bytes, text: '1,446.58 GiB', gb_text: '1,553.26 GB', unit_note: 'GiB = 2^30 bytes' };
-  p.gpus = p.result.gpus.map(g => ({ ...g, text: `${g.id} headroom text` }));
-  delete p.result.gpus;
-  return JSON.stringify(p);
-}), set: (f) => { realRun = f; } });
-"""
+def test_the_page_shows_pycores_own_text(watched, base_url):
+    import json
 
-
-def test_the_contracts_next_shape_renders_with_its_own_text(watched, base_url):
-    watched.page.add_init_script(NEW_SHAPE)
-    page = watched.open(base_url)
-    assert page.locator("#total-gib").inner_text() == "1,446.58"
-    assert page.locator("#total-gb").inner_text() == "(1,553.26 GB)"
-    assert page.locator("tr[data-component='weights'] td").nth(1).inner_text() == "Weights text"
-    assert page.locator("tr[data-component='overhead']").count() == 1      # not added a second time
-    assert page.locator("li.gpu").first.inner_text().endswith("h100-sxm-80gb headroom text")
+    from pycore import web
+    page = watched.open(base_url, "?model=llama-3.1-405b&batch=8")
+    payload = json.loads(web.run("model=llama-3.1-405b&batch=8"))
+    number, unit = payload["total"]["text"].rsplit(" ", 1)
+    assert page.locator("#total-gib").inner_text() == number and unit == "TiB"      # above 1,024 GiB
+    assert page.locator("#total-gb").inner_text() == f"({payload['total']['gb_text']})"
+    first = payload["breakdown"][0]
+    assert page.locator(f"tr[data-component='{first['key']}'] td").nth(1).inner_text() == first["text"]
+    assert page.locator("#peak-line").inner_text() == payload["summary"]["peak"]
+    # The breakdown's overhead rows come from pycore, once each: the page adds none of its own.
+    keys = page.eval_on_selector_all("#breakdown tr[data-component]", "rs => rs.map(r => r.dataset.component)")
+    assert keys == [row["key"] for row in payload["breakdown"] if row["bytes"]] and "overhead" not in keys
     assert watched.errors == []
 
 
@@ -231,7 +221,15 @@ def test_charts_stack_components_and_mark_the_usable_line_and_largest_fit(watche
     assert page.evaluate("window.__violations") == []
 
 
-def test_no_charts_section_without_chart_data(shared, base_url):
+def test_charts_follow_pycores_chart_data(shared, base_url):
+    import json
+
+    from pycore import web
     page = shared.page
     show(page, "model=gpt2")
+    expected = json.loads(web.answers("model=gpt2"))["answers"]["charts"]
+    assert page.locator("#charts").is_visible()
+    assert page.locator("#chart-batch svg").count() == 1 and page.locator("#chart-seq svg").count() == 1
+    assert str(expected["batch"]["largest_fitting"]) in page.locator("#chart-batch-note").inner_text()
+    show(page, "model=llama-3.1-8b&mode=infer&engine=vllm")      # vLLM pre-allocates: no curve to draw
     assert page.locator("#charts").is_hidden()

@@ -4,8 +4,8 @@ import re
 from urllib.parse import parse_qsl, quote, urlsplit
 
 import pytest
+from conftest import settled
 
-from conftest import READY_MS, settled
 from pycore import estimate
 from pycore.schema import FIELDS
 

@@ -1,4 +1,5 @@
-"""Shared test hooks: the fuzz tests count the inputs they ran, and the summary prints the count."""
+"""A pytest plugin (pyproject.toml: -p fuzz_counts): the fuzz tests count the inputs they ran, and the
+summary prints the count."""
 
 FUZZ_RUNS: dict = {}
 

@@ -1,0 +1,74 @@
+"""The page shows pycore's records and answers as pycore words them: formulas with the user's numbers,
+the layouts that fit, vLLM's log lines, what fits on my GPUs."""
+
+import json
+
+import pytest
+
+from pycore import estimate, web
+
+pytestmark = pytest.mark.browser
+
+
+def show(page, query):
+    page.evaluate("q => { history.pushState(null, '', '?' + q); dispatchEvent(new PopStateEvent('popstate')); }",
+                  query)
+    page.wait_for_function("document.getElementById('link-field').value === location.href")
+    page.wait_for_function("document.documentElement.dataset.answersPending === undefined")
+
+
+def test_breakdown_rows_add_up_to_the_total_on_the_page(shared):
+    page = shared.page
+    show(page, "model=llama-3.1-70b&precision=bf16-master&recompute=full&seq=8192")
+    rows = page.eval_on_selector_all("#breakdown tbody tr[data-component]", "rs => rs.map(r => r.dataset.component)")
+    expected = estimate({"model": "llama-3.1-70b", "precision": "bf16-master", "recompute": "full", "seq": "8192"})
+    assert rows == [row["key"] for row in expected["breakdown"] if row["bytes"] > 0]
+    widths = page.eval_on_selector_all("#bar .segment", "ss => ss.map(s => Number(s.dataset.share))")
+    assert abs(sum(widths) - 100) < 1e-6                    # the bar is to scale: its shares add up
+
+
+def test_formulas_show_the_users_numbers(shared):
+    page = shared.page
+    show(page, "model=gpt2&batch=4")
+    text = page.locator("#formulas").inner_text()
+    # GPT-2 has 124,439,808 parameters: the weights row shows P × 4 and the same with the number.
+    assert "P × 4" in text and "124,439,808 × 4" in text
+
+
+def test_layouts_that_fit_are_buttons_that_set_the_inputs(shared):
+    page = shared.page
+    show(page, "model=llama-3.1-70b")
+    plans = page.locator("#plans button")
+    assert plans.count() >= 1
+    first = json.loads(web.answers("model=llama-3.1-70b"))["answers"]["plan"][0]
+    assert plans.first.inner_text() == first["label"]
+    plans.first.click()
+    page.wait_for_function("document.documentElement.dataset.answersPending === undefined")
+    for key, value in first["query"].items():
+        assert page.locator(f'[data-key="{key}"]').input_value() == value
+    assert "does not fit" not in page.locator("#total-badge").inner_text()
+
+
+def test_vllm_log_lines_are_shown_as_vllm_prints_them(shared):
+    page = shared.page
+    show(page, "model=llama-3.1-8b&mode=infer&engine=vllm&seq=8192")
+    lines = page.locator("#vllm-log li").all_inner_texts()
+    expected = json.loads(web.answers("model=llama-3.1-8b&mode=infer&engine=vllm&seq=8192"))["answers"]["vllm_log"]
+    assert lines == expected and lines[2].startswith("GPU KV cache size:")
+
+
+def test_what_fits_on_my_gpus_lists_links(shared):
+    page = shared.page
+    show(page, "mode=infer&seq=8192&gpu=rtx-4090")
+    page.locator("#fits-count").fill("2")
+    page.locator("#fits-run").click()
+    page.wait_for_selector("#fits-table:not([hidden]) tbody tr")
+    rows = page.locator("#fits-table tbody tr")
+    expected = json.loads(web.fits("mode=infer&seq=8192&gpu=rtx-4090&gpus=2"))["rows"]
+    assert rows.count() == len(expected)
+    assert rows.first.locator("a").inner_text() == expected[0]["id"]
+    href = rows.first.locator("a").get_attribute("href")
+    assert f"model={expected[0]['id']}" in href and "mode=infer" in href
+    page.locator('#fits-table [data-sort="params"]').click()
+    biggest = max(expected, key=lambda row: row["params"])["id"]
+    assert rows.first.locator("a").inner_text() == biggest
