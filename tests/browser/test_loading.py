@@ -126,17 +126,20 @@ def offline_ready(page):
     assert page.evaluate("document.documentElement.dataset.offline") == "ready"
 
 
-def test_works_offline_after_the_first_visit(browser, base_url):
+def test_works_offline_after_the_first_visit_starting_from_the_memory_snapshot(browser, base_url):
     context = browser.new_context()
     try:
         page = context.new_page()
         page.goto(base_url + "?batch=4")
         page.wait_for_selector("html.py-ready", timeout=READY_MS)
+        assert page.evaluate("document.documentElement.dataset.snapshot") is None   # nothing cached yet
         offline_ready(page)
         context.set_offline(True)
         page.reload()
         page.wait_for_selector("html.py-ready", timeout=READY_MS)
         page.wait_for_function("document.documentElement.dataset.totalBytes !== undefined")
+        # Python started from the memory snapshot build.py took, with pycore already imported.
+        assert page.evaluate("document.documentElement.dataset.snapshot") == "used"
         assert int(page.evaluate("document.documentElement.dataset.totalBytes")) == cpython_total("batch=4")
         page.locator("#f-batch").fill("8")
         page.wait_for_function(f"document.documentElement.dataset.totalBytes === '{cpython_total('batch=8')}'")
