@@ -61,7 +61,18 @@ with open("/tmp/in.whl", "rb") as source, open("/tmp/out.whl", "wb") as target:
 `);
   writeFileSync(output, py.FS.readFile("/tmp/out.whl"));
 } else if (job === "snapshot") {
-  const py = await loadPyodide({ indexURL, _makeSnapshot: true });
+  // The same snapshot from build to build: while it is made, the clock stands still and the entropy
+  // Python seeds itself with is fixed (site/main.py reseeds random in the page).
+  const nodeCrypto = await import("node:crypto");
+  let counter = 0;
+  nodeCrypto.default.randomFillSync = (view) => {
+    const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+    for (let i = 0; i < bytes.length; i++) bytes[i] = (counter++ * 2654435761) >>> 24;
+    return view;
+  };
+  Date.now = () => 315532800000;
+  performance.now = () => 0;
+  const py = await loadPyodide({ indexURL, _makeSnapshot: true, env: { PYTHONHASHSEED: "0" } });
   py.unpackArchive(new Uint8Array(readFileSync(input)), "wheel");
   py.runPython("import pycore.web as web; web.run(''); web.answers('')");
   writeFileSync(output, py.makeMemorySnapshot());
