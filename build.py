@@ -5,7 +5,7 @@ Usage:
     python build.py serve [PORT]  # builds, then serves dist/ on http://127.0.0.1:PORT (default 8000)
     python build.py serve-only PORT DIR   # serves an already built folder (the browser tests use it)
 
-Standard library only at run time, plus three subprocesses that fail the build loudly:
+Standard library only at run time, plus these subprocesses, any failure of which fails the build:
   * `npm ci` against the committed package.json and package-lock.json, which pin Pyodide and PyScript once;
   * `python -m pip wheel --no-deps .`: pycore reaches the browser as the very wheel `pip install .`
     installs, which PyScript's `packages` setting hands to micropip;
@@ -178,6 +178,7 @@ def micropip_wheel():
     if not wheel.is_file():
         DOWNLOADS.mkdir(parents=True, exist_ok=True)
         name, version = MICROPIP.split("-")[:2]
+        # --python-version: micropip 0.11 requires Python >= 3.12, which Pyodide has and this need not.
         pip("download", "--no-deps", "--only-binary=:all:", "--python-version", "3.13", "--quiet",
             "--dest", str(DOWNLOADS), f"{name}=={version}")
     if sha256(wheel) != MICROPIP_SHA256:
