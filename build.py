@@ -178,7 +178,7 @@ def micropip_wheel():
     if not wheel.is_file():
         DOWNLOADS.mkdir(parents=True, exist_ok=True)
         name, version = MICROPIP.split("-")[:2]
-        # --python-version: micropip 0.11 requires Python >= 3.12, which Pyodide has and this need not.
+        # --python-version: micropip 0.11 requires Python >= 3.13, which Pyodide has and this need not.
         pip("download", "--no-deps", "--only-binary=:all:", "--python-version", "3.13", "--quiet",
             "--dest", str(DOWNLOADS), f"{name}=={version}")
     if sha256(wheel) != MICROPIP_SHA256:
