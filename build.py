@@ -5,14 +5,17 @@ Usage:
     python build.py serve [PORT]  # builds, then serves dist/ on http://127.0.0.1:PORT (default 8000)
     python build.py serve-only PORT DIR   # serves an already built folder (the browser tests use it)
 
-Standard library only at run time, plus three subprocesses that fail the build loudly:
+Standard library only at run time, plus these subprocesses, any failure of which fails the build:
   * `npm ci` against the committed package.json and package-lock.json, which pin Pyodide and PyScript once;
   * `python -m pip wheel --no-deps .`: pycore reaches the browser as the very wheel `pip install .`
     installs, which PyScript's `packages` setting hands to micropip;
   * `python -m pip download micropip==0.11.1` (from PyPI, once; kept in build/downloads/): the npm
-    package of Pyodide does not ship the micropip wheel its lock names. PyPI's wheel differs from
-    Pyodide's own build (which is byte-compiled), so the site serves its own pyodide-lock.json that pins
-    the PyPI wheel's sha256 (MICROPIP_SHA256 below; a different download fails the build).
+    package of Pyodide does not ship the micropip wheel its lock names. The download must have the
+    sha256 pinned below (MICROPIP_SHA256), else the build fails;
+  * `node tools/pyodide_build.mjs` (Pyodide's own Python, from node_modules): byte-compiles that
+    micropip wheel as Pyodide does its own (importing micropip from source costs seconds in the
+    browser), and takes the memory snapshot. The site serves its own pyodide-lock.json, which pins the
+    compiled wheel's sha256.
 
 The output is deterministic (sorted entries, fixed timestamps, SOURCE_DATE_EPOCH for the wheel) and
 self-contained: any static file server, GitHub Pages included, can serve it with no CDN. It also holds
@@ -20,6 +23,7 @@ the default estimate computed here by pycore (painted before Python starts), one
 in prerendered/, and a service worker whose cache is named by the hash of everything else in dist/.
 """
 
+import gzip
 import hashlib
 import html
 import json
@@ -41,10 +45,9 @@ MICROPIP = "micropip-0.11.1-py3-none-any.whl"      # the version Pyodide 314.0.7
 MICROPIP_SHA256 = "768de165adb8e66906039d8fec4127a57f522dfdf8e6fbff877a4616941ecfd3"  # PyPI's file
 DOWNLOADS = ROOT / "build" / "downloads"
 SOURCE_DATE_EPOCH = "315532800"                     # 1980-01-01, the earliest time a zip can hold
-# Loaded on every visit, so the service worker caches them as it installs; the rest (PyScript's
-# editor and terminal chunks, per-preset estimates) are cached the first time the page asks for them.
-PRECACHE_SKIP = ("pyscript/codemirror", "pyscript/xterm", "pyscript/py-editor", "pyscript/py-terminal",
-                 "pyscript/py-game", "pyscript/mpy-", "prerendered/", "validation.md", "sw.js", ".nojekyll")
+# The service worker caches every file as it installs but these, which the page loads only on demand
+# (the code editor and terminal PyScript can show, per-preset estimates): cached when first asked for.
+PRECACHE_SKIP = ("pyscript/codemirror", "pyscript/xterm", "prerendered/", "validation.md", ".nojekyll")
 
 sys.path.insert(0, str(ROOT))
 from pycore import applies, catalog, schema  # noqa: E402
@@ -177,6 +180,7 @@ def micropip_wheel():
     if not wheel.is_file():
         DOWNLOADS.mkdir(parents=True, exist_ok=True)
         name, version = MICROPIP.split("-")[:2]
+        # --python-version: micropip 0.11 requires Python >= 3.13, which Pyodide has and this need not.
         pip("download", "--no-deps", "--only-binary=:all:", "--python-version", "3.13", "--quiet",
             "--dest", str(DOWNLOADS), f"{name}=={version}")
     if sha256(wheel) != MICROPIP_SHA256:
@@ -185,16 +189,35 @@ def micropip_wheel():
     return wheel
 
 
-def pyodide_lock(target):
-    """Pyodide's lock reduced to the one package this site serves, micropip, pinned to PyPI's wheel.
+def node(*args):
+    if shutil.which("node") is None:
+        fail("node not found: install Node.js 20+")
+    done = subprocess.run(["node", str(ROOT / "tools" / "pyodide_build.mjs"), *map(str, args)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        fail(f"node tools/pyodide_build.mjs {' '.join(map(str, args))} failed (status {done.returncode}):\n"
+             f"{done.stderr[-3000:]}")
+
+
+def pyodide_lock(target, micropip):
+    """Pyodide's lock reduced to the one package this site serves, micropip, pinned to our wheel of it.
 
     The other packages' wheels are not in dist/, so their entries could only ever fail to load."""
     lock = json.loads((MODULES / "pyodide" / "pyodide-lock.json").read_text())
     entry = lock["packages"]["micropip"]
     if entry["file_name"] != MICROPIP:
         fail(f"Pyodide's lock names {entry['file_name']}, build.py pins {MICROPIP}: update MICROPIP")
-    lock["packages"] = {"micropip": {**entry, "sha256": MICROPIP_SHA256}}
+    lock["packages"] = {"micropip": {**entry, "sha256": sha256(micropip)}}
     target.write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n")
+
+
+def memory_snapshot(wheel, target):
+    """Pyodide's memory once pycore is imported, gzipped (31 MiB raw, about 6 MiB compressed)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        raw = Path(scratch) / "snapshot.bin"
+        node("snapshot", wheel, raw)
+        with open(target, "wb") as out, gzip.GzipFile(fileobj=out, mode="wb", mtime=0, filename="") as packed:
+            packed.write(raw.read_bytes())
 
 
 def script_json(data):
@@ -259,7 +282,7 @@ def build():
         shutil.rmtree(DIST)
     DIST.mkdir()
     for path in sorted(SITE.iterdir()):
-        if path.name in ("index.html", "sw.js", "pyscript.json"):
+        if path.name in ("index.html", "sw.js", "pyscript.json", "pyodide-start.mjs"):
             continue
         shutil.copy2(path, DIST / path.name)
     pyodide, pyscript = DIST / "pyodide", DIST / "pyscript"
@@ -270,8 +293,9 @@ def build():
             fail(f"{source} missing: run npm ci")
         if name != "pyodide-lock.json":
             shutil.copy2(source, pyodide / name)
-    pyodide_lock(pyodide / "pyodide-lock.json")
-    shutil.copy2(micropip_wheel(), pyodide / MICROPIP)
+    shutil.copy2(SITE / "pyodide-start.mjs", pyodide / "start.mjs")
+    node("compile", micropip_wheel(), pyodide / MICROPIP)
+    pyodide_lock(pyodide / "pyodide-lock.json", pyodide / MICROPIP)
     shutil.copytree(MODULES / "@pyscript" / "core" / "dist", pyscript,
                     ignore=shutil.ignore_patterns("*.map"))
     wheel = pycore_wheel(DIST)
@@ -279,6 +303,7 @@ def build():
     config["packages"] = [f"./{wheel}"]
     (DIST / "pyscript.json").write_text(json.dumps(config, indent=1) + "\n")
     write_prerendered(DIST / "prerendered")
+    memory_snapshot(DIST / wheel, pyodide / "snapshot.bin.gz")
     page = (SITE / "index.html").read_text()
     shutil.copy2(ROOT / "docs" / "validation.md", DIST / "validation.md")
     for marker, text in (("{{FORM}}", form_html()), ("{{ACCURACY}}", html.escape(accuracy_html())),

@@ -1,9 +1,12 @@
 # Page glue: hands pycore's JSON entry point to the page script. All memory arithmetic is in pycore.
+import random
+
 from js import document, window
 from pyodide.ffi import create_proxy
 
 from pycore import web
 
+random.seed()  # after a start from the build's memory snapshot (pyodide/start.mjs), random would repeat its state
 window.pycoreRun = create_proxy(web.run)
 window.pycoreAnswers = create_proxy(web.answers)
 window.pycoreCsv = create_proxy(web.csv)

@@ -47,7 +47,9 @@ async function paintPrerendered() {
   }
 }
 
-// Start-up stages, from PyScript's py:progress events and the resource timings of Pyodide's files.
+// Start-up stages: the bytes of Pyodide's two large files as they arrive, then PyScript's py:progress.
+// Python starts on this thread, so the page cannot repaint while it boots: each label is set before
+// the work it names.
 const STAGES = ["Fetching Pyodide", "Starting Python", "Installing pycore"];
 let progress = null;
 
@@ -56,7 +58,7 @@ function showProgress() {
   box.className = "startup";
   box.id = "startup";
   const bar = document.createElement("progress");
-  bar.max = STAGES.length;
+  bar.max = 1;
   bar.value = 0;
   bar.setAttribute("aria-label", "Start-up progress");
   const label = document.createElement("span");
@@ -67,11 +69,10 @@ function showProgress() {
   stage(0);
 }
 
-function stage(index) {
-  if (!progress || index <= progress.stage) return;
+function stage(index, detail = "") {
+  if (!progress || index < progress.stage) return;
   progress.stage = index;
-  progress.bar.value = index;
-  progress.label.textContent = `Step ${index + 1} of ${STAGES.length}: ${STAGES[index]}…`;
+  progress.label.textContent = `Step ${index + 1} of ${STAGES.length}: ${STAGES[index]}${detail}…`;
   root.dataset.startupStage = STAGES[index];
 }
 
@@ -81,34 +82,67 @@ function hideProgress() {
   delete root.dataset.startupStage;
 }
 
-const fetched = new Set();
-if ("PerformanceObserver" in window) {
-  new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) {
-      const name = entry.name.split("?")[0];
-      if (name.endsWith("/pyodide.asm.wasm") || name.endsWith("/python_stdlib.zip")) fetched.add(name);
-    }
-    if (fetched.size === 2) stage(1);
-  }).observe({ type: "resource", buffered: true });
+// Pyodide fetches these with fetch(); the page passes each body through a counter.
+const LARGE = /\/pyodide\/(pyodide\.asm\.wasm|python_stdlib\.zip)$/;
+const downloads = new Map();
+
+function counted(name, response) {
+  if (!response.ok || !response.body) return response;
+  const entry = { loaded: 0, total: Number(response.headers.get("content-length")) || 0, done: false };
+  downloads.set(name, entry);
+  const body = response.body.pipeThrough(new TransformStream({
+    transform(chunk, controller) {
+      entry.loaded += chunk.byteLength;
+      controller.enqueue(chunk);
+      showDownloads();
+    },
+    flush() {
+      entry.done = true;
+      showDownloads();
+    },
+  }));
+  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
 }
 
+function showDownloads() {
+  const all = [...downloads.values()];
+  const loaded = all.reduce((sum, d) => sum + d.loaded, 0);
+  const total = all.reduce((sum, d) => sum + Math.max(d.total, d.loaded), 0);
+  if (all.length === 2 && all.every((d) => d.done)) {
+    if (progress) progress.bar.value = 1 / STAGES.length;
+    stage(1);
+  } else if (progress && progress.stage === 0 && total > 0) {
+    progress.bar.value = loaded / total / STAGES.length;
+    stage(0, ` (${(loaded / 2 ** 20).toFixed(1)} of ${(total / 2 ** 20).toFixed(1)} MiB)`);
+  }
+}
+
+const pageFetch = window.fetch;
+window.fetch = function fetch(input, init) {
+  const answer = pageFetch.call(this, input, init);
+  if (ready()) return answer;
+  const url = new URL(input instanceof Request ? input.url : String(input), location.href);
+  const large = LARGE.exec(url.pathname);
+  return large && url.origin === location.origin ? answer.then((response) => counted(large[1], response)) : answer;
+};
+
 window.addEventListener("py:progress", (event) => {
-  if (event.detail === "Loaded interpreter") stage(2);
+  if (event.detail === "Loaded interpreter" && progress) {
+    progress.bar.value = 2 / STAGES.length;
+    stage(2);
+  }
 });
 
 // Offline after the first visit. Registered once Python runs, so its downloads never compete with
-// the first load. A new build's worker takes over as soon as it has cached the new files; the page
-// then reloads once to show the new build (the inputs are in the URL, so nothing is lost).
+// the first load. On later visits the browser checks sw.js as it navigates; a new build's worker takes
+// over as soon as it has cached the new files, and the page reloads once to show the new build (the
+// inputs are in the URL, so nothing is lost).
+if ("serviceWorker" in navigator && navigator.serviceWorker.controller !== null) {
+  navigator.serviceWorker.addEventListener("controllerchange", () => location.reload(), { once: true });
+}
+
 function registerServiceWorker() {
   if (!("serviceWorker" in navigator)) return;
-  const updating = navigator.serviceWorker.controller !== null;
-  let reloaded = false;
-  navigator.serviceWorker.addEventListener("controllerchange", () => {
-    if (updating && !reloaded) {
-      reloaded = true;
-      location.reload();
-    }
-  });
   navigator.serviceWorker.register("./sw.js")
     .then(() => navigator.serviceWorker.ready)
     .then(() => { root.dataset.offline = "ready"; })

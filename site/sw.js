@@ -35,6 +35,7 @@ self.addEventListener("fetch", (event) => {
     const cache = await caches.open(CACHE);
     const hit = page ? await cache.match(scope.href) : await cache.match(request);
     if (hit) return hit;
+    if (request.cache === "only-if-cached") return new Response(null, { status: 504 });
     const response = await fetch(request);
     if (response.status === 200 && response.type === "basic" && !page) await cache.put(request, response.clone());
     return response;

@@ -1,0 +1,195 @@
+"""Loading the built page: pycore's wheel through micropip, numbers before Python, offline, new deploys."""
+
+import hashlib
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import READY_MS, _free_port
+from pycore import web
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.browser
+
+
+def load_build_module():
+    spec = importlib.util.spec_from_file_location("site_build", ROOT / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cpython_total(query):
+    return json.loads(web.run(query))["result"]["total_bytes"]
+
+
+def hold_pyodide(context):
+    """Python never starts: Pyodide's WebAssembly is requested and never answered."""
+    held = []
+    context.route("**/pyodide.asm.wasm", lambda route: held.append(route))
+    return held
+
+
+def test_served_lock_pins_the_served_micropip_and_pycore_is_the_projects_wheel(dist):
+    lock = json.loads((dist / "pyodide" / "pyodide-lock.json").read_text())
+    micropip = lock["packages"]["micropip"]
+    served = (dist / "pyodide" / micropip["file_name"]).read_bytes()
+    assert hashlib.sha256(served).hexdigest() == micropip["sha256"]
+    config = json.loads((dist / "pyscript.json").read_text())
+    assert "files" not in config
+    [wheel] = config["packages"]
+    assert wheel.startswith("./pycore_gpu_memory-") and wheel.endswith("-py3-none-any.whl")
+    assert (dist / wheel).is_file() and not (dist / "pycore.zip").exists()
+
+
+def test_page_installs_pycore_wheel_with_micropip(watched, base_url):
+    requested = []
+    watched.page.on("request", lambda request: requested.append(request.url.removeprefix(base_url)))
+    page = watched.open(base_url)
+    assert int(page.evaluate("document.documentElement.dataset.totalBytes")) == cpython_total("")
+    assert "pyodide/micropip-0.11.1-py3-none-any.whl" in requested
+    assert any(url.startswith("pycore_gpu_memory-") and url.endswith(".whl") for url in requested)
+    assert watched.errors == [] and watched.outside == []
+
+
+def test_default_estimate_is_painted_before_python_within_half_a_second(browser, base_url):
+    context = browser.new_context()      # no request routing, which would slow every request down
+    try:
+        page = context.new_page()
+        page.goto(base_url)
+        page.wait_for_selector("html.py-ready", timeout=READY_MS)
+        painted, computed = page.evaluate("[window.__firstPaintMs, window.__firstResultMs]")
+        assert painted < 500 and painted < computed
+    finally:
+        context.close()
+
+
+def test_default_estimate_is_shown_while_python_starts(watched, base_url):
+    hold_pyodide(watched.context)
+    page = watched.page
+    page.goto(base_url)
+    page.wait_for_function("document.documentElement.dataset.prerendered === 'painted'")
+    assert int(page.evaluate("document.documentElement.dataset.totalBytes")) == cpython_total("")
+    assert page.locator("#breakdown tbody tr").count() > 3
+    assert page.locator("#answers dt").count() > 0
+    assert not page.evaluate("document.documentElement.classList.contains('py-ready')")
+    assert page.locator("#f-batch").is_disabled()
+    assert page.locator("#startup progress").is_visible()
+    assert "Fetching Pyodide" in page.locator("#startup").inner_text()
+
+
+def test_preset_link_paints_that_presets_build_time_estimate(watched, base_url):
+    hold_pyodide(watched.context)
+    page = watched.page
+    page.goto(base_url + "?model=gpt2")
+    page.wait_for_function("document.documentElement.dataset.prerendered === 'painted'")
+    assert int(page.evaluate("document.documentElement.dataset.totalBytes")) == cpython_total("model=gpt2")
+    assert page.locator("#f-model").input_value() == "gpt2"
+
+
+def test_other_inputs_restore_the_form_at_once_and_show_progress_until_python(watched, base_url):
+    held = hold_pyodide(watched.context)
+    page = watched.page
+    page.add_init_script("""window.__stages = [];
+        new MutationObserver(() => { const s = document.documentElement.dataset.startupStage;
+            if (s && window.__stages.at(-1) !== s) window.__stages.push(s); })
+          .observe(document, { attributes: true, subtree: true, attributeFilter: ['data-startup-stage'] });""")
+    page.goto(base_url + "?model=gpt2&batch=16&recompute=full")
+    page.wait_for_selector("#startup progress")
+    assert page.locator("#f-batch").input_value() == "16"
+    assert page.locator("#f-recompute").input_value() == "full"
+    assert page.locator("#total-gib").inner_text() == "—"      # no number but Python's for these inputs
+    page.wait_for_function("window.__stages.length > 0 && document.querySelector('#startup') !== null")
+    assert page.evaluate("window.__stages") == ["Fetching Pyodide"]
+    # Let Python start: every stage shows in order, then the bar gives way to Python's number.
+    watched.context.unroute("**/pyodide.asm.wasm")
+    for route in held:
+        route.continue_()
+    page.wait_for_selector("html.py-ready", timeout=READY_MS)
+    page.wait_for_function("document.documentElement.dataset.totalBytes !== undefined")
+    assert page.evaluate("window.__stages") == ["Fetching Pyodide", "Starting Python", "Installing pycore"]
+    assert page.locator("#startup").count() == 0
+    assert int(page.evaluate("document.documentElement.dataset.totalBytes")) == \
+        cpython_total("model=gpt2&batch=16&recompute=full")
+
+
+def offline_ready(page):
+    page.wait_for_function("document.documentElement.dataset.offline !== undefined", timeout=READY_MS)
+    assert page.evaluate("document.documentElement.dataset.offline") == "ready"
+
+
+def test_works_offline_after_the_first_visit_starting_from_the_memory_snapshot(browser, base_url):
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(base_url + "?batch=4")
+        page.wait_for_selector("html.py-ready", timeout=READY_MS)
+        assert page.evaluate("document.documentElement.dataset.snapshot") is None   # nothing cached yet
+        offline_ready(page)
+        context.set_offline(True)
+        page.reload()
+        page.wait_for_selector("html.py-ready", timeout=READY_MS)
+        page.wait_for_function("document.documentElement.dataset.totalBytes !== undefined")
+        # Python started from the memory snapshot build.py took, with pycore already imported.
+        assert page.evaluate("document.documentElement.dataset.snapshot") == "used"
+        assert int(page.evaluate("document.documentElement.dataset.totalBytes")) == cpython_total("batch=4")
+        page.locator("#f-batch").fill("8")
+        page.wait_for_function(f"document.documentElement.dataset.totalBytes === '{cpython_total('batch=8')}'")
+        assert page.evaluate("navigator.onLine") is False
+    finally:
+        context.close()
+
+
+@pytest.fixture()
+def deployed(dist, tmp_path):
+    """A copy of the built site on its own server, which a test may redeploy in place."""
+    site = tmp_path / "site"
+    shutil.copytree(dist, site)
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, str(ROOT / "build.py"), "serve-only", str(port), str(site)])
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=5).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                raise
+            time.sleep(0.1)
+    yield site, url
+    server.terminate()
+    server.wait(10)
+
+
+def test_a_new_deploy_is_picked_up_on_the_next_visit(browser, deployed):
+    site, url = deployed
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(url)
+        page.wait_for_selector("html.py-ready", timeout=READY_MS)
+        offline_ready(page)
+        old_caches = page.evaluate("caches.keys()")
+        # Deploy a changed build: a new tagline, and the service worker build.py writes for it.
+        index = site / "index.html"
+        index.write_text(index.read_text().replace('<p class="tagline">', '<p class="tagline">Redeployed. ', 1))
+        load_build_module().service_worker(site)
+        page.reload()
+        # The reload shows the cached build while the browser installs the new one; the page then
+        # reloads itself once (a locator's wait spans that navigation).
+        page.locator(".tagline", has_text="Redeployed.").wait_for(timeout=2 * READY_MS)
+        page.wait_for_selector("html.py-ready", timeout=READY_MS)
+        new_caches = page.evaluate("caches.keys()")
+        assert len(old_caches) == 1 and len(new_caches) == 1 and new_caches != old_caches
+    finally:
+        context.close()
