@@ -7,13 +7,22 @@ For every training case: build the transformers model, run one warm-up step (so 
 exists, as in steady state), ``zero_grad(set_to_none=True)``, then record the next step (forward,
 backward, optimizer step) with PyTorch's MemTracker. Dense models run under FakeTensorMode (no memory
 is allocated, so full-size models fit on this machine); mixture-of-experts routing and generate() are
-data-dependent and run for real on small configs. Optimizers use foreach=True, the CUDA default.
+data-dependent and run for real on small configs. Optimizers use the case's optimizer_impl, else
+foreach=True (the CUDA default).
 MemTracker rounds every allocation up to 512 bytes as CUDA's caching allocator does.
 
 Usage:
     pip install torch==2.13.0 transformers
     python validation/measure.py                 # all cases -> validation/measured.json
     python validation/measure.py --only gpt2     # cases whose label contains 'gpt2', printed only
+    python validation/measure.py --only amp --both   # amp cases under CPU and CUDA autocast rules, and the change
+    python validation/measure.py --redo amp      # re-measure matching cases, keep the other records
+
+amp-* cases run CUDA autocast's casting rules on the CPU (validation/cuda_autocast.py: pow, softmax,
+layer_norm, sum and the rest of CUDA's fp32 lists return fp32, as on a GPU); --autocast cpu keeps
+PyTorch's CPU rules, under which the cases recorded before it were measured. A record's "autocast" says
+which (absent: cpu rules). A case's optimizer_impl (foreach, fused, for-loop) picks the optimizer kernel;
+cases without one run foreach.
 """
 
 import argparse
@@ -33,10 +42,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "validation"))
 import hf_models  # noqa: E402
-from pycore import schema  # noqa: E402
+from cuda_autocast import cuda_autocast  # noqa: E402
+import compare  # noqa: E402
+from pycore import frameworks, schema  # noqa: E402
 from pycore.estimate import resolve_architecture  # noqa: E402
 
 OUT = ROOT / "validation" / "measured.json"
+CONFIGS = ROOT / "tests" / "configs"
 PARTIAL = ROOT / "validation" / "measured.partial.jsonl"     # one line per finished case, for --resume
 
 SMALL = {"layers": "2", "hidden": "512", "heads": "8", "ffn": "1408"}
@@ -121,8 +133,14 @@ def cuda_like_dropout(input, p=0.5, training=True, inplace=False):
 torch.nn.functional.dropout = cuda_like_dropout
 
 
-def hf_config(arch, attention):
-    config = hf_models.config_for(arch)
+def hf_config(arch, attention, model_id=""):
+    family = arch.hf_class.removesuffix("ForCausalLM")
+    config = None
+    if family in hf_models.PUBLISHED_FAMILIES:
+        config = hf_models.published_config(arch.name or model_id, arch, CONFIGS) or \
+            hf_models.published_config(model_id, arch, CONFIGS)
+    if config is None:
+        config = hf_models.config_for(arch)
     config.use_cache = False
     config._attn_implementation = {"flash": "sdpa", "eager": "eager"}[attention]
     if attention == "flash":
@@ -160,9 +178,11 @@ def selective_recompute(model):
 
 def build(inputs):
     """The model, created directly in its weight dtype (fake tensors cannot be converted later)."""
-    values = schema.parse(inputs)
+    # The inputs as the estimate reads them (validation/compare.py measured_inputs), with every "auto" left to
+    # the framework resolved as pycore resolves it (attention=flash, recompute=none for the HF Trainer).
+    values = frameworks.apply(schema.parse(compare.measured_inputs(inputs)))
     arch = resolve_architecture(values)
-    config = hf_config(arch, values["attention"])
+    config = hf_config(arch, values["attention"], values["model"])
     weight_dtype = DTYPES[values["precision"][:4]] if values["precision"][:4] in ("bf16", "fp16") else torch.float32
     previous = torch.get_default_dtype()
     torch.set_default_dtype(weight_dtype)
@@ -179,10 +199,21 @@ def make_batch(values, arch):
     return {"input_ids": ids, "labels": ids.clone()}
 
 
-def make_optimizer(params, name):
+# pycore's optimizer_impl -> the optimizer's keyword arguments. Cases that name none ran foreach (the CUDA
+# default when nothing is set), which validation/compare.py's MEASURED_CONDITIONS states.
+KERNELS = {"foreach": dict(foreach=True), "fused": dict(fused=True), "for-loop": dict(foreach=False, fused=False)}
+
+
+def make_optimizer(params, name, impl="foreach"):
+    kernel = KERNELS[impl]
     if name == "sgd-momentum":
-        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
-    return torch.optim.AdamW(params, lr=1e-5, foreach=True)
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, **kernel)
+    return torch.optim.AdamW(params, lr=1e-5, **kernel)
+
+
+def optimizer_impl(inputs):
+    """The kernel a case runs: its optimizer_impl, else foreach (validation/compare.py MEASURED_CONDITIONS)."""
+    return frameworks.apply(schema.parse(compare.measured_inputs(inputs)))["optimizer_impl"]
 
 
 def train_step(model, batch, optimizer, precision, masters):
@@ -226,7 +257,7 @@ def with_lora(model, values):
     return model
 
 
-def measure_train(values, arch, model):
+def measure_train(values, arch, model, impl="foreach", autocast="cuda"):
     precision = values["precision"]
     if values["method"] == "lora":
         model = with_lora(model, values)
@@ -238,11 +269,12 @@ def measure_train(values, arch, model):
     masters = None
     if precision.endswith("-master"):
         masters = [p.detach().float().requires_grad_(True) for p in model.parameters()]
-        optimizer = make_optimizer(masters, values["optimizer"])
+        optimizer = make_optimizer(masters, values["optimizer"], impl)
     else:
-        optimizer = make_optimizer([p for p in model.parameters() if p.requires_grad], values["optimizer"])
+        optimizer = make_optimizer([p for p in model.parameters() if p.requires_grad], values["optimizer"], impl)
     batch = make_batch(values, arch)
-    train_step(model, batch, optimizer, precision, masters)        # warm-up: creates optimizer state
+    with cuda_autocast(autocast == "cuda"):
+        train_step(model, batch, optimizer, precision, masters)    # warm-up: creates optimizer state
     tracker = MemTracker()
     if values["method"] != "full":
         # MemTracker hooks every parameter's gradient and cannot hook frozen ones; without the hooks
@@ -250,7 +282,7 @@ def measure_train(values, arch, model):
         track = tracker._track_module_params_and_buffers
         tracker._track_module_params_and_buffers = lambda module, install_grad_hooks=True: track(module, False)
     tracker.track_external(model, optimizer, *(masters or ()), *batch.values())
-    with tracker:
+    with tracker, cuda_autocast(autocast == "cuda"):
         train_step(model, batch, optimizer, precision, masters)
     return tracker
 
@@ -280,21 +312,28 @@ def measure_infer(values, arch, model):
     return tracker
 
 
-def run_case(label, inputs):
+def run_case(label, inputs, autocast="cuda"):
+    """Measure one case. autocast: "cuda" casts as autocast("cuda") would (validation/cuda_autocast.py);
+    "cpu" keeps PyTorch's CPU rules, as the cases recorded before it were measured."""
     torch.manual_seed(0)
     fake = not any(word in label for word in REAL)
     started = time.time()
+    impl = optimizer_impl(inputs)
     with FakeTensorMode(allow_non_fake_inputs=False) if fake else contextlib.nullcontext():
         values, arch, model = build(inputs)
         params = sum(p.numel() for p in model.parameters())
-        measure = measure_infer if values["mode"] == "infer" else measure_train
-        tracker = measure(values, arch, model)
+        if values["mode"] == "infer":
+            tracker = measure_infer(values, arch, model)
+        else:
+            tracker = measure_train(values, arch, model, impl, autocast)
     peak = tracker.get_tracker_snapshot("peak")
     (device_peak,) = peak.values()
     return {
         "label": label,
         "inputs": inputs,
         "tensor_mode": "fake" if fake else "real",
+        "optimizer_impl": impl,
+        "autocast": autocast if inputs.get("precision", "amp-bf16").startswith("amp-") else "none",
         "params": params,
         "peak_bytes": device_peak["Total"],
         "peak_breakdown": {k: v for k, v in device_peak.items() if k != "Total"},
@@ -307,7 +346,18 @@ def main():
     parser.add_argument("--only", help="run only cases whose label contains this text; print, do not save")
     parser.add_argument("--resume", action="store_true", help="keep the cases finished by an interrupted run")
     parser.add_argument("--redo", help="re-measure the cases whose label contains this text; keep the others")
+    parser.add_argument("--autocast", choices=("cuda", "cpu"), default="cuda",
+                        help="amp-* cases: cast as autocast('cuda') does (default) or as PyTorch's CPU autocast")
+    parser.add_argument("--both", action="store_true",
+                        help="with --only: measure each amp-* case under both autocast rules and print the change")
     args = parser.parse_args()
+    if args.both:
+        for label, inputs in CASES:
+            if (args.only is None or args.only in label) and inputs.get("precision", "amp-bf16").startswith("amp-"):
+                cpu, cuda = (run_case(label, inputs, rule)["peak_bytes"] for rule in ("cpu", "cuda"))
+                print(f"{label:48s} cpu-rules {cpu:>16,d}  cuda-rules {cuda:>16,d}  change {cuda - cpu:>+15,d} B"
+                      f" ({100 * (cuda - cpu) / cpu:+.2f}%)", flush=True)
+        return
     done = {}
     if args.resume and PARTIAL.exists():
         done = {r["label"]: r for r in map(json.loads, PARTIAL.read_text().splitlines())}
@@ -323,7 +373,7 @@ def main():
         if label in done and done[label]["inputs"] == inputs:
             results.append(done[label])
             continue
-        result = run_case(label, inputs)
+        result = run_case(label, inputs, args.autocast)
         if not args.only:
             with PARTIAL.open("a") as handle:
                 handle.write(json.dumps(result) + "\n")
