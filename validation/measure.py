@@ -108,6 +108,40 @@ CASES = [
     ("llama small lora all-linear bf16 b4s1024 real", dict(model="llama-3.1-8b", **SMALL, kv_heads="2", vocab="32000", method="lora", lora_targets="all-linear", lora_rank="64", precision="bf16", batch="4", seq="1024")),
     ("qwen small lora attention fp32 b4s512 real", dict(model="qwen2.5-0.5b", layers="2", hidden="448", heads="7", kv_heads="1", ffn="1216", vocab="32000", method="lora", lora_targets="attention", precision="fp32", batch="4", seq="512")),
     ("llama small lora all-linear amp-bf16 b4s512 real", dict(model="llama-3.1-8b", **SMALL, kv_heads="2", vocab="32000", method="lora", lora_targets="all-linear", precision="amp-bf16", batch="4", seq="512")),
+    # Issue 10: families pycore imports, each with its optimizer kernel named (optimizer_impl).
+    # Gemma 2 (logit softcapping, post-norms; eager attention, which softcapping needs) and Gemma 3 (q/k norms)
+    ("gemma-2-2b bf16 eager b1s2048", dict(model="gemma-2-2b", precision="bf16", attention="eager", optimizer_impl="foreach", batch="1", seq="2048")),
+    ("gemma-2-2b amp-bf16 eager b1s1024", dict(model="gemma-2-2b", precision="amp-bf16", attention="eager", optimizer_impl="foreach", batch="1", seq="1024")),
+    ("gemma-3-1b bf16 adamw b2s2048", dict(model="gemma-3-1b", precision="bf16", optimizer_impl="foreach", batch="2", seq="2048")),
+    ("gemma-3-1b amp-bf16 adamw b1s2048", dict(model="gemma-3-1b", precision="amp-bf16", optimizer_impl="foreach", batch="1", seq="2048")),
+    # q/k norms: Qwen3 (per head), OLMo 2 (over all of q and k)
+    ("qwen3-0.6b bf16 adamw b4s2048", dict(model="qwen3-0.6b", precision="bf16", optimizer_impl="foreach", batch="4", seq="2048")),
+    ("qwen3-0.6b amp-bf16 eager b2s1024", dict(model="qwen3-0.6b", precision="amp-bf16", attention="eager", optimizer_impl="foreach", batch="2", seq="1024")),
+    ("olmo-2-7b bf16 adamw b1s2048", dict(model="olmo-2-1124-7b", precision="bf16", optimizer_impl="foreach", batch="1", seq="2048")),
+    ("olmo-2-7b amp-bf16 adamw b1s1024", dict(model="olmo-2-1124-7b", precision="amp-bf16", optimizer_impl="foreach", batch="1", seq="1024")),
+    # Qwen3-MoE: routed experts narrower than the dense ffn (real tensors: routing is data-dependent)
+    ("qwen3-moe small fp32 adamw b4s256 real", dict(model="qwen3-30b-a3b", layers="2", hidden="256", heads="8", kv_heads="2", head_dim="32", ffn="512", expert_ffn="128", experts="16", experts_per_token="4", vocab="8000", precision="fp32", optimizer_impl="foreach", batch="4", seq="256")),
+    ("qwen3-moe small bf16 adamw b8s256 real", dict(model="qwen3-30b-a3b", layers="2", hidden="256", heads="8", kv_heads="2", head_dim="32", ffn="512", expert_ffn="128", experts="16", experts_per_token="4", vocab="8000", precision="bf16", optimizer_impl="foreach", batch="8", seq="256")),
+    # Optimizer kernels other than foreach
+    ("gpt2 amp-bf16 fused b8s1024", dict(model="gpt2", precision="amp-bf16", optimizer_impl="fused", batch="8", seq="1024")),
+    ("gpt2 fp32 for-loop b4s1024", dict(model="gpt2", precision="fp32", optimizer_impl="for-loop", batch="4", seq="1024")),
+    ("llama-3.2-1b bf16 fused b1s2048", dict(model="llama-3.2-1b", precision="bf16", optimizer_impl="fused", batch="1", seq="2048")),
+    # Grouped-query attention through SDPA (attention=flash), and LoRA on it
+    ("llama-3.1-8b bf16 flash b1s4096", dict(model="llama-3.1-8b", precision="bf16", attention="flash", optimizer_impl="foreach", batch="1", seq="4096")),
+    ("qwen2.5-7b amp-bf16 flash b1s2048", dict(model="qwen2.5-7b", precision="amp-bf16", attention="flash", optimizer_impl="foreach", batch="1", seq="2048")),
+    ("qwen3 small lora all-linear bf16 flash b4s1024 real", dict(model="qwen3-0.6b", **SMALL, kv_heads="2", head_dim="64", vocab="32000", method="lora", lora_targets="all-linear", attention="flash", precision="bf16", optimizer_impl="foreach", batch="4", seq="1024")),
+    ("llama small lora qv amp-bf16 flash b4s1024 real", dict(model="llama-3.1-8b", **SMALL, kv_heads="2", vocab="32000", method="lora", lora_targets="qv", attention="flash", precision="amp-bf16", optimizer_impl="foreach", batch="4", seq="1024")),
+    # One case per family pycore imports from config.json
+    ("pythia-160m amp-bf16 b8s2048 (gpt_neox)", dict(model="pythia-160m", precision="amp-bf16", optimizer_impl="foreach", batch="8", seq="2048")),
+    ("starcoder bf16 b1s2048 (gpt_bigcode)", dict(model="starcoder", precision="bf16", optimizer_impl="foreach", batch="1", seq="2048")),
+    ("falcon-7b bf16 b1s2048 (falcon)", dict(model="falcon-7b", precision="bf16", optimizer_impl="foreach", batch="1", seq="2048")),
+    ("phi-2 amp-bf16 b1s2048 (phi)", dict(model="phi-2", precision="amp-bf16", optimizer_impl="foreach", batch="1", seq="2048")),
+    ("starcoder2-3b bf16 b1s4096 (starcoder2)", dict(model="starcoder2-3b", precision="bf16", optimizer_impl="foreach", batch="1", seq="4096")),
+    ("granite-3.1-2b bf16 b2s2048 (granite)", dict(model="granite-3.1-2b-base", precision="bf16", optimizer_impl="foreach", batch="2", seq="2048")),
+    ("command-r small bf16 b2s2048 (cohere)", dict(model="c4ai-command-r-v01", layers="4", hidden="1024", heads="8", kv_heads="8", ffn="2816", precision="bf16", optimizer_impl="foreach", batch="2", seq="2048")),
+    ("qwen1.5-moe small bf16 b4s256 real (qwen2_moe)", dict(model="qwen1.5-moe-a2.7b", layers="2", hidden="256", heads="8", kv_heads="8", ffn="512", expert_ffn="128", experts="8", experts_per_token="2", vocab="8000", precision="bf16", optimizer_impl="foreach", batch="4", seq="256")),
+    ("deepseek-v2-lite small bf16 b4s256 real (deepseek_v2)", dict(model="deepseek-v2-lite", layers="2", hidden="256", heads="8", kv_heads="8", ffn="512", expert_ffn="128", experts="8", experts_per_token="2", vocab="8000", precision="bf16", optimizer_impl="foreach", batch="4", seq="256")),
+    ("gpt-oss small bf16 eager b4s256 real (gpt_oss)", dict(model="gpt-oss-20b", attention="eager", layers="2", hidden="256", heads="8", kv_heads="2", head_dim="32", ffn="256", experts="8", experts_per_token="2", vocab="8000", precision="bf16", optimizer_impl="foreach", batch="4", seq="256")),
     # Serving: generate() with a KV cache
     ("llama small infer bf16 b4 s512+64", dict(model="llama-3.1-8b", layers="4", hidden="512", heads="8", kv_heads="2", ffn="1408", vocab="32000", mode="infer", precision="bf16", batch="4", seq="512", new_tokens="64")),
     ("llama small infer fp32 b1 s1024+32", dict(model="llama-3.1-8b", layers="4", hidden="512", heads="8", kv_heads="2", ffn="1408", vocab="32000", mode="infer", precision="fp32", batch="1", seq="1024", new_tokens="32")),
@@ -349,15 +383,8 @@ def main():
     parser.add_argument("--autocast", choices=("cuda", "cpu"), default="cuda",
                         help="amp-* cases: cast as autocast('cuda') does (default) or as PyTorch's CPU autocast")
     parser.add_argument("--both", action="store_true",
-                        help="with --only: measure each amp-* case under both autocast rules and print the change")
+                        help="amp-* cases: also measure under the other autocast rule; the record keeps both peaks")
     args = parser.parse_args()
-    if args.both:
-        for label, inputs in CASES:
-            if (args.only is None or args.only in label) and inputs.get("precision", "amp-bf16").startswith("amp-"):
-                cpu, cuda = (run_case(label, inputs, rule)["peak_bytes"] for rule in ("cpu", "cuda"))
-                print(f"{label:48s} cpu-rules {cpu:>16,d}  cuda-rules {cuda:>16,d}  change {cuda - cpu:>+15,d} B"
-                      f" ({100 * (cuda - cpu) / cpu:+.2f}%)", flush=True)
-        return
     done = {}
     if args.resume and PARTIAL.exists():
         done = {r["label"]: r for r in map(json.loads, PARTIAL.read_text().splitlines())}
@@ -366,20 +393,33 @@ def main():
         PARTIAL.unlink(missing_ok=True)
     elif not args.only:
         PARTIAL.unlink(missing_ok=True)
-    results = []
+    results, failed = [], []
     for label, inputs in CASES:
         if args.only and args.only not in label:
             continue
         if label in done and done[label]["inputs"] == inputs:
             results.append(done[label])
             continue
-        result = run_case(label, inputs, args.autocast)
+        try:
+            result = run_case(label, inputs, args.autocast)
+        except Exception as error:        # one family's failure must not lose the others' measurements
+            print(f"{label:48s} FAILED: {type(error).__name__}: {str(error)[:300]}", flush=True)
+            failed.append(label)
+            continue
+        if args.both and result["autocast"] != "none":
+            other = "cpu" if args.autocast == "cuda" else "cuda"
+            result[f"peak_bytes_{other}_autocast"] = run_case(label, inputs, other)["peak_bytes"]
+            peaks = {args.autocast: result["peak_bytes"], other: result[f"peak_bytes_{other}_autocast"]}
+            change = peaks["cuda"] - peaks["cpu"]
+            print(f"{'':48s} CUDA rules minus CPU rules: {change:+,d} B", flush=True)
         if not args.only:
             with PARTIAL.open("a") as handle:
                 handle.write(json.dumps(result) + "\n")
         print(f"{label:48s} peak {result['peak_bytes'] / 2**30:9.3f} GiB  params {result['params']:>14,d}"
               f"  {result['seconds']:6.1f}s", flush=True)
         results.append(result)
+    if failed:
+        print("failed:", ", ".join(failed))
     if args.only:
         return
     record = {
