@@ -108,36 +108,37 @@ CASES = [
     ("llama small lora all-linear bf16 b4s1024 real", dict(model="llama-3.1-8b", **SMALL, kv_heads="2", vocab="32000", method="lora", lora_targets="all-linear", lora_rank="64", precision="bf16", batch="4", seq="1024")),
     ("qwen small lora attention fp32 b4s512 real", dict(model="qwen2.5-0.5b", layers="2", hidden="448", heads="7", kv_heads="1", ffn="1216", vocab="32000", method="lora", lora_targets="attention", precision="fp32", batch="4", seq="512")),
     ("llama small lora all-linear amp-bf16 b4s512 real", dict(model="llama-3.1-8b", **SMALL, kv_heads="2", vocab="32000", method="lora", lora_targets="all-linear", precision="amp-bf16", batch="4", seq="512")),
-    # Issue 10: families pycore imports, each with its optimizer kernel named (optimizer_impl).
+    # Issue 10: families pycore imports, each with its optimizer kernel named (optimizer_impl). "4L": the preset cut
+    # to 4 layers at full width (fake-tensor time grows with the layer count; the per-layer terms are what is tested).
     # Gemma 2 (logit softcapping, post-norms; eager attention, which softcapping needs) and Gemma 3 (q/k norms)
-    ("gemma-2-2b bf16 eager b1s2048", dict(model="gemma-2-2b", precision="bf16", attention="eager", optimizer_impl="foreach", batch="1", seq="2048")),
-    ("gemma-2-2b amp-bf16 eager b1s1024", dict(model="gemma-2-2b", precision="amp-bf16", attention="eager", optimizer_impl="foreach", batch="1", seq="1024")),
-    ("gemma-3-1b bf16 adamw b2s2048", dict(model="gemma-3-1b", precision="bf16", optimizer_impl="foreach", batch="2", seq="2048")),
-    ("gemma-3-1b amp-bf16 adamw b1s2048", dict(model="gemma-3-1b", precision="amp-bf16", optimizer_impl="foreach", batch="1", seq="2048")),
+    ("gemma-2-2b 4L bf16 eager b1s2048", dict(model="gemma-2-2b", layers="4", precision="bf16", attention="eager", optimizer_impl="foreach", batch="1", seq="2048")),
+    ("gemma-2-2b 4L amp-bf16 eager b1s1024", dict(model="gemma-2-2b", layers="4", precision="amp-bf16", attention="eager", optimizer_impl="foreach", batch="1", seq="1024")),
+    ("gemma-3-1b 6L bf16 adamw b2s2048", dict(model="gemma-3-1b", layers="6", precision="bf16", optimizer_impl="foreach", batch="2", seq="2048")),
+    ("gemma-3-1b 6L amp-bf16 adamw b1s2048", dict(model="gemma-3-1b", layers="6", precision="amp-bf16", optimizer_impl="foreach", batch="1", seq="2048")),
     # q/k norms: Qwen3 (per head), OLMo 2 (over all of q and k)
-    ("qwen3-0.6b bf16 adamw b4s2048", dict(model="qwen3-0.6b", precision="bf16", optimizer_impl="foreach", batch="4", seq="2048")),
-    ("qwen3-0.6b amp-bf16 eager b2s1024", dict(model="qwen3-0.6b", precision="amp-bf16", attention="eager", optimizer_impl="foreach", batch="2", seq="1024")),
-    ("olmo-2-7b bf16 adamw b1s2048", dict(model="olmo-2-1124-7b", precision="bf16", optimizer_impl="foreach", batch="1", seq="2048")),
-    ("olmo-2-7b amp-bf16 adamw b1s1024", dict(model="olmo-2-1124-7b", precision="amp-bf16", optimizer_impl="foreach", batch="1", seq="1024")),
+    ("qwen3-0.6b 4L bf16 adamw b4s2048", dict(model="qwen3-0.6b", layers="4", precision="bf16", optimizer_impl="foreach", batch="4", seq="2048")),
+    ("qwen3-0.6b 4L amp-bf16 eager b2s1024", dict(model="qwen3-0.6b", layers="4", precision="amp-bf16", attention="eager", optimizer_impl="foreach", batch="2", seq="1024")),
+    ("olmo-2-7b 4L bf16 adamw b1s2048", dict(model="olmo-2-1124-7b", layers="4", precision="bf16", optimizer_impl="foreach", batch="1", seq="2048")),
+    ("olmo-2-7b 4L amp-bf16 adamw b1s1024", dict(model="olmo-2-1124-7b", layers="4", precision="amp-bf16", optimizer_impl="foreach", batch="1", seq="1024")),
     # Qwen3-MoE: routed experts narrower than the dense ffn (real tensors: routing is data-dependent)
     ("qwen3-moe small fp32 adamw b4s256 real", dict(model="qwen3-30b-a3b", layers="2", hidden="256", heads="8", kv_heads="2", head_dim="32", ffn="512", expert_ffn="128", experts="16", experts_per_token="4", vocab="8000", precision="fp32", optimizer_impl="foreach", batch="4", seq="256")),
     ("qwen3-moe small bf16 adamw b8s256 real", dict(model="qwen3-30b-a3b", layers="2", hidden="256", heads="8", kv_heads="2", head_dim="32", ffn="512", expert_ffn="128", experts="16", experts_per_token="4", vocab="8000", precision="bf16", optimizer_impl="foreach", batch="8", seq="256")),
     # Optimizer kernels other than foreach
     ("gpt2 amp-bf16 fused b8s1024", dict(model="gpt2", precision="amp-bf16", optimizer_impl="fused", batch="8", seq="1024")),
     ("gpt2 fp32 for-loop b4s1024", dict(model="gpt2", precision="fp32", optimizer_impl="for-loop", batch="4", seq="1024")),
-    ("llama-3.2-1b bf16 fused b1s2048", dict(model="llama-3.2-1b", precision="bf16", optimizer_impl="fused", batch="1", seq="2048")),
+    ("llama-3.2-1b 4L bf16 fused b1s2048", dict(model="llama-3.2-1b", layers="4", precision="bf16", optimizer_impl="fused", batch="1", seq="2048")),
     # Grouped-query attention through SDPA (attention=flash), and LoRA on it
-    ("llama-3.1-8b bf16 flash b1s4096", dict(model="llama-3.1-8b", precision="bf16", attention="flash", optimizer_impl="foreach", batch="1", seq="4096")),
-    ("qwen2.5-7b amp-bf16 flash b1s2048", dict(model="qwen2.5-7b", precision="amp-bf16", attention="flash", optimizer_impl="foreach", batch="1", seq="2048")),
+    ("llama-3.1-8b 4L bf16 flash b1s4096", dict(model="llama-3.1-8b", layers="4", precision="bf16", attention="flash", optimizer_impl="foreach", batch="1", seq="4096")),
+    ("qwen2.5-7b 4L amp-bf16 flash b1s2048", dict(model="qwen2.5-7b", layers="4", precision="amp-bf16", attention="flash", optimizer_impl="foreach", batch="1", seq="2048")),
     ("qwen3 small lora all-linear bf16 flash b4s1024 real", dict(model="qwen3-0.6b", **SMALL, kv_heads="2", head_dim="64", vocab="32000", method="lora", lora_targets="all-linear", attention="flash", precision="bf16", optimizer_impl="foreach", batch="4", seq="1024")),
     ("llama small lora qv amp-bf16 flash b4s1024 real", dict(model="llama-3.1-8b", **SMALL, kv_heads="2", vocab="32000", method="lora", lora_targets="qv", attention="flash", precision="amp-bf16", optimizer_impl="foreach", batch="4", seq="1024")),
     # One case per family pycore imports from config.json
     ("pythia-160m amp-bf16 b8s2048 (gpt_neox)", dict(model="pythia-160m", precision="amp-bf16", optimizer_impl="foreach", batch="8", seq="2048")),
-    ("starcoder bf16 b1s2048 (gpt_bigcode)", dict(model="starcoder", precision="bf16", optimizer_impl="foreach", batch="1", seq="2048")),
-    ("falcon-7b bf16 b1s2048 (falcon)", dict(model="falcon-7b", precision="bf16", optimizer_impl="foreach", batch="1", seq="2048")),
-    ("phi-2 amp-bf16 b1s2048 (phi)", dict(model="phi-2", precision="amp-bf16", optimizer_impl="foreach", batch="1", seq="2048")),
-    ("starcoder2-3b bf16 b1s4096 (starcoder2)", dict(model="starcoder2-3b", precision="bf16", optimizer_impl="foreach", batch="1", seq="4096")),
-    ("granite-3.1-2b bf16 b2s2048 (granite)", dict(model="granite-3.1-2b-base", precision="bf16", optimizer_impl="foreach", batch="2", seq="2048")),
+    ("starcoder 4L bf16 b1s2048 (gpt_bigcode)", dict(model="starcoder", layers="4", precision="bf16", optimizer_impl="foreach", batch="1", seq="2048")),
+    ("falcon-7b 4L bf16 b1s2048 (falcon)", dict(model="falcon-7b", layers="4", precision="bf16", optimizer_impl="foreach", batch="1", seq="2048")),
+    ("phi-2 4L amp-bf16 b1s2048 (phi)", dict(model="phi-2", layers="4", precision="amp-bf16", optimizer_impl="foreach", batch="1", seq="2048")),
+    ("starcoder2-3b 4L bf16 b1s4096 (starcoder2)", dict(model="starcoder2-3b", layers="4", precision="bf16", optimizer_impl="foreach", batch="1", seq="4096")),
+    ("granite-3.1-2b 4L bf16 b2s2048 (granite)", dict(model="granite-3.1-2b-base", layers="4", precision="bf16", optimizer_impl="foreach", batch="2", seq="2048")),
     ("command-r small bf16 b2s2048 (cohere)", dict(model="c4ai-command-r-v01", layers="4", hidden="1024", heads="8", kv_heads="8", ffn="2816", precision="bf16", optimizer_impl="foreach", batch="2", seq="2048")),
     ("qwen1.5-moe small bf16 b4s256 real (qwen2_moe)", dict(model="qwen1.5-moe-a2.7b", layers="2", hidden="256", heads="8", kv_heads="8", ffn="512", expert_ffn="128", experts="8", experts_per_token="2", vocab="8000", precision="bf16", optimizer_impl="foreach", batch="4", seq="256")),
     ("deepseek-v2-lite small bf16 b4s256 real (deepseek_v2)", dict(model="deepseek-v2-lite", layers="2", hidden="256", heads="8", kv_heads="8", ffn="512", expert_ffn="128", experts="8", experts_per_token="2", vocab="8000", precision="bf16", optimizer_impl="foreach", batch="4", seq="256")),
@@ -152,6 +153,7 @@ CASES = [
 ]
 
 REAL = ("mixtral", "real", "infer")
+DIAGNOSE = False            # --diagnose: print each training case's forward-end bytes and its first block's
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -346,6 +348,28 @@ def measure_infer(values, arch, model):
     return tracker
 
 
+def first_block(model):
+    """The first transformer block: element 0 of the longest ModuleList (decoder layers)."""
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m)]
+    return max(lists, key=len)[0] if lists else None
+
+
+def forward_profile(tracker, model):
+    """From a training step's MemTracker: bytes live at the end of the forward pass by category, and the bytes
+    the first block leaves behind (its saved activations and output), for comparing with the estimate."""
+    from torch.distributed._tools.mem_tracker import _ModState
+    stats = tracker.memory_tracking
+    root = stats[model].snapshots[_ModState.POST_FW][-1] if model in stats else {}
+    (forward_end,) = root.values() if root else ({},)
+    block = first_block(model)
+    saved = None
+    if block is not None and block in stats:
+        pre = next(iter(stats[block].snapshots[_ModState.PRE_FW][0].values()))["Total"]
+        post = next(iter(stats[block].snapshots[_ModState.POST_FW][0].values()))["Total"]
+        saved = post - pre
+    return forward_end, saved
+
+
 def run_case(label, inputs, autocast="cuda"):
     """Measure one case. autocast: "cuda" casts as autocast("cuda") would (validation/cuda_autocast.py);
     "cpu" keeps PyTorch's CPU rules, as the cases recorded before it were measured."""
@@ -362,6 +386,10 @@ def run_case(label, inputs, autocast="cuda"):
             tracker = measure_train(values, arch, model, impl, autocast)
     peak = tracker.get_tracker_snapshot("peak")
     (device_peak,) = peak.values()
+    if DIAGNOSE and values["mode"] == "train":
+        forward_end, saved = forward_profile(tracker, model)
+        print(f"  forward end: {forward_end}\n  first block leaves {saved:,} B" if saved is not None else
+              f"  forward end: {forward_end}", flush=True)
     return {
         "label": label,
         "inputs": inputs,
@@ -379,17 +407,23 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="run only cases whose label contains this text; print, do not save")
     parser.add_argument("--resume", action="store_true", help="keep the cases finished by an interrupted run")
-    parser.add_argument("--redo", help="re-measure the cases whose label contains this text; keep the others")
+    parser.add_argument("--redo", help="re-measure the cases whose label contains this text (a|b: either); keep the "
+                                       "others, and measure cases not yet recorded")
     parser.add_argument("--autocast", choices=("cuda", "cpu"), default="cuda",
                         help="amp-* cases: cast as autocast('cuda') does (default) or as PyTorch's CPU autocast")
     parser.add_argument("--both", action="store_true",
                         help="amp-* cases: also measure under the other autocast rule; the record keeps both peaks")
+    parser.add_argument("--diagnose", action="store_true",
+                        help="print each training case's bytes at forward end and what its first block keeps")
     args = parser.parse_args()
+    global DIAGNOSE
+    DIAGNOSE = args.diagnose
     done = {}
     if args.resume and PARTIAL.exists():
         done = {r["label"]: r for r in map(json.loads, PARTIAL.read_text().splitlines())}
     if args.redo:
-        done = {r["label"]: r for r in json.loads(OUT.read_text())["cases"] if args.redo not in r["label"]}
+        redo = args.redo.split("|")
+        done = {r["label"]: r for r in json.loads(OUT.read_text())["cases"] if not any(t in r["label"] for t in redo)}
         PARTIAL.unlink(missing_ok=True)
     elif not args.only:
         PARTIAL.unlink(missing_ok=True)
