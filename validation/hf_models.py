@@ -106,6 +106,9 @@ def published_config(model_id, arch, configs_dir):
         fields["q_lora_rank"] = None
     if "n_group" in fields and arch.experts and fields.get("n_group") and arch.experts % fields["n_group"]:
         fields["n_group"], fields["topk_group"] = 1, 1
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if isinstance(fields.get(key), int) and fields[key] >= arch.vocab:     # a cut vocabulary
+            fields[key] = None
     fields.pop("layer_types", None)
     fields.pop("max_window_layers", None)
     fields["tie_word_embeddings"] = arch.tied_embeddings
