@@ -153,7 +153,7 @@ CASES = [
 ]
 
 REAL = ("mixtral", "real", "infer")
-DIAGNOSE = False            # --diagnose: print each training case's forward-end bytes and its first block's
+DIAGNOSE = False            # --diagnose: print each training case's forward-end bytes and what each block keeps
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -348,25 +348,25 @@ def measure_infer(values, arch, model):
     return tracker
 
 
-def first_block(model):
-    """The first transformer block: element 0 of the longest ModuleList (decoder layers)."""
-    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m)]
-    return max(lists, key=len)[0] if lists else None
+def blocks(model, layers):
+    """The transformer blocks: the first ModuleList with one entry per layer (experts lists come later)."""
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m) == layers]
+    return list(lists[0]) if lists else []
 
 
-def forward_profile(tracker, model):
+def forward_profile(tracker, model, layers):
     """From a training step's MemTracker: bytes live at the end of the forward pass by category, and the bytes
-    the first block leaves behind (its saved activations and output), for comparing with the estimate."""
+    each block leaves behind (its saved activations and output), for comparing with the estimate."""
     from torch.distributed._tools.mem_tracker import _ModState
     stats = tracker.memory_tracking
     root = stats[model].snapshots[_ModState.POST_FW][-1] if model in stats else {}
     (forward_end,) = root.values() if root else ({},)
-    block = first_block(model)
-    saved = None
-    if block is not None and block in stats:
-        pre = next(iter(stats[block].snapshots[_ModState.PRE_FW][0].values()))["Total"]
-        post = next(iter(stats[block].snapshots[_ModState.POST_FW][0].values()))["Total"]
-        saved = post - pre
+    saved = []
+    for block in blocks(model, layers):
+        if block in stats:
+            pre = next(iter(stats[block].snapshots[_ModState.PRE_FW][0].values()))["Total"]
+            post = next(iter(stats[block].snapshots[_ModState.POST_FW][0].values()))["Total"]
+            saved.append(post - pre)
     return forward_end, saved
 
 
@@ -387,9 +387,8 @@ def run_case(label, inputs, autocast="cuda"):
     peak = tracker.get_tracker_snapshot("peak")
     (device_peak,) = peak.values()
     if DIAGNOSE and values["mode"] == "train":
-        forward_end, saved = forward_profile(tracker, model)
-        print(f"  forward end: {forward_end}\n  first block leaves {saved:,} B" if saved is not None else
-              f"  forward end: {forward_end}", flush=True)
+        forward_end, saved = forward_profile(tracker, model, arch.layers)
+        print(f"  forward end: {forward_end.get('Total')} B; each block leaves {saved} B", flush=True)
     return {
         "label": label,
         "inputs": inputs,
@@ -414,7 +413,7 @@ def main():
     parser.add_argument("--both", action="store_true",
                         help="amp-* cases: also measure under the other autocast rule; the record keeps both peaks")
     parser.add_argument("--diagnose", action="store_true",
-                        help="print each training case's bytes at forward end and what its first block keeps")
+                        help="print each training case's bytes at forward end and what each block keeps")
     args = parser.parse_args()
     global DIAGNOSE
     DIAGNOSE = args.diagnose
