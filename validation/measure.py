@@ -16,7 +16,8 @@ Usage:
     python validation/measure.py                 # all cases -> validation/measured.json
     python validation/measure.py --only gpt2     # cases whose label contains 'gpt2', printed only
     python validation/measure.py --only amp --both   # amp cases under CPU and CUDA autocast rules, and the change
-    python validation/measure.py --redo amp      # re-measure matching cases, keep the other records
+    python validation/measure.py --redo "amp-|gpt-oss" --both   # re-measure matching cases both ways, keep the rest
+    python validation/measure.py --only falcon --diagnose        # also print what each block keeps after forward
 
 amp-* cases run CUDA autocast's casting rules on the CPU (validation/cuda_autocast.py: pow, softmax,
 layer_norm, sum and the rest of CUDA's fp32 lists return fp32, as on a GPU); --autocast cpu keeps
