@@ -23,6 +23,7 @@ are copied on CUDA too).
 """
 
 import contextlib
+import warnings
 
 import torch
 
@@ -106,7 +107,6 @@ def cuda_autocast(enabled=True):
         return
     library = torch.library.Library("aten", "IMPL")
     try:
-        import warnings
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")     # "Overriding a previously registered kernel"
             for name in CUDA_FP32:
