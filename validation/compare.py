@@ -48,7 +48,10 @@ def rows():
         plain = sum(c.get(k, 0) for k in ("weights", "master_weights", "gradients", "optimizer", "activations",
                                           "kv_cache"))
         measured = case["peak_bytes"]
-        out.append({"label": case["label"], "mode": case["tensor_mode"], "kind": case["inputs"].get("mode", "train"), "measured": measured,
+        rule = case.get("autocast") or ("cpu" if measured_inputs(case["inputs"])["precision"].startswith("amp-")
+                                        else "none")
+        out.append({"label": case["label"], "mode": case["tensor_mode"], "autocast": {"cuda": "CUDA", "cpu": "CPU",
+                                                                                     "none": "-"}[rule], "kind": case["inputs"].get("mode", "train"), "measured": measured,
                     "estimated": result["peak_bytes"], "phase": result["peak_phase"],
                     "error": (result["peak_bytes"] - measured) / measured,
                     "textbook_error": (plain - measured) / measured,
@@ -180,15 +183,19 @@ def markdown(record, table):
         "  cache (vLLM) or chunk the prefill keep a smaller prefill working set than modelled here.",
         "- CPU stand-ins for GPU kernels: the measurement keeps a 1-byte dropout mask (as CUDA's fused dropout",
         "  does) and trains fused-attention cases without attention dropout, because the CPU's SDPA cannot",
-        "  fuse it; the optimizers run their `foreach` implementations, the CUDA default.",
+        "  fuse it; the optimizers run the case's `optimizer_impl` (`foreach`, the CUDA default, where none is named).",
+        "- amp-* cases marked CUDA autocast ran CUDA's autocast op lists on the CPU (validation/cuda_autocast.py:",
+        "  pow, softmax, layer_norm, sum and the rest of CUDA's fp32 lists return fp32); the others were recorded",
+        "  under PyTorch's CPU autocast, which keeps those ops in 16 bit.",
+        "- Cases marked 4L or 6L are the preset cut to that many layers at full width.",
         "",
-        "| case | tensors | measured GiB | estimate GiB | error | textbook error | peak phase | params match |",
-        "|---|---|---:|---:|---:|---:|---|---|",
+        "| case | tensors | autocast | measured GiB | estimate GiB | error | textbook error | peak phase | params match |",
+        "|---|---|---|---:|---:|---:|---:|---|---|",
     ]
     for r in table:
         match = "yes" if r["params_measured"] == r["params_estimated"] else \
             f"no ({r['params_estimated'] - r['params_measured']:+,d})"
-        lines.append(f"| {r['label']} | {r['mode']} | {r['measured'] / 2**30:.3f} | {r['estimated'] / 2**30:.3f} | "
+        lines.append(f"| {r['label']} | {r['mode']} | {r['autocast']} | {r['measured'] / 2**30:.3f} | {r['estimated'] / 2**30:.3f} | "
                      f"{100 * r['error']:+.1f}% | {100 * r['textbook_error']:+.1f}% | {r['phase']} | {match} |")
     fsdp_record, fsdp = fsdp_rows()
     worst = max(abs(r["error"]) for r in fsdp)

@@ -46,3 +46,73 @@ def _config_for(arch):
                       num_experts_per_tok=arch.experts_per_token, moe_intermediate_size=arch.expert_ffn,
                       first_k_dense_replace=arch.dense_layers)
     return getattr(transformers, family + "Config")(**fields)
+
+
+# Families built from their published config.json (tests/configs/<id>.json) with the case's overrides, rather
+# than from pycore's fields alone: their configs carry flags pycore does not model (Falcon's multi_query and
+# new_decoder_architecture, gpt-oss's rope scaling, DeepSeek's routing groups), which the published file sets.
+PUBLISHED_FAMILIES = ("GPTNeoX", "GPTBigCode", "Falcon", "Phi", "Starcoder2", "Qwen2Moe", "DeepseekV2", "GptOss",
+                      "Granite", "Cohere")
+
+# pycore field -> the config.json keys that hold it, first match wins (attribute_map names included).
+_OVERRIDES = (
+    ("layers", ("num_hidden_layers", "n_layer")),
+    ("hidden", ("hidden_size", "n_embd")),
+    ("heads", ("num_attention_heads", "n_head")),
+    ("kv_heads", ("num_key_value_heads", "num_kv_heads")),
+    ("ffn", ("intermediate_size", "n_inner", "ffn_hidden_size")),
+    ("vocab", ("vocab_size",)),
+    ("experts", ("num_experts", "n_routed_experts", "num_local_experts")),
+    ("experts_per_token", ("num_experts_per_tok", "experts_per_token")),
+    ("expert_ffn", ("moe_intermediate_size",)),
+    ("shared_experts", ("n_shared_experts",)),
+    ("dense_layers", ("first_k_dense_replace",)),
+    ("kv_lora_rank", ("kv_lora_rank",)),
+    ("qk_rope_dim", ("qk_rope_head_dim",)),
+    ("qk_nope_dim", ("qk_nope_head_dim",)),
+    ("v_head_dim", ("v_head_dim",)),
+)
+
+
+def published_config(model_id, arch, configs_dir):
+    """The transformers config of a published config.json, with the Architecture's (overridden) sizes.
+
+    Returns None when no published file exists for model_id. layer_types is dropped so the config derives
+    it again for the new layer count (Gemma 3, gpt-oss); MQA flags (Falcon, GPTBigCode) are kept."""
+    import json
+    path = configs_dir / f"{model_id}.json"
+    if not path.is_file():
+        return None
+    published = json.loads(path.read_text())
+    model_type = published.pop("model_type")
+    reference = transformers.AutoConfig.for_model(model_type)
+    aliases = getattr(reference, "attribute_map", {})
+    fields = dict(published)
+    for attr, keys in _OVERRIDES:
+        value = getattr(arch, attr)
+        if not value:
+            continue
+        for key in keys:
+            key = aliases.get(key, key)
+            if key in fields or hasattr(reference, key):
+                if key in fields or attr in ("layers", "hidden", "heads", "vocab", "ffn"):
+                    fields[key] = value
+                break
+    if arch.head_dim and "head_dim" in fields and arch.attention != "mla":
+        fields["head_dim"] = arch.head_dim
+    if arch.experts and "shared_expert_intermediate_size" in fields:
+        fields["shared_expert_intermediate_size"] = arch.shared_expert_ffn or arch.shared_experts * arch.expert_ffn
+    if arch.q_lora_rank == 0 and "q_lora_rank" in fields:
+        fields["q_lora_rank"] = None
+    if "n_group" in fields and arch.experts and fields.get("n_group") and arch.experts % fields["n_group"]:
+        fields["n_group"], fields["topk_group"] = 1, 1
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if isinstance(fields.get(key), int) and fields[key] >= arch.vocab:     # a cut vocabulary
+            fields[key] = None
+    fields.pop("layer_types", None)
+    fields.pop("max_window_layers", None)
+    fields["tie_word_embeddings"] = arch.tied_embeddings
+    fields["vocab_size"] = arch.vocab
+    config = transformers.AutoConfig.for_model(model_type, **fields)
+    config.tie_word_embeddings = arch.tied_embeddings
+    return config
