@@ -46,11 +46,45 @@ def _norm_terms(arch, e, amp, consumers, label, feeds=""):
         norm_bytes = 4 if amp else e
         terms = [saved("fp32 input", 4 * h, "4·h"), saved("normalised", norm_bytes * h, f"{norm_bytes:g}·h"),
                  saved("rsqrt", 4, "4")]
+    if not consumers:
+        return terms                        # a post-norm feeds the residual sum, which saves nothing
     if amp:
         # autocast casts the (fp32) norm output once per consuming linear layer.
         terms.append(Term(f"{label} output cast ×{consumers}", consumers * 2 * h, f"{consumers}·2·h", True, feeds))
     else:
         terms.append(Term(f"{label} output", e * h, f"{e:g}·h", True, feeds))
+    return terms
+
+
+def _qk_norm_terms(arch, e, amp):
+    """Qwen3 and Gemma 3 normalise each query and key head (RMSNorm over head_dim), OLMo 2 the whole query
+    and key: the fp32 input, the normalised value (fp32 where the weight multiplies in fp32: autocast,
+    Gemma, OLMo 2) and one rsqrt per normalised row."""
+    elements = arch.q_dim + arch.kv_dim
+    rows = arch.heads + arch.kv_heads if arch.qk_norm == "head" else 2
+    fp32_out = amp or arch.norm_weight_fp32 or arch.qk_norm == "full"
+    out = 4 if fp32_out else e
+    return [Term("q/k norm fp32 input", 4 * elements, "4·(a + k)·d"),
+            Term("q/k norm normalised", out * elements, f"{out:g}·(a + k)·d"),
+            Term("q/k norm rsqrt", 4 * rows, "4 per normalised row")]
+
+
+def _mla_terms(arch, e, amp):
+    """Multi-head latent attention's own tensors (transformers DeepseekV2/V3Attention): the compressed
+    latent and rotary key from kv_a_proj, its RMSNorm, kv_b_proj's input; the query's down-projection and
+    its norm when q_lora_rank is set; DeepSeek-V2's rotary in fp32 complex numbers."""
+    r, rope = arch.kv_lora_rank, arch.qk_rope_dim
+    norm_out = 4 if amp else e
+    terms = [Term("kv latent and rotary key", e * (r + rope), "e·(r_kv + d_rope)"),
+             Term("kv latent norm (fp32 input, normalised, rsqrt)", 4 * r + norm_out * r + 4, "4·r_kv + e·r_kv + 4"),
+             Term("kv_b_proj input", e * r, "e·r_kv")]
+    if arch.q_lora_rank:
+        q = arch.q_lora_rank
+        terms += [Term("q latent", e * q, "e·r_q"),
+                  Term("q latent norm (fp32 input, normalised, rsqrt)", 4 * q + norm_out * q + 4, "4·r_q + e·r_q + 4"),
+                  Term("q_b_proj input", e * q, "e·r_q")]
+    if arch.rope_fp32:
+        terms.append(Term("rotary q and k in fp32 (complex)", 4 * (arch.heads + 1) * rope, "4·(a + 1)·d_rope"))
     return terms
 
 
@@ -60,7 +94,7 @@ def _attention_terms(arch, e, amp, attention, recompute, seq):
     # there is no attention mask and the head size is at most 256 (integrations/sdpa_attention.py,
     # use_gqa_in_sdpa, v5.23); CUDA's flash kernel then saves one K/V head per group. attention=flash-repeat
     # is the other path: K/V expanded to every head first (a padding mask, CPU's SDPA, torchtune's attention).
-    native_gqa = attention == "flash" and arch.dim_head <= 256
+    native_gqa = attention == "flash" and arch.dim_head <= 256 and not arch.sdpa_math
     repeated = arch.kv_heads != arch.heads and not native_gqa
     k_saved = q if repeated else kv
     k_formula = "a·d" if repeated else "k·d"
@@ -70,7 +104,15 @@ def _attention_terms(arch, e, amp, attention, recompute, seq):
         return [Term("q, k, v (core inputs)", (4 if amp else e) * q + 2 * e * kv, "e·q + 2·e·k·d"),
                 Term("attention output", e * q, "e·a·d"),
                 Term("o_proj input", e * q, "e·a·d", feeds="o")]
-    if attention in ("flash", "flash-repeat"):
+    if attention in ("flash", "flash-repeat") and arch.sdpa_math:
+        # transformers' Falcon hands SDPA one K/V head without enable_gqa and a materialised mask: the
+        # math kernel (aten _scaled_dot_product_attention_math) keeps, per head and key, _safe_softmax's
+        # softmax output, the masked copy the second matmul saves, and a 1-byte mask: 2·e + 1 bytes
+        # (validation/measured.json, falcon-7b 4L: 5.0 bytes measured at bf16).
+        terms += [Term("q (scaled)", e * q, "e·a·d"),
+                  Term("k, v (expanded)", 2 * e * q, "2·e·a·d"),
+                  Term("attention probabilities (math kernel)", (2 * e + 1) * a * seq, f"(2·{e:g} + 1)·a·s")]
+    elif attention in ("flash", "flash-repeat"):
         terms += [Term("q (rotated)", e * q, "e·a·d"),
                   Term("k, v (repeated for GQA)" if repeated else "k, v", 2 * e * k_saved, f"2·e·{k_formula}"),
                   Term("attention output", e * q, "e·a·d"),
@@ -84,6 +126,7 @@ def _attention_terms(arch, e, amp, attention, recompute, seq):
         terms += [Term("q", e * q, "e·a·d"),
                   Term("k (repeated)" if repeated else "k", e * k_saved, f"e·{k_formula}"),
                   Term("softmax output", softmax_bytes * a * seq, f"{softmax_bytes:g}·a·s"),
+                  *([Term("score soft-capping tanh", e * a * seq, f"{e:g}·a·s")] if arch.attn_softcap else []),
                   Term("v (repeated)" if repeated else "v", e * k_saved, f"e·{k_formula}")]
         if arch.attention_dropout:
             terms.append(Term("attention dropout mask and output", (1 + probs_bytes) * a * seq,
@@ -91,16 +134,26 @@ def _attention_terms(arch, e, amp, attention, recompute, seq):
         elif probs_bytes != softmax_bytes:
             terms.append(Term("probabilities cast", probs_bytes * a * seq, f"{probs_bytes:g}·a·s"))
     terms.append(Term("o_proj input", e * q, "e·a·d", feeds="o"))
+    if arch.qk_norm != "none":
+        terms += _qk_norm_terms(arch, e, amp)
+    if arch.attention == "mla":
+        terms += _mla_terms(arch, e, amp)
     return terms
 
 
-def _mlp_terms(arch, e):
-    f = arch.ffn
+def _mlp_terms(arch, e, amp=False):
+    # Routed experts are expert_ffn wide (Qwen3-MoE's moe_intermediate_size); each token passes k of them.
+    f = (arch.expert_ffn or arch.ffn) if arch.experts else arch.ffn
     tokens = arch.experts_per_token if arch.experts else 1
     if arch.mlp == "gated":
         terms = [Term("gate, up", 2 * e * f * tokens, "2·e·f"),
                  Term("activation output", e * f * tokens, "e·f"),
                  Term("down_proj input", e * f * tokens, "e·f", feeds="down")]
+    elif arch.activation == "gelu_new" and amp:
+        # GPT-2's NewGELU written out in Python under CUDA autocast: pow runs in fp32, so x is cast to fp32
+        # and tanh and 1 + tanh stay fp32; only 0.5·x is 16-bit (validation/measured.json, gpt2 amp cases).
+        terms = [Term("fc output and GELU intermediates (fp32 under autocast)", 14 * f, "(4 + 4 + 4 + 2)·f"),
+                 Term("proj input", e * f, "e·f", feeds="down")]
     elif arch.activation == "gelu_new":
         # GPT-2's NewGELU is written out in Python; autograd keeps four f-sized intermediates.
         terms = [Term("fc output and GELU intermediates", 4 * e * f, "4·e·f"),
@@ -108,7 +161,12 @@ def _mlp_terms(arch, e):
     else:
         terms = [Term("fc output", e * f, "e·f"), Term("proj input", e * f, "e·f", feeds="down")]
     if arch.experts:
-        terms.append(Term("router logits and weights", 4 * 3 * arch.experts, "12·E"))
+        # each routed expert gathers its tokens' inputs and returns weighted outputs (index_add)
+        terms += [Term("router logits and weights", 4 * 3 * arch.experts, "12·E"),
+                  Term("expert inputs and weighted outputs", 2 * e * arch.hidden * tokens, "2·e·h·k")]
+        if arch.shared_width:
+            s = arch.shared_width
+            terms += [Term("shared expert gate, up, activation, down input", 4 * e * s, "4·e·f_shared")]
     return terms
 
 
@@ -118,8 +176,12 @@ def layer_terms(arch, policy, attention, recompute, seq):
     amp = policy.autocast
     terms = _norm_terms(arch, e, amp, 3 if arch.norm == "rmsnorm" else 1, "attention norm", "qkv")
     terms += _attention_terms(arch, e, amp, attention, recompute, seq)
+    if arch.norms_per_layer == 4:           # Gemma 2/3: norms on the attention and MLP outputs too
+        terms += _norm_terms(arch, e, amp, 0, "post-attention norm")
     terms += _norm_terms(arch, e, amp, 2 if arch.mlp == "gated" else 1, "MLP norm", "gate_up")
-    terms += _mlp_terms(arch, e)
+    terms += _mlp_terms(arch, e, amp)
+    if arch.norms_per_layer == 4:
+        terms += _norm_terms(arch, e, amp, 0, "post-MLP norm")
     if arch.dropout:
         terms.append(Term("residual dropout masks", 2 * arch.hidden, "2·h", replicated=True))
     return terms

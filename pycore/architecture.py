@@ -72,6 +72,10 @@ class Architecture:
     act_per_sample_fp32: int = 0    # generic presets: measured peak bytes one more sample adds, fp32
     act_per_sample_16: int = 0      # the same in bf16 (validation/vision_measured.json)
     dtype: str = ""                 # checkpoint dtype (config.json torch_dtype): what serving loads by default
+    final_softcap: bool = False     # Gemma 2: logits = cap · tanh(logits / cap), the tanh saved for backward
+    attn_softcap: bool = False      # Gemma 2: attention scores soft-capped the same way (eager attention)
+    sdpa_math: bool = False         # Falcon: K/V of fewer heads and a materialised mask send SDPA to its math kernel
+    rope_fp32: bool = False         # DeepSeek-V2: rotary applied through fp32 complex numbers
     source: str = ""
 
     def __post_init__(self):

@@ -174,6 +174,12 @@ def _loss_pools(setup: Setup, tokens: int) -> "list[Pool]":
              make("log_softmax", f"Log-softmax saved for backward ({_bytes_name(loss_bytes)})",
                   vocab_tokens * num(loss_bytes), ("forward end", "backward start"), source, symbols,
                   group="logits_and_loss")]
+    if arch.final_softcap:
+        # Gemma 2: logits = cap · tanh(logits / cap); the tanh output is saved for backward
+        # (validation/measured.json, gemma-2-2b cases).
+        pools.append(make("logit_softcap", "Logit soft-capping tanh", vocab_tokens * num(logits_bytes),
+                          ("forward end", "backward start"), "transformers Gemma2ForCausalLM final_logit_softcapping",
+                          symbols, group="logits_and_loss"))
     # Chunked loss: every chunk's log-softmax is still saved, but the upcast copy and the two gradient
     # buffers exist for one chunk at a time.
     if logits_bytes != loss_bytes:

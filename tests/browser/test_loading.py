@@ -11,8 +11,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import READY_MS, _free_port
+
 from pycore import web
 
 ROOT = Path(__file__).resolve().parents[2]
