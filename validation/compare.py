@@ -50,8 +50,9 @@ def rows():
         measured = case["peak_bytes"]
         rule = case.get("autocast") or ("cpu" if measured_inputs(case["inputs"])["precision"].startswith("amp-")
                                         else "none")
-        out.append({"label": case["label"], "mode": case["tensor_mode"], "autocast": {"cuda": "CUDA", "cpu": "CPU",
-                                                                                     "none": "-"}[rule], "kind": case["inputs"].get("mode", "train"), "measured": measured,
+        autocast = {"cuda": "CUDA", "cpu": "CPU", "none": "-"}[rule]
+        out.append({"label": case["label"], "mode": case["tensor_mode"], "autocast": autocast,
+                    "kind": case["inputs"].get("mode", "train"), "measured": measured,
                     "estimated": result["peak_bytes"], "phase": result["peak_phase"],
                     "error": (result["peak_bytes"] - measured) / measured,
                     "textbook_error": (plain - measured) / measured,
