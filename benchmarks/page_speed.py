@@ -105,6 +105,35 @@ def update_latencies(browser, url, edits=100):
     return sorted(samples)
 
 
+# What follows a pause in typing, timed inside Pyodide (issue 13: within 50 ms for the 70B case).
+PAUSE_QUERIES = {
+    "answers, 70B FSDP (plans, searches, charts)": ("pycoreAnswers",
+                                                    "model=llama-3.1-70b&precision=bf16&fsdp=FULL_SHARD&dp=8&recompute=full"),
+    "what fits on 2 x RTX 4090, serving": ("pycoreFits", "gpu=rtx-4090&gpus=2&mode=infer&seq=8192"),
+    "keystroke (web.run), 70B FSDP": ("pycoreRun", "model=llama-3.1-70b&precision=bf16&fsdp=FULL_SHARD&dp=8"),
+}
+
+
+def pause_timings(browser, url, repeats=15):
+    context = browser.new_context()
+    page = context.new_page()
+    first_result_ms(page, url)
+    out = {}
+    for label, (function, query) in PAUSE_QUERIES.items():
+        samples = page.evaluate("""([name, query, repeats]) => {
+            const samples = [];
+            for (let i = 0; i < repeats; i++) {
+                const started = performance.now();
+                window[name](query);
+                samples.push(performance.now() - started);
+            }
+            return samples.sort((a, b) => a - b);
+        }""", [function, query, repeats])
+        out[label] = samples
+    context.close()
+    return out
+
+
 def main():
     global DIST
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
@@ -123,6 +152,7 @@ def main():
                 bare_runs.append(load_pair(browser, url, bare=True))
                 page_runs.append(load_pair(browser, url, bare=False))
             latencies = update_latencies(browser, url)
+            pauses = pause_timings(browser, url)
             browser.close()
     finally:
         server.terminate()
@@ -139,6 +169,9 @@ def main():
           + (f"{statistics.median(paints):.0f} ms" if paints else "none before Python (no build-time estimate)"))
     print(f"input-to-update latency over {len(latencies)} edits: median {statistics.median(latencies):.1f} ms   "
           f"p95 {latencies[int(0.95 * len(latencies))]:.1f} ms")
+    for label, samples in pauses.items():
+        print(f"in Pyodide, {label}: median {statistics.median(samples):.1f} ms   "
+              f"p95 {samples[int(0.95 * len(samples))]:.1f} ms")
 
 
 if __name__ == "__main__":
