@@ -229,9 +229,19 @@ function render(payload) {
   document.getElementById("generic-note").hidden = kind !== "generic";
   showApplies();
 
+  // The formulas sit below the results: drawn once this frame is painted, so typing stays within a frame.
+  clearTimeout(formulasTimer);
+  formulasTimer = setTimeout(() => renderFormulas(payload.formulas), 0);
+  document.documentElement.dataset.totalBytes = String(r.total_bytes);
+  document.documentElement.dataset.peakBytes = String(r.peak_bytes);
+}
+
+let formulasTimer = null;
+
+function renderFormulas(rows) {
   const formulas = document.querySelector("#formulas tbody");
   formulas.replaceChildren();
-  for (const f of payload.formulas) {
+  for (const f of rows) {
     const tr = el("tr");
     if (f.name.startsWith("  ·")) tr.className = "term";
     const formula = el("td", undefined, "formula");
@@ -242,8 +252,6 @@ function render(payload) {
     tr.append(el("td", f.name), formula, el("td", size(f, f.bytes), "num"), source);
     formulas.append(tr);
   }
-  document.documentElement.dataset.totalBytes = String(r.total_bytes);
-  document.documentElement.dataset.peakBytes = String(r.peak_bytes);
 }
 
 let gpuRows = [];
