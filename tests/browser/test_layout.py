@@ -49,6 +49,12 @@ def test_every_visible_input_takes_a_tap_and_an_edit(browser, base_url, width, h
             name = control.evaluate("n => n.id || n.name")
             _press(control, touch)                 # fails if anything (the results panel) covers it
             assert control.evaluate("n => n === document.activeElement"), name
+            # Mobile emulation scrolls a focused field into view over a few frames and drops keys typed
+            # meanwhile: let the scroll finish (two frames without movement) before typing.
+            page.evaluate("""() => new Promise((done) => { let last = -1, still = 0;
+                const tick = () => { still = scrollY === last ? still + 1 : 0; last = scrollY;
+                                     still >= 2 ? done() : requestAnimationFrame(tick); };
+                requestAnimationFrame(tick); })""")
             if control.evaluate("n => n.tagName") == "SELECT":
                 options = control.evaluate("n => [...n.options].map(o => o.value)")
                 before = control.input_value()
@@ -58,10 +64,10 @@ def test_every_visible_input_takes_a_tap_and_an_edit(browser, base_url, width, h
                 control.select_option(before)
                 continue
             before = control.input_value()
-            page.keyboard.press("End")
-            page.keyboard.type("7")
+            control.press("End")
+            control.press_sequentially("7")
             assert control.input_value() == before + "7", name
-            page.keyboard.press("Backspace")
+            control.press("Backspace")
             assert control.input_value() == before, name
 
         results = page.locator(".results").bounding_box()
@@ -71,8 +77,9 @@ def test_every_visible_input_takes_a_tap_and_an_edit(browser, base_url, width, h
             assert results["y"] < form["y"] and position == "static"   # results first, scrolling away
             mini = page.locator("#mini")                               # ... and a one-line total stays in view
             assert mini.is_visible()
-            box = mini.bounding_box()
-            assert box["y"] == pytest.approx(0, abs=2) and box["height"] < 80
+            # fixed to the top of the layout viewport (a phone's visual viewport may sit a few pixels off it)
+            top, height = mini.evaluate("n => [n.getBoundingClientRect().top, n.getBoundingClientRect().height]")
+            assert top == pytest.approx(0, abs=2) and height < 80
             assert "GiB" in mini.inner_text()
             assert page.locator("#mini-badge").inner_text() in ("fits", "tight", "does not fit")
             page.evaluate("scrollTo(0, 0)")                           # not twice: hidden beside the panel's total
