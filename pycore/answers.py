@@ -316,7 +316,7 @@ def answer(values: dict, result: dict) -> dict:
         out["how_to_fit"].insert(0, {**_fix(f"{best['label']} ({plural(best['gpus'], 'GPU')})", best["query"],
                                             best["total_bytes"], usable), "gpus": best["gpus"]})
     from .charts import charts
-    out["charts"] = charts(values, result, out, usable)
+    out["charts"] = charts(values, result, out, usable) or None
     return out
 
 
