@@ -9,7 +9,6 @@ from .catalog import gpus as gpu_catalog
 from .errors import FieldError
 from .estimate import total_bytes
 from .report import duration_text, plural
-from .serving import vllm_capacity  # noqa: F401  (re-exported for the page's serving answers)
 from .units import format_bytes
 
 SEARCH_LIMIT = 1 << 20

@@ -16,8 +16,6 @@ Pipeline stages hold their own layers and their own layers' cache; expert parall
 experts.
 """
 
-import math
-
 from . import parallel, quantization
 from .expr import Q, ceil, floor, num, rnd, split, sym
 from .pools import Pool, components, make, moment_totals
@@ -34,6 +32,7 @@ VLLM_NON_TORCH = 256 * 2**20
 
 
 def _exact(q: Q) -> Q:
+    """No rounding: a per-token width divided by t stays a fraction until it multiplies the tokens."""
     return q
 
 
@@ -193,9 +192,3 @@ def vllm_capacity(result: dict, work) -> dict:
             "max_concurrency": blocks / -(-context // BLOCK_TOKENS) if context else 0.0}
 
 
-def largest_context(arch) -> int:
-    """The model's maximum positions, 0 when unknown."""
-    return arch.max_positions or 0
-
-
-__all__ = ["serving", "kv_cache_bytes", "vllm_capacity", "largest_context", "math"]
