@@ -160,7 +160,7 @@ FRAMEWORKS = {
     ),
     "torchtitan": Framework(
         "torchtitan", "0.2.2",
-        {"optimizer": "adamw", "optimizer_impl": "fused", "precision": "amp-bf16", "attention": "flash",
+        {"optimizer": "adamw", "optimizer_impl": "fused", "precision": "fsdp2-bf16", "attention": "flash",
          "loss_chunks": "1"},
         {
             "optimizer": "pytorch/torchtitan torchtitan/config/job_config.py@v0.2.2 L135: name = 'AdamW'",

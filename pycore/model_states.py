@@ -77,14 +77,13 @@ def model_states(setup: Setup, stage: Stage) -> States:
     # FSDP2 and ZeRO-3 gather one layer at a time, but keep the root group (embeddings and head) gathered
     # through forward and backward (validation/measured_fsdp.json). SHARD_GRAD_OP keeps its shard beside
     # the full copy.
-    wb = policy.bytes("weight")
     if lay.fsdp == "SHARD_GRAD_OP" and group > 1:
         pools.append(make("gathered_weights", "Weight shard kept beside the full copy (SHARD_GRAD_OP)",
                           ceil(stored / sym("g", group)), STATIC, "PyTorch FSDP SHARD_GRAD_OP", symbols,
                           group="weights"))
     elif sharded3 and stage.root_params:
         pools.append(make("gathered_weights", "Gathered embeddings and head (FSDP root group)",
-                          sym("R", stage.root_params) * wb, STATIC, "validation/measured_fsdp.json (FSDP2)",
+                          sym("R", stage.root_params) * policy.bytes("gather"), STATIC, "validation/measured_fsdp.json (FSDP2)",
                           "R = parameters of the root group (embeddings, final norm, head)", group="weights"))
     gradients = _sharded(rnd(trainable_q * grad_bytes), group, 2, zero)
     master = _sharded(rnd(trainable_q * master_bytes), group, 1, zero) if master_bytes else None

@@ -15,9 +15,12 @@ class Policy:
     act: str
     kv: str
     autocast: bool          # fp32 weights computed in 16 bit by torch.autocast
+    gather: str = ""        # dtype FSDP all-gathers the weights in to compute ("": the weights' own)
 
     def bytes(self, pool):
         """Bytes per element of a pool ('weight', 'grad', ...), as a float (int4 is 0.5)."""
+        if pool == "gather":
+            return BITS[self.gather or self.weight] / 8
         return BITS[getattr(self, pool)] / 8
 
 
@@ -29,6 +32,10 @@ POLICIES = {
     "fp16-master": Policy("fp16", "fp16", "fp32", "fp32", "fp16", "fp16", False),
     "bf16": Policy("bf16", "bf16", "none", "bf16", "bf16", "bf16", False),
     "fp16": Policy("fp16", "fp16", "none", "fp16", "fp16", "fp16", False),
+    # FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) (torch/distributed/fsdp/_fully_shard/
+    # _fsdp_api.py; torchtitan's default): fp32 shards, gradients and state; each layer all-gathered in bf16
+    # and computed in bf16 without autocast; no persistent 16-bit copy of the shards.
+    "fsdp2-bf16": Policy("fp32", "fp32", "none", "fp32", "bf16", "bf16", False, gather="bf16"),
 }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from .errors import FieldError, InputError  # noqa: F401  (InputError: the first version's name)
 from .units import parse_count, parse_size
 
-PRECISIONS = ("auto", "fp32", "amp-bf16", "amp-fp16", "bf16-master", "fp16-master", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "amp-bf16", "amp-fp16", "bf16-master", "fp16-master", "bf16", "fp16", "fsdp2-bf16")
 PRECISION_ALIASES = {"32-true": "fp32", "32": "fp32", "bf16-mixed": "amp-bf16", "16-mixed": "amp-fp16",
                      "bf16-true": "bf16", "16-true": "fp16"}
 DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "none")
@@ -157,7 +157,8 @@ FIELDS = (
     _int("new_tokens", 256, "tokens generated per sequence when serving", "workload", "", 0, "tokens", 100_000_000),
     _choice("precision", "auto", PRECISIONS,
             "precision policy: auto (training: amp-bf16; serving: the checkpoint's own dtype); fp32; amp-* autocast "
-            "with fp32 weights; *-master 16-bit weights with fp32 master and optimizer; bf16/fp16 everything 16-bit",
+            "with fp32 weights; *-master 16-bit weights with fp32 master and optimizer; bf16/fp16 everything 16-bit; "
+            "fsdp2-bf16 FSDP2's MixedPrecisionPolicy (fp32 shards, each layer gathered and computed in bf16)",
             "precision", "training: Hugging Face Trainer with bf16=True (fp32 weights under autocast); serving: "
             "the checkpoint's torch_dtype, as transformers 5 and vLLM load it",
             " | ".join(PRECISIONS) + " (or Lightning's 32-true, bf16-mixed, 16-mixed, bf16-true, 16-true)"),

@@ -57,7 +57,6 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "tuple | None
     tokens = work.batch * work.seq // lay.cp
     generic = arch.kind == "generic"
     sharded3 = lay.zero == 3 and lay.shard_group > 1
-    wb = policy.bytes("weight")
     T = sym("T", tokens)
     terms: list = []
     saved_moments = ("forward end", "backward") if generic else SAVED
@@ -118,7 +117,8 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "tuple | None
                           "ZeRO-2/3 and FSDP reduce-scatter one layer's full gradient at a time",
                           "Pl = parameters of the largest layer", group="gradient_buffers"))
     if sharded3:
-        pools.append(make("gathered_layer", "Gathered layer (ZeRO-3/FSDP)", rnd(sym("Pl", stage.largest_layer) * wb),
+        pools.append(make("gathered_layer", "Gathered layer (ZeRO-3/FSDP)",
+                          rnd(sym("Pl", stage.largest_layer) * policy.bytes("gather")),
                           ("backward start",) + WORKING, "FSDP2 all-gathers one layer at a time",
                           "Pl = parameters of the largest layer", group="weights_gathered"))
     # Autocast's 16-bit weight copies live until backward. Under ZeRO-3/FSDP the gathered layer is cast

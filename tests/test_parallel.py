@@ -252,3 +252,18 @@ def test_largest_fitting_value_equals_plain_bisection(query, key):
         middle = (low + high + 1) // 2
         low, high = (middle, high) if fits(middle) else (low, middle - 1)
     assert search._largest(values, key, usable, high=1 << 17) == low
+
+
+def test_fsdp2_mixed_precision_gathers_layers_in_bf16():
+    # FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): fp32 shards and state, each layer
+    # all-gathered in bf16 (2 bytes a parameter) where amp-bf16 gathers the fp32 shard (4 bytes) and casts
+    # it under autocast. Llama 3.1 8B's largest layer: attention 4096·(4096 + 2·1024 + 4096) = 41,943,040,
+    # MLP 3·4096·14336 = 176,160,768, two norms 8,192: 218,112,000 parameters.
+    base = {"model": "llama-3.1-8b", "fsdp": "FULL_SHARD", "dp": "8"}
+    fsdp2 = estimate({**base, "precision": "fsdp2-bf16"})["components"]
+    amp = estimate({**base, "precision": "amp-bf16"})["components"]
+    assert fsdp2["weights_gathered"] == 218_112_000 * 2 and amp["weights_gathered"] == 218_112_000 * 4
+    # the fp32 shards are the same; the gathered embeddings and head are bf16 too
+    assert fsdp2["weights"] < amp["weights"] and "autocast_weight_copies" not in fsdp2
+    from pycore import frameworks
+    assert frameworks.FRAMEWORKS["torchtitan"].defaults["precision"] == "fsdp2-bf16"
