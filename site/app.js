@@ -530,6 +530,11 @@ function scheduleAnswers() {
 
 let lastResult = null;
 
+/** After a change made by a button (not typing): the next keystroke starts a new history entry. */
+function editDone() {
+  pushNext = true;
+}
+
 function update(historyMode) {
   if (historyMode) scheduleUrl(historyMode);
   else document.getElementById("link-field").value = location.href;
@@ -602,103 +607,6 @@ document.getElementById("download-csv").addEventListener("click", () => {
   a.click();
   a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 0);
-});
-
-// What fits on my GPUs: pycore estimates every preset for this workload; the page lists and sorts them.
-let fitsRows = [];
-let fitsSort = "headroom_bytes";
-
-function showFits() {
-  const count = Math.max(1, Math.min(4096, parseInt(document.getElementById("fits-count").value, 10) || 1));
-  const params = new URLSearchParams(requestQuery());
-  params.set("gpus", String(count));
-  const payload = JSON.parse(window.pycoreFits(params.toString()));
-  fitsRows = payload.rows;
-  drawFits();
-}
-
-function drawFits() {
-  const table = document.getElementById("fits-table");
-  const body = table.querySelector("tbody");
-  body.replaceChildren();
-  table.hidden = !fitsRows.length;
-  const rows = [...fitsRows].sort((x, y) => fitsSort === "id" ? x.id.localeCompare(y.id)
-    : fitsSort === "params" ? y.params - x.params : (y.headroom_bytes ?? -Infinity) - (x.headroom_bytes ?? -Infinity));
-  const workload = new URLSearchParams(formQuery());
-  for (const key of ["model", "tp", "pp", "dp", "fsdp", "zero"]) workload.delete(key);
-  for (const row of rows) {
-    const tr = el("tr", undefined, `fits-${row.status}`);
-    const link = el("a", row.id);
-    const query = new URLSearchParams(workload);
-    for (const [key, value] of row.query || [["model", row.id]]) query.set(key, value);
-    link.href = `?${query.toString()}`;
-    const name = el("td");
-    name.append(link);
-    const size = row.total_bytes === null ? row.error || "—"
-      : `${row.total_text} · ${bytesText(row.headroom_bytes)} ${row.headroom_bytes >= 0 ? "free" : "over"}`;
-    tr.append(name, el("td", row.params.toLocaleString("en-US"), "num"), el("td", size, "num"),
-      el("td", [Object.entries(row.layout).map(([k, v]) => `${k}=${v}`).join(" "), row.note].filter(Boolean).join(" — ")));
-    body.append(tr);
-  }
-}
-
-document.getElementById("fits-run").addEventListener("click", showFits);
-for (const button of document.querySelectorAll("#fits-table [data-sort]")) {
-  button.addEventListener("click", () => { fitsSort = button.dataset.sort; drawFits(); });
-}
-
-// config.json import: pycore reads it; the page only moves text around.
-const importStatus = document.getElementById("import-status");
-
-function importConfig(text, origin) {
-  const answer = JSON.parse(window.pycoreImport(text));
-  if (answer.error) {
-    importStatus.textContent = `${origin}: ${answer.error}`;
-    importStatus.className = "import-status failed";
-    return;
-  }
-  const params = new URLSearchParams(formQuery());
-  for (const el of form.querySelectorAll('[data-field] [data-key]')) {
-    if (el.closest('fieldset[data-group="model"]')) params.delete(el.dataset.key);
-  }
-  for (const [key, value] of answer.query) params.set(key, value);
-  fillForm(params.toString());
-  importStatus.textContent = `${origin}: ${answer.message}`;
-  importStatus.className = "import-status";
-  update("push");
-  pushNext = true;
-}
-
-document.getElementById("import-apply").addEventListener("click", () =>
-  importConfig(document.getElementById("import-text").value, "Pasted config.json"));
-document.getElementById("import-file").addEventListener("change", async (event) => {
-  const file = event.target.files[0];
-  if (file) importConfig(await file.text(), file.name.slice(0, 80));
-});
-document.getElementById("import-fetch").addEventListener("click", async () => {
-  const id = document.getElementById("import-hub").value.trim();
-  if (!/^[A-Za-z0-9][\w.-]*\/[\w.-]+$/.test(id)) {
-    importStatus.textContent = "Hub id: expected owner/name, such as meta-llama/Llama-3.1-8B.";
-    importStatus.className = "import-status failed";
-    return;
-  }
-  importStatus.textContent = `Fetching ${id} from the Hugging Face hub…`;
-  importStatus.className = "import-status";
-  let response;
-  try {
-    response = await fetch(`https://huggingface.co/${id}/resolve/main/config.json`);
-  } catch {
-    response = null;
-  }
-  if (!response || !response.ok) {
-    const why = !response ? "no answer (offline, or blocked)" :
-      response.status === 401 || response.status === 403 ? `status ${response.status}: a gated or private model` :
-      `status ${response.status}`;
-    importStatus.textContent = `The hub refused ${id} (${why}). Download its config.json where you are signed in, then paste it or choose the file.`;
-    importStatus.className = "import-status failed";
-    return;
-  }
-  importConfig(await response.text(), id);
 });
 
 function enableControls() {
@@ -788,3 +696,6 @@ fillForm(location.search);
 document.getElementById("link-field").value = location.href;
 showApplies();
 ready();
+
+// The panels in their own modules (import.js, fits.js) take what they need from here.
+export { editDone, el, fillForm, form, formQuery, requestQuery, update };

@@ -1,0 +1,46 @@
+// What fits on my GPUs: pycore estimates every preset for this workload; this lists and sorts them.
+import { el, formQuery, requestQuery } from "./app.js";
+import { bytesText } from "./format.js";
+
+let fitsRows = [];
+let fitsSort = "headroom_bytes";
+
+function showFits() {
+  const count = Math.max(1, Math.min(4096, parseInt(document.getElementById("fits-count").value, 10) || 1));
+  const params = new URLSearchParams(requestQuery());
+  params.set("gpus", String(count));
+  const payload = JSON.parse(window.pycoreFits(params.toString()));
+  fitsRows = payload.rows;
+  drawFits();
+}
+
+function drawFits() {
+  const table = document.getElementById("fits-table");
+  const body = table.querySelector("tbody");
+  body.replaceChildren();
+  table.hidden = !fitsRows.length;
+  const rows = [...fitsRows].sort((x, y) => fitsSort === "id" ? x.id.localeCompare(y.id)
+    : fitsSort === "params" ? y.params - x.params : (y.headroom_bytes ?? -Infinity) - (x.headroom_bytes ?? -Infinity));
+  const workload = new URLSearchParams(formQuery());
+  for (const key of ["model", "tp", "pp", "dp", "fsdp", "zero"]) workload.delete(key);
+  for (const row of rows) {
+    const tr = el("tr", undefined, `fits-${row.status}`);
+    const link = el("a", row.id);
+    const query = new URLSearchParams(workload);
+    for (const [key, value] of row.query || [["model", row.id]]) query.set(key, value);
+    link.href = `?${query.toString()}`;
+    const name = el("td");
+    name.append(link);
+    const size = row.total_bytes === null ? row.error || "—"
+      : `${row.total_text} · ${bytesText(row.headroom_bytes)} ${row.headroom_bytes >= 0 ? "free" : "over"}`;
+    tr.append(name, el("td", row.params.toLocaleString("en-US"), "num"), el("td", size, "num"),
+      el("td", [Object.entries(row.layout).map(([k, v]) => `${k}=${v}`).join(" "), row.note].filter(Boolean).join(" — ")));
+    body.append(tr);
+  }
+}
+
+document.getElementById("fits-run").addEventListener("click", showFits);
+for (const button of document.querySelectorAll("#fits-table [data-sort]")) {
+  button.addEventListener("click", () => { fitsSort = button.dataset.sort; drawFits(); });
+}
+
