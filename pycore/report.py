@@ -73,7 +73,7 @@ def summary(result: dict) -> dict:
                                             ("optimizer kernel", setup.get("optimizer_impl")),
                                             ("engine", setup.get("engine"))) if v)
     nccl = any(row["key"] == "nccl_buffers" for row in result["breakdown"])
-    return {"peak": f"Peak tensors {peak} at the {result['peak_moment']}, plus {overhead} the GPU shows beyond "
+    return {"peak": f"Peak tensors {peak} (moment: {result['peak_moment']}), plus {overhead} the GPU shows beyond "
                     f"them (allocator cache, CUDA context{', NCCL' if nccl else ''}).",
             "model": f"{result['model']['name']}: {result['params']['total']:,} parameters; {how}.",
             "views": f"max_memory_allocated {peak}; max_memory_reserved "

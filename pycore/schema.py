@@ -156,7 +156,8 @@ FIELDS = (
             "serving the same model; base.KEY=VALUE changes any baseline input", "workload"),
     _int("new_tokens", 256, "tokens generated per sequence when serving", "workload", "", 0, "tokens", 100_000_000),
     _choice("precision", "auto", PRECISIONS,
-            "precision policy: auto (training: amp-bf16; serving: the checkpoint's own dtype); fp32; amp-* autocast "
+            "precision policy: auto (training: as the framework does, the Trainer in the checkpoint's dtype; serving: "
+            "the checkpoint's own dtype); fp32; amp-* autocast "
             "with fp32 weights; *-master 16-bit weights with fp32 master and optimizer; bf16/fp16 everything 16-bit; "
             "fsdp2-bf16 FSDP2's MixedPrecisionPolicy (fp32 shards, each layer gathered and computed in bf16)",
             "precision", "training: Hugging Face Trainer with bf16=True (fp32 weights under autocast); serving: "
