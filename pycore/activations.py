@@ -13,6 +13,12 @@ models reproduce the formulas people already know:
 """
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .architecture import Architecture
+    from .precision import Policy
+    from .setup import Setup
 
 
 @dataclass(frozen=True)
@@ -33,7 +39,7 @@ def _norm_terms(arch, e, amp, consumers, label, feeds=""):
     """
     h = arch.hidden
 
-    def saved(name, size, formula):
+    def saved(name: str, size: float, formula: str) -> Term:
         return Term(f"{label} {name}", size, formula, replicated=True)
     if arch.norm == "layernorm":
         # native_layer_norm saves its input and fp32 mean and rstd; consumers save its output.
@@ -170,7 +176,7 @@ def _mlp_terms(arch, e, amp=False):
     return terms
 
 
-def layer_terms(arch, policy, attention, recompute, seq):
+def layer_terms(arch: "Architecture", policy: "Policy", attention: str, recompute: str, seq: int) -> list[Term]:
     """Saved tensors of one layer (bytes per token), without full recomputation."""
     e = policy.bytes("act")
     amp = policy.autocast
@@ -187,12 +193,12 @@ def layer_terms(arch, policy, attention, recompute, seq):
     return terms
 
 
-def layer_input_bytes(arch, policy):
+def layer_input_bytes(arch: "Architecture", policy: "Policy") -> float:
     """Bytes per token of one layer's input, what full recomputation keeps."""
     return (4 if policy.autocast else policy.bytes("act")) * arch.hidden
 
 
-def korthikanti(arch, batch, seq, recompute, act_bytes, tp=1, sp=False):
+def korthikanti(arch: "Architecture", batch: int, seq: int, recompute: str, act_bytes: float, tp: int = 1, sp: bool = False) -> float:
     """Korthikanti et al. 2022 eq. (1)-(2) and Table 2, scaled from 16-bit to ``act_bytes`` per element.
 
     Per layer: sbh(34 + 5as/h) with no parallelism; sbh(10 + 24/t + 5as/(ht)) with tensor parallelism;
@@ -210,7 +216,7 @@ def korthikanti(arch, batch, seq, recompute, act_bytes, tp=1, sp=False):
     return round(per_layer * act_bytes / 2 * arch.layers)
 
 
-def per_token(setup):
+def per_token(setup: "Setup") -> tuple:
     """(saved bytes per token per layer, terms, final-norm bytes per token, working bytes per token).
 
     With tensor parallelism the terms inside the parallel region split t ways, and the norm and residual
@@ -229,7 +235,7 @@ def per_token(setup):
                                                                e) / arch.layers
         terms.append(Term("LoRA A outputs", adapters, "r·e per adapted layer"))
 
-    def split(t):
+    def split(t: Term) -> float:
         return t.bytes_per_token / (lay.tp if (not t.replicated or lay.sp) else 1)
     per_layer = sum(split(t) for t in terms)
     if arch.kind == "encoder-decoder":
@@ -249,7 +255,7 @@ def per_token(setup):
     return per_layer, terms, final, working
 
 
-def whole_model(setup, tokens):
+def whole_model(setup: "Setup", tokens: int) -> float:
     """Activation bytes of the whole model under the korthikanti, multiplier or per-sample models."""
     from .errors import FieldError
     arch, work, lay = setup.arch, setup.workload, setup.layout

@@ -64,7 +64,7 @@ def _text(value):
     return "" if value is None else str(value)
 
 
-def model_kind(values):
+def model_kind(values: dict) -> str:
     """``"generic"`` when the inputs describe a network by its parameter count only, else ``"transformer"``.
 
     Without the catalog this cannot see that a preset (ResNet-50) is generic: pass ``values["kind"]``
@@ -77,7 +77,7 @@ def model_kind(values):
     return "transformer"
 
 
-def applies(key, values):
+def applies(key: str, values: dict) -> bool:
     """Whether input ``key`` changes the estimate, given the other inputs.
 
     Args:
@@ -98,7 +98,7 @@ def applies(key, values):
     return True
 
 
-def ignored(values, given_keys):
+def ignored(values: dict, given_keys: list) -> list:
     """The keys among ``given_keys`` that do not apply to ``values``, in the order given.
 
     Args:
@@ -110,7 +110,7 @@ def ignored(values, given_keys):
     return [key for key in given_keys if not applies(key, values)]
 
 
-def describe(key, values):
+def describe(key: str, values: dict) -> str:
     """A plain-text note saying why ``key`` is ignored, e.g. ``"lora_rank is ignored: method=full"``."""
     for other, allowed in APPLIES.get(key, {}).items():
         if other == "kind":

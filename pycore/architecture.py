@@ -94,38 +94,38 @@ class Architecture:
             raise ValueError("experts_per_token: needs experts > 0")
 
     @property
-    def dim_head(self):
+    def dim_head(self) -> int:
         return self.head_dim or self.hidden // self.heads
 
     @property
-    def q_dim(self):
+    def q_dim(self) -> int:
         return self.heads * self.dim_head
 
     @property
-    def kv_dim(self):
+    def kv_dim(self) -> int:
         return self.kv_heads * self.dim_head
 
     @property
-    def task_head(self):
+    def task_head(self) -> str:
         """The head in force: the one given, else the language-model head of the preset's class."""
         return self.head or ("masked-lm" if self.kind == "encoder" else "causal-lm")
 
     @property
-    def output_width(self):
+    def output_width(self) -> int:
         """Logits per token the head computes: the vocabulary, the labels, or none."""
         return {"classification": self.num_labels, "none": 0}.get(self.task_head, self.vocab)
 
     @property
-    def norm_params(self):
+    def norm_params(self) -> int:
         return self.hidden * self.norm_factor
 
     @property
-    def norm_factor(self):
+    def norm_factor(self) -> int:
         """Parameters per normalised element: weight, plus bias for a biased LayerNorm."""
         return 2 if self.norm == "layernorm" and self.norm_bias else 1
 
     @property
-    def shared_width(self):
+    def shared_width(self) -> int:
         """Total intermediate width of the shared expert(s), 0 if none."""
         return self.shared_expert_ffn or self.shared_experts * self.expert_ffn
 
@@ -176,13 +176,13 @@ def _mlp_params(arch, width):
     return matrices * arch.hidden * width + biases
 
 
-def is_dense_layer(arch, index):
+def is_dense_layer(arch: Architecture, index: int) -> bool:
     """Whether layer ``index`` has a dense MLP: every layer of a dense model; the leading ``dense_layers``
     of a mixture of experts (DeepSeek's first_k_dense_replace; Qwen2-MoE's read as such by hf_config)."""
     return not arch.experts or index < arch.dense_layers
 
 
-def layer_params(arch, index, tp=1, ep=1, active=False):
+def layer_params(arch: Architecture, index: int, tp: int = 1, ep: int = 1, active: bool = False) -> int:
     """Parameters of decoder/encoder layer ``index`` on one GPU of a tensor- and expert-parallel layout.
 
     The one place layers are counted: ``count_parameters`` (tp = ep = 1, exact against transformers) and
@@ -204,7 +204,7 @@ def layer_params(arch, index, tp=1, ep=1, active=False):
 
 
 @lru_cache(maxsize=512)
-def count_parameters(arch):
+def count_parameters(arch: Architecture) -> ParameterCount:
     """Exact parameter count of the transformers model that ``arch`` describes."""
     if arch.kind == "generic":
         n = arch.params_override
@@ -272,7 +272,7 @@ ARCH_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "voca
                "experts_per_token", "expert_ffn", "tied", "max_positions", "head", "num_labels")
 
 
-def with_overrides(arch, overrides):
+def with_overrides(arch: Architecture, overrides: dict) -> Architecture:
     """A copy of ``arch`` with fields replaced by the schema's architecture keys."""
     changes = {k: v for k, v in overrides.items() if k in ARCH_FIELDS and v is not None}
     if "tied" in changes:

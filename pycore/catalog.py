@@ -27,14 +27,14 @@ def _load(name):
 
 
 @lru_cache(maxsize=None)
-def models():
+def models() -> dict:
     """Model presets by id, sorted by id; aliases point at the same entry."""
     entries = sorted(_load("models.json")["models"], key=lambda entry: entry["id"])
     return {entry["id"]: entry for entry in entries}
 
 
 @lru_cache(maxsize=None)
-def model_aliases():
+def model_aliases() -> dict:
     table = {}
     for entry in models().values():
         table[entry["id"]] = entry["id"]
@@ -47,7 +47,7 @@ _NOT_ARCH = {"id", "aliases", "params", "source"}
 
 
 @lru_cache(maxsize=256)
-def architecture(model_id):
+def architecture(model_id: str) -> Architecture:
     """The Architecture of a preset id or alias. Raises KeyError if unknown."""
     entry = models()[model_aliases()[model_id.lower()]]
     fields = {k: v for k, v in entry.items() if k not in _NOT_ARCH}
@@ -57,6 +57,6 @@ def architecture(model_id):
 
 
 @lru_cache(maxsize=None)
-def gpus():
+def gpus() -> dict:
     """GPU catalog by id, in the file's order."""
     return {entry["id"]: entry for entry in _load("gpus.json")["gpus"]}

@@ -20,7 +20,7 @@ Estimates GPU memory per device for a training step or for serving. Keys: see do
 or `python -m pycore schema`. Sizes are shown in GiB (2^30 bytes)."""
 
 
-def parse_arguments(words):
+def parse_arguments(words: list) -> tuple:
     """(output format, key -> value, baseline key -> value) from the words; InputError on a malformed one.
 
     Words after --compare change the baseline, as base.KEY=VALUE does in the URL.
@@ -55,7 +55,7 @@ def _printable(text):
     return "".join(c if c.isprintable() else "?" for c in text)
 
 
-def main(argv=None):
+def main(argv: list | None = None) -> int:
     """The console script: the exit status (0 done, 2 bad input); a closed pipe ends it quietly."""
     try:
         return _main(argv)

@@ -5,6 +5,8 @@ from ``web`` or ``estimate``: an import is checked by counting the parameters of
 applied, which must equal the count of the config itself, so the URL it produces describes the same model.
 """
 
+from typing import Any
+
 from .architecture import ARCH_FIELDS, count_parameters, with_overrides
 from .catalog import architecture as preset_architecture
 from .catalog import models
@@ -78,7 +80,7 @@ def _candidates(family, arch):
     return [first] + others
 
 
-def import_config(text):
+def import_config(text: str) -> dict:
     """A config.json's text as schema inputs.
 
     Args:
@@ -124,7 +126,7 @@ def import_config(text):
         if ours != theirs and not unknown:
             warnings.append(f"The config's {words} ({field} {ours!r}) has no input key: the estimate uses "
                             f"{preset.name}'s ({theirs!r}).")
-    shown = config.get("model_type") if isinstance(config.get("model_type"), str) else family
+    shown: Any = config.get("model_type") if isinstance(config.get("model_type"), str) else family
     message = (f"Imported a {shown[:40]} config: {expected:,} parameters, expressed as {preset.name} with "
                f"{len(query) - 1} override{'s' if len(query) != 2 else ''}.")
     return {"query": query, "params": expected, "message": message, "warnings": warnings}

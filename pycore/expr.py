@@ -11,7 +11,7 @@ written with thousands separators (digit,digit without a space) and arguments ar
 """
 
 import math
-from typing import Union
+from typing import Callable, Union
 
 Number = Union[int, float]
 
@@ -126,7 +126,7 @@ def maximum(*qs: "Q | Number") -> Q:
     return _call("max", items, max(q.value for q in items))
 
 
-def split(q: Q, symbol: str, ways: int, rounding=ceil) -> Q:
+def split(q: Q, symbol: str, ways: int, rounding: Callable[[Q], Q] = ceil) -> Q:
     """``q`` divided ``ways`` ways (rounded up unless told), written only when it divides at all."""
     return q if ways == 1 else rounding(q / sym(symbol, ways))
 

@@ -7,6 +7,11 @@ still stores what backward needs through it, except the inputs of frozen linear 
 gradient is never computed. QLoRA (Dettmers et al. 2023) stores the base in NF4 and computes in bf16.
 """
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .architecture import Architecture
+
 # Which linear layers each target set adapts (PEFT target_modules names for Llama-style models).
 TARGETS = {
     "qv": ("q", "v"),
@@ -28,7 +33,7 @@ def _linears(arch):
     return rows
 
 
-def adapter_params(arch, rank, targets):
+def adapter_params(arch: "Architecture", rank: int, targets: str) -> int:
     """Trainable LoRA parameters of the whole model."""
     chosen = TARGETS[targets]
     per_layer = sum(copies * rank * (fan_in + fan_out) for name, fan_in, fan_out, copies in _linears(arch)
@@ -36,7 +41,7 @@ def adapter_params(arch, rank, targets):
     return arch.layers * per_layer
 
 
-def adapted_inputs(targets):
+def adapted_inputs(targets: str) -> set:
     """Which linear-layer inputs autograd still saves: those of adapted layers (lora_A reads them)."""
     chosen = set(TARGETS[targets])
     feeds = set()
@@ -51,7 +56,7 @@ def adapted_inputs(targets):
     return feeds
 
 
-def adapter_activation_bytes_per_token(arch, rank, targets, act_bytes):
+def adapter_activation_bytes_per_token(arch: "Architecture", rank: int, targets: str, act_bytes: float) -> float:
     """lora_A outputs (rank values per token per adapted layer), saved by lora_B."""
     chosen = TARGETS[targets]
     routed = max(arch.experts_per_token, 1)         # a token passes through its experts only

@@ -266,7 +266,7 @@ FRAMEWORKS = {
 }
 
 
-def describe(name):
+def describe(name: str) -> str:
     """One line naming the framework and the defaults it sets, such as
     "as Hugging Face Trainer 5.23.0 does by default: optimizer=adamw, optimizer_impl=fused, ...".
 
@@ -290,7 +290,7 @@ FOLLOWS = {"optimizer_impl": "auto", "attention": "auto", "recompute": "auto", "
 FALLBACK = {"optimizer_impl": "foreach", "attention": "flash", "recompute": "none", "loss_chunks": "1"}
 
 
-def apply(values):
+def apply(values: dict) -> dict:
     """``values`` with each input left to the framework replaced by the framework's default.
 
     Precision stays "auto" for the frameworks that train in the checkpoint's dtype (pycore.precision
@@ -308,5 +308,5 @@ def apply(values):
     return out
 
 
-def framework_name(values):
+def framework_name(values: dict) -> str:
     return values.get("framework") or DEFAULT

@@ -8,6 +8,7 @@ problem is reported as one message naming the config field (``InputError("config
 import json
 import math
 import re
+from typing import Any
 
 from .architecture import Architecture
 from .schema import InputError
@@ -123,7 +124,7 @@ _PLAIN_JSON_ERRORS = (
 )
 
 
-def describe(value):
+def describe(value: object) -> str:
     """A short, safe description of a JSON value for a message (config strings are shown as text only)."""
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
@@ -173,7 +174,7 @@ def _no_constant(name):
     raise InputError("config", f"config.json is not valid JSON: {name} is not a JSON number")
 
 
-def parse_config_text(text):
+def parse_config_text(text: str) -> dict:
     """A config.json's text as a dict; InputError with one plain message for anything else.
 
     Args:
@@ -217,7 +218,7 @@ class _Reader:
         self.config = config
         self.source = {}
 
-    def integer(self, field, keys=None, low=None, high=None):
+    def integer(self, field: str, keys: tuple | list | None = None, low: int | None = None, high: int | None = None) -> int | None:
         """The first non-null key of ``keys`` as an int within range, or None when none is present."""
         low_default, high_default = RANGES[field]
         low = low_default if low is None else low
@@ -234,7 +235,7 @@ class _Reader:
             return int(value)
         return None
 
-    def flag(self, key, default):
+    def flag(self, key: str, default: bool) -> bool:
         value = self.config.get(key)
         if value is None:
             return default
@@ -242,7 +243,7 @@ class _Reader:
             raise InputError("config", f"{key}: must be true or false, got {describe(value)}")
         return value
 
-    def fraction(self, key):
+    def fraction(self, key: str) -> float | None:
         value = self.config.get(key)
         if value is None:
             return None
@@ -250,7 +251,7 @@ class _Reader:
             raise InputError("config", f"{key}: must be a number from 0 to 1, got {describe(value)}")
         return float(value)
 
-    def integer_list(self, key, high):
+    def integer_list(self, key: str, high: int) -> list:
         value = self.config.get(key)
         if value is None:
             return []
@@ -260,7 +261,7 @@ class _Reader:
                                        f"got {describe(value)}")
         return value
 
-    def text_list(self, key, high):
+    def text_list(self, key: str, high: int) -> list | None:
         value = self.config.get(key)
         if value is None:
             return None
@@ -283,7 +284,7 @@ def _sparse_layers(reader, model_type, layers, experts):
     return layers
 
 
-def architecture_from_dict(config, name="config.json", warnings=None):
+def architecture_from_dict(config: dict, name: str = "config.json", warnings: list | None = None) -> Architecture:
     """An Architecture from a parsed config.json.
 
     Args:
@@ -323,7 +324,7 @@ def architecture_from_dict(config, name="config.json", warnings=None):
     hf_class, family = FAMILIES[family_type]
     assert isinstance(family, dict)
 
-    fields = {}
+    fields: dict[str, Any] = {}
     for field in KEYS:
         value = reader.integer(field)
         if value is not None:
@@ -442,7 +443,7 @@ def _config_words(message, source):
     return f"{key}: {rest}"
 
 
-def architecture_from_file(path):
+def architecture_from_file(path: str) -> Architecture:
     """An Architecture from a config.json on disk (the CLI's config= key)."""
     try:
         with open(path, encoding="utf-8") as handle:

@@ -45,15 +45,15 @@ FOR_LOOP_TEMPORARIES = {"adamw": (2, 1), "adam": (2, 1), "adam-8bit": (0, 0), "s
 NO_FUSED_KERNEL = {"adafactor"}
 
 
-def state_bytes(name, params, state_bytes_per_element):
+def state_bytes(name: str, params: int, state_bytes_per_element: float) -> int:
     """Bytes of optimizer state for ``params`` parameters."""
     if name == "adam-8bit":
         return 2 * params + 2 * 4 * -(-params // 2048)
     return round(STATES[name] * params * state_bytes_per_element)
 
 
-def step_temporary_bytes(name, params, state_bytes_per_element, kernel="foreach", largest_tensor=0,
-                         preceding_tensor=0):
+def step_temporary_bytes(name: str, params: int, state_bytes_per_element: float, kernel: str = "foreach", largest_tensor: int = 0,
+                         preceding_tensor: int = 0) -> float:
     """Bytes the optimizer step allocates on top of parameters, gradients and state, at its peak.
 
     Args:

@@ -13,9 +13,13 @@
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .architecture import is_dense_layer, layer_params
 from .schema import InputError
+
+if TYPE_CHECKING:
+    from .architecture import Architecture, ParameterCount
 
 FSDP_STAGES = {"none": None, "NO_SHARD": 0, "SHARD_GRAD_OP": 2, "FULL_SHARD": 3, "HYBRID_SHARD": 3}
 
@@ -36,15 +40,15 @@ class Layout:
     fsdp: str = "none"          # the FSDP strategy named, if any
 
     @property
-    def world(self):
+    def world(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
 
     @property
-    def single(self):
+    def single(self) -> bool:
         return self.world == 1 and self.ep == 1
 
 
-def layout(values, arch):
+def layout(values: dict, arch: "Architecture") -> Layout:
     """The Layout of parsed inputs, checked against the architecture; InputError names the key."""
     zero = int(values["zero"])
     if values["fsdp"] != "none":
@@ -98,7 +102,7 @@ class Stage:
     in_flight: float            # micro-batches whose activations it holds at once (1F1B)
 
 
-def stages(arch, counts, lay):
+def stages(arch: "Architecture", counts: "ParameterCount", lay: Layout) -> list[Stage]:
     """One Stage per pipeline stage (a single one without pipeline parallelism)."""
     if arch.kind == "generic":
         return [Stage(0, 0, counts.total, 0, 0, 0, True, True, 1)]
@@ -136,7 +140,7 @@ def stages(arch, counts, lay):
         matrix = params - (embedding if has_embedding else 0) - n * 2 * arch.norm_params
         if has_head and arch.tied_embeddings:
             matrix += embedding if lay.pp == 1 else 0
-        in_flight = min(lay.pp - index, lay.microbatches)
+        in_flight: float = min(lay.pp - index, lay.microbatches)
         if lay.interleave > 1 and index == 0:
             in_flight = lay.pp * (1 + (lay.pp - 1) / (lay.pp * lay.interleave))
         root = params - sum(placed)

@@ -1,6 +1,10 @@
 """Precision policies: which dtype each memory pool is kept in."""
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .architecture import Architecture
 
 # Bits per element. int4/nf4 storage scales are added by the weights model, not here.
 BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "nf4": 4, "none": 0}
@@ -17,7 +21,7 @@ class Policy:
     autocast: bool          # fp32 weights computed in 16 bit by torch.autocast
     gather: str = ""        # dtype FSDP all-gathers the weights in to compute ("": the weights' own)
 
-    def bytes(self, pool):
+    def bytes(self, pool: str) -> float:
         """Bytes per element of a pool ('weight', 'grad', ...), as a float (int4 is 0.5)."""
         if pool == "gather":
             return BITS[self.gather or self.weight] / 8
@@ -46,7 +50,7 @@ POLICIES = {
 TRAINING_DEFAULT = "amp-bf16"
 
 
-def serving_dtype(arch_dtype, engine="hf"):
+def serving_dtype(arch_dtype: str, engine: str = "hf") -> str:
     """The dtype a serving engine loads a checkpoint in when none is given; bf16 where unknown."""
     dtype = arch_dtype or "bf16"
     if engine == "vllm" and dtype == "fp32":
@@ -54,7 +58,7 @@ def serving_dtype(arch_dtype, engine="hf"):
     return dtype
 
 
-def named_policy(values, arch=None):
+def named_policy(values: dict, arch: "Architecture | None" = None) -> str:
     """The precision name in force: the one given, or what precision=auto resolves to."""
     if values["precision"] != "auto":
         return values["precision"]
@@ -67,7 +71,7 @@ def named_policy(values, arch=None):
     return FRAMEWORKS[name].defaults.get("precision", TRAINING_DEFAULT)
 
 
-def policy(values, arch=None):
+def policy(values: dict, arch: "Architecture | None" = None) -> Policy:
     """The policy for parsed inputs: the named precision with any *_dtype overrides applied."""
     base = POLICIES[named_policy(values, arch)]
     changes = {pool: values[f"{pool}_dtype"] for pool in ("weight", "grad", "master", "opt", "act", "kv")

@@ -17,9 +17,12 @@ int8, fp8, GPTQ, AWQ and NF4 quantize the linear layers of the blocks; embedding
 norms stay in the weight dtype. GGUF files quantize every tensor, at the bits per weight above.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .expr import rnd, sym
+from .expr import Q, rnd, sym
+
+if TYPE_CHECKING:
+    from .architecture import Architecture, ParameterCount
 
 FORMATS: "dict[str, Any]" = {
     # name: (bits per weight, bits of scale/zero per group, group size or "row"/"tensor", GGUF)
@@ -41,7 +44,7 @@ FORMATS: "dict[str, Any]" = {
 }
 
 
-def bits_per_weight(name, group_size, row_length):
+def bits_per_weight(name: str, group_size: int, row_length: int) -> float:
     """Storage bits per quantized weight, scales and zero points included."""
     bits, extra, group, _ = FORMATS[name]
     if group == "group":
@@ -53,7 +56,7 @@ def bits_per_weight(name, group_size, row_length):
     return bits + extra / group
 
 
-def weight_bytes_q(name, group_size, arch, counts, weight_bytes_per_param):
+def weight_bytes_q(name: str, group_size: int, arch: "Architecture", counts: "ParameterCount", weight_bytes_per_param: float) -> Q:
     """Bytes of all weights stored in format ``name``, as a quantity with its formula (pycore.expr).
 
     Per-row scales are counted for a row of ``hidden`` inputs, the width of most of the model's matrices.
@@ -68,12 +71,12 @@ def weight_bytes_q(name, group_size, arch, counts, weight_bytes_per_param):
     return rnd(quantized * sym("bits", bits) / 8 + (total - quantized) * weight_bytes_per_param)
 
 
-def weight_bytes(name, group_size, arch, counts, weight_bytes_per_param):
+def weight_bytes(name: str, group_size: int, arch: "Architecture", counts: "ParameterCount", weight_bytes_per_param: float) -> float:
     """Bytes of all weights when the model is stored in format ``name``."""
     return weight_bytes_q(name, group_size, arch, counts, weight_bytes_per_param).value
 
 
-def matrix_params(arch, counts):
+def matrix_params(arch: "Architecture", counts: "ParameterCount") -> int:
     """Parameters in the blocks' linear layers: all but embeddings, the output head, norms and routers."""
     norms = arch.layers * arch.norms_per_layer * arch.norm_params
     routers = arch.layers * arch.hidden * arch.experts

@@ -16,10 +16,15 @@ Pipeline stages hold their own layers and their own layers' cache; expert parall
 experts.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from . import parallel, quantization
 from .expr import Q, ceil, floor, num, rnd, split, sym
 from .pools import Pool, components, make, moment_totals
 from .setup import Setup
+
+if TYPE_CHECKING:
+    from .architecture import Architecture
 
 MOMENTS = ("prefill", "decode")
 VLLM_MOMENTS = ("serving",)
@@ -36,7 +41,7 @@ def _exact(q: Q) -> Q:
     return q
 
 
-def cached_layers(arch, first: int, count: int, tokens: int) -> Q:
+def cached_layers(arch: "Architecture", first: int, count: int, tokens: int) -> Q:
     """Token-layers cached by layers ``first`` .. ``first + count - 1`` for a sequence of ``tokens``.
 
     Sliding-window layers (Mistral 7B v0.1; Gemma 2 every other layer; Gemma 3 five layers in six) keep at
@@ -52,7 +57,7 @@ def cached_layers(arch, first: int, count: int, tokens: int) -> Q:
     return sym("Lg", global_layers) * sym("n", tokens) + sym("Lw", local) * sym("min(n, W)", min(tokens, arch.sliding_window))
 
 
-def kv_values_per_token(arch, engine: str, tp: int) -> Q:
+def kv_values_per_token(arch: "Architecture", engine: str, tp: int) -> Q:
     """Cached values per token and layer on one GPU.
 
     Grouped-query and multi-query attention cache keys and values of kv_heads heads; with tensor
@@ -69,7 +74,7 @@ def kv_values_per_token(arch, engine: str, tp: int) -> Q:
     return num(2) * split(sym("k", arch.kv_heads), "t", tp) * sym("d", arch.dim_head)
 
 
-def kv_cache_bytes(arch, tokens, kv_bytes, engine="hf", tp=1):
+def kv_cache_bytes(arch: "Architecture", tokens: int, kv_bytes: float, engine: str = "hf", tp: int = 1) -> float:
     """KV-cache bytes of one sequence of ``tokens`` tokens over the whole model, on one tensor-parallel rank."""
     return rnd(kv_values_per_token(arch, engine, tp) * cached_layers(arch, 0, arch.layers, tokens) * kv_bytes).value
 
@@ -181,7 +186,7 @@ def _vllm_pools(setup, stage, gpu, stored, weights_label, weight_symbols, per_to
     ]
 
 
-def vllm_capacity(result: dict, work) -> dict:
+def vllm_capacity(result: dict, work: Any) -> dict:
     """vLLM's start-up log figures: "GPU KV cache size: N tokens" and "Maximum concurrency"."""
     per_token = result["kv_bytes_per_token"]
     kv = result["components"].get("kv_cache", 0)

@@ -28,7 +28,7 @@ def _finite_number(text):
     return value
 
 
-def parse_size(text):
+def parse_size(text: str) -> int:
     """Parse '2GiB', '512 MiB', '1.5e9', '0.215GiB' into an exact number of bytes.
 
     A bare number is bytes. Raises ValueError on anything else.
@@ -42,7 +42,7 @@ def parse_size(text):
     return round(_finite_number(number) * _BYTE_UNITS[unit])
 
 
-def parse_count(text):
+def parse_count(text: str) -> int:
     """Parse '7B', '350M', '7e9', '7000000000', '1.5k' into an integer count."""
     match = re.fullmatch(r"\s*([0-9.eE+-]+?)\s*([kKmMbBtT]?)\s*", text)
     if not match:
@@ -50,16 +50,16 @@ def parse_count(text):
     return round(_finite_number(match.group(1).lower()) * _COUNT_SUFFIXES[match.group(2).lower()])
 
 
-def gib(num_bytes):
+def gib(num_bytes: float) -> float:
     """Bytes as GiB (2**30), a float for display only."""
     return num_bytes / GIB
 
 
-def format_gib(num_bytes, digits=2):
+def format_gib(num_bytes: float, digits: int = 2) -> str:
     return f"{num_bytes / GIB:,.{digits}f} GiB"
 
 
-def format_count(count):
+def format_count(count: float) -> str:
     """A parameter count in the short form people write: 8.03B, 124.4M."""
     for suffix, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
         if abs(count) >= scale:
@@ -67,7 +67,7 @@ def format_count(count):
     return str(count)
 
 
-def format_bytes(num_bytes):
+def format_bytes(num_bytes: float) -> dict:
     """The one display form of a byte count: GiB with separators (TiB above 1,024 GiB), and the vendors'
     GB beside it (always GB, the unit on the box)."""
     binary = f"{num_bytes / 2**40:,.2f} TiB" if abs(num_bytes) >= 1024 * GIB else f"{num_bytes / GIB:,.2f} GiB"

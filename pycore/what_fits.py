@@ -5,6 +5,8 @@ over all of them; for serving, the largest tensor-parallel degree inside a node 
 then pipeline stages for the rest. One estimate each (totals only).
 """
 
+from typing import TYPE_CHECKING
+
 from .answers import NODE, _valid_tp
 from .catalog import architecture, gpus, models
 from .errors import FieldError
@@ -12,8 +14,11 @@ from .estimate import total_bytes
 from .fit import TIGHT
 from .units import format_bytes
 
+if TYPE_CHECKING:
+    from .architecture import Architecture
 
-def layout_for(values: dict, arch, count: int) -> dict:
+
+def layout_for(values: dict, arch: "Architecture", count: int) -> dict:
     """The inputs that spread one model over ``count`` GPUs."""
     if count <= 1:
         return {}
