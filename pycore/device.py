@@ -25,7 +25,6 @@ TRANSIENT = ("activations", "logits", "log_softmax", "logits_upcast", "loss_grad
 FRAGMENTATION = {"no": 0.25, "yes": 0.03}      # stranded share of the transient bytes at the peak
 CUDA_CONTEXT = 512 * 2**20                      # CUDA context with cuBLAS/cuDNN handles, lazily loaded modules
 NCCL_BUFFERS = 512 * 2**20                      # NCCL communicators' buffers once GPUs talk (world > 1)
-NO_CUDA = ("AMD", "Intel", "Google", "Apple")   # vendors whose runtime is not CUDA: context allowance still applies
 
 
 def overhead_pools(live: "list[Pool]", overhead: "tuple | None", expandable: str, world: int,

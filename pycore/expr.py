@@ -129,16 +129,3 @@ def maximum(*qs: "Q | Number") -> Q:
 def split(q: Q, symbol: str, ways: int, rounding: Callable[[Q], Q] = ceil) -> Q:
     """``q`` divided ``ways`` ways (rounded up unless told), written only when it divides at all."""
     return q if ways == 1 else rounding(q / sym(symbol, ways))
-
-
-ZERO = num(0)
-
-
-def total(qs: "list[Q]") -> Q:
-    """The sum of several quantities (0 when empty)."""
-    if not qs:
-        return ZERO
-    result = qs[0]
-    for q in qs[1:]:
-        result = result + q
-    return result

@@ -24,7 +24,6 @@ from .pools import Pool, components, make, moment_totals
 from .setup import Setup
 
 MOMENTS = STATIC
-FORWARD = ("forward end",)
 SAVED = ("forward end", "backward start", "backward, first layer")
 WORKING = ("backward, first layer", "backward, last layer")
 GENERIC_MOMENTS = ("forward end", "backward", "optimizer step")
