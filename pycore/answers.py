@@ -9,6 +9,7 @@ from .catalog import gpus as gpu_catalog
 from .errors import FieldError
 from .estimate import total_bytes
 from .report import duration_text, plural
+from .setup import resolve_architecture
 from .units import format_bytes
 
 SEARCH_LIMIT = 1 << 20
@@ -104,15 +105,9 @@ def plan(values: dict, usable: int, limit: int = 5) -> "list[dict]":
     parallelism inside a node (dividing heads and kv heads) and pipeline stages when a node is not enough;
     each with the recomputation given and with full recomputation.
     """
-    from .catalog import architecture as preset
-    try:
-        arch = preset(values["model"])
-        heads, kv_heads, layers = arch.heads or 1, arch.kv_heads or 1, arch.layers or 1
-    except KeyError:
-        heads = kv_heads = layers = 1
-    heads = values.get("heads") or heads
-    kv_heads = values.get("kv_heads") or kv_heads
-    generic = values.get("params") and values["model"] == "llama-3.1-8b"
+    arch = resolve_architecture(values)             # the model the estimate used: preset, config or overrides
+    heads, kv_heads, layers = arch.heads or 1, arch.kv_heads or 1, arch.layers or 1
+    generic = arch.kind == "generic"
     options = []
     given = _total(values)
     world = values["dp"] * values["tp"] * values["pp"] * values["cp"]
@@ -160,17 +155,12 @@ def _option(label: str, changes: dict, gpus: int, total: int, recompute: str, va
 
 def serving_plan(values: dict, usable: int) -> "list[dict]":
     """Serving layouts that fit: the smallest tensor-parallel degree inside a node, then pipeline stages."""
-    from .catalog import architecture as preset
-    try:
-        arch = preset(values["model"])
-        heads, kv_heads, layers = arch.heads, arch.kv_heads, arch.layers
-    except KeyError:
-        heads = kv_heads = layers = 1
+    arch = resolve_architecture(values)
     options = []
     for pp in (1, 2, 4, 8):
-        if pp > layers:
+        if pp > arch.layers:
             break
-        for tp in _valid_tp(values, values.get("heads") or heads, values.get("kv_heads") or kv_heads):
+        for tp in _valid_tp(values, arch.heads, arch.kv_heads):
             total = _total(values, tp=tp, pp=pp, dp=1, cp=1)
             if total is not None and total <= usable:
                 options.append(_option(f"tp={tp}" + (f" pp={pp}" if pp > 1 else ""), {"tp": tp, "pp": pp},

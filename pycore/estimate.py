@@ -10,7 +10,7 @@ pools live at that moment plus the runtime overhead, and adds up to the total ex
 from .catalog import gpus as gpu_catalog
 from .device import overhead_pools
 from .errors import FieldError, InputError
-from .expr import rnd, sym
+from .expr import rnd, split, sym
 from .pools import Pool, components, live
 from .precision import named_policy
 from .schema import parse
@@ -85,7 +85,6 @@ def estimate_setup(setup: Setup, values: dict, explain: bool = True) -> dict:
         activation_terms=_term_rows(result, setup),
         warnings=_warnings(setup),
     )
-    result.pop("activation_per_layer", None)
     if not work.training and work.engine == "vllm":
         result["vllm"] = vllm_capacity(result, work)
     return result
@@ -105,11 +104,9 @@ def _term_rows(result: dict, setup: Setup) -> "list[dict]":
     full = setup.workload.recompute == "full"
     layers = 1 if full else result["layers"]
     for term in result.get("activation_terms", []):
-        split = lay.tp if (not term.replicated or lay.sp) else 1
-        q = sym("b", term.bytes_per_token)
-        if split > 1:
-            q = q / sym("t", split)
-        q = rnd(q * sym("T", result["tokens"]) * sym("Ls", layers))
+        ways = lay.tp if (not term.replicated or lay.sp) else 1
+        q = rnd(split(sym("b", term.bytes_per_token), "t", ways, None) * sym("T", result["tokens"])
+                * sym("Ls", layers))
         rows.append({"name": term.name, "formula": term.formula + " per token and layer", "bytes_per_token":
                      term.bytes_per_token, "bytes": q.value, "symbols": q.symbols, "substituted": q.numbers,
                      "replicated": term.replicated,

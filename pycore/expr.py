@@ -126,6 +126,9 @@ def maximum(*qs: "Q | Number") -> Q:
     return _call("max", items, max(q.value for q in items))
 
 
-def split(q: Q, symbol: str, ways: int, rounding: Callable[[Q], Q] = ceil) -> Q:
-    """``q`` divided ``ways`` ways (rounded up unless told), written only when it divides at all."""
-    return q if ways == 1 else rounding(q / sym(symbol, ways))
+def split(q: Q, symbol: str, ways: int, rounding: "Callable[[Q], Q] | None" = ceil) -> Q:
+    """``q`` divided ``ways`` ways (rounded up unless told; None keeps the fraction), written only when it
+    divides at all."""
+    if ways == 1:
+        return q
+    return rounding(q / sym(symbol, ways)) if rounding else q / sym(symbol, ways)

@@ -39,14 +39,20 @@ def _sharded(q: Q, group: int, needed: int, zero: int) -> Q:
     return ceil(q / sym("g", group)) if zero >= needed and group > 1 else q
 
 
+def stored_weights(setup: Setup, stage: Stage) -> Q:
+    """Bytes of the weights one GPU of ``stage`` stores, in their storage format (quantized or not)."""
+    total = setup.counts.total
+    stored = quantization.weight_bytes_q(setup.quant, setup.group_size, setup.arch, setup.counts,
+                                         setup.policy.bytes("weight"))
+    return rnd(stored * sym("S", stage.params) / sym("P", total)) if stage.params != total else stored
+
+
 def model_states(setup: Setup, stage: Stage) -> States:
     """Weights, master weights, gradients, optimizer state and step temporaries of one pipeline stage."""
     arch, lay, policy = setup.arch, setup.layout, setup.policy
     total = setup.counts.total
     group, zero = lay.shard_group, lay.zero
-    stored = quantization.weight_bytes_q(setup.quant, setup.group_size, arch, setup.counts, policy.bytes("weight"))
-    if stage.params != total:
-        stored = rnd(stored * sym("S", stage.params) / sym("P", total))
+    stored = stored_weights(setup, stage)
     weight_formula = f"{setup.quant} storage" if setup.quant != "none" else policy.weight
     if not setup.finetune.adapters:
         trainable = stage.params

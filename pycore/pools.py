@@ -62,3 +62,29 @@ def components(pools: "list[Pool]", moments: "tuple[str, ...]") -> dict:
         members = [p for p in pools if p.group == group]
         out[group] = max((sum(p.bytes for p in members if m in p.moments) for m in moments), default=0)
     return out
+
+
+def phase_of(moment: str) -> str:
+    """The coarse phase a moment belongs to: forward, backward or optimizer (prefill, decode when serving)."""
+    return moment.split()[0].rstrip(",")
+
+
+def peak_of(pools: "list[Pool]", moments: "tuple[str, ...]") -> dict:
+    """Each moment's total, each phase's largest moment, and the peak (the first largest moment)."""
+    totals = moment_totals(pools, moments)
+    peak_moment = max(moments, key=lambda m: totals[m])
+    phases: dict = {}
+    for m in moments:
+        phases[phase_of(m)] = max(phases.get(phase_of(m), 0), totals[m])
+    return {"moments": totals, "phases": phases, "peak_moment": peak_moment, "peak_phase": phase_of(peak_moment),
+            "peak_bytes": totals[peak_moment]}
+
+
+def worst_stage(results: "list[dict]") -> dict:
+    """The pipeline stage with the highest peak, carrying every stage's summary when there are several."""
+    worst = max(results, key=lambda r: r["peak_bytes"])
+    if len(results) > 1:
+        worst["stages"] = [{"stage": r["stage"], "layers": r["layers"], "peak_bytes": r["peak_bytes"],
+                            "peak_phase": r["peak_phase"], "components": components(r["pools"], tuple(r["moments"]))}
+                           for r in results]
+    return worst

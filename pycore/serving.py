@@ -18,9 +18,10 @@ experts.
 
 from typing import TYPE_CHECKING, Any
 
-from . import parallel, quantization
+from . import parallel
 from .expr import Q, ceil, floor, num, rnd, split, sym
-from .pools import Pool, components, make, moment_totals
+from .model_states import stored_weights
+from .pools import Pool, make, peak_of, worst_stage
 from .setup import Setup
 
 if TYPE_CHECKING:
@@ -34,11 +35,6 @@ BLOCK_TOKENS = 16               # vLLM's default block size (CacheConfig.block_s
 # vLLM >= 0.11 measures it as the increase over a start-up snapshot taken after the CUDA context and NCCL
 # exist (vllm/v1/worker/gpu_worker.py, vllm/utils memory_profiling), so neither is charged here.
 VLLM_NON_TORCH = 256 * 2**20
-
-
-def _exact(q: Q) -> Q:
-    """No rounding: a per-token width divided by t stays a fraction until it multiplies the tokens."""
-    return q
 
 
 def cached_layers(arch: "Architecture", first: int, count: int, tokens: int) -> Q:
@@ -87,19 +83,13 @@ def serving(setup: Setup, gpu: dict) -> dict:
     for stage in stages:
         results.append(_stage(setup, stage, first, gpu))
         first += stage.layers
-    worst = max(results, key=lambda r: r["peak_bytes"])
-    if len(results) > 1:
-        worst["stages"] = [{"stage": r["stage"], "layers": r["layers"], "peak_bytes": r["peak_bytes"],
-                            "peak_phase": r["peak_phase"], "components": components(r["pools"], tuple(r["moments"]))} for r in results]
-    return worst
+    return worst_stage(results)
 
 
 def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: dict) -> dict:
     arch, policy, work, lay = setup.arch, setup.policy, setup.workload, setup.layout
     engine = work.engine
-    stored = quantization.weight_bytes_q(setup.quant, setup.group_size, arch, setup.counts, policy.bytes("weight"))
-    if stage.params != setup.counts.total:
-        stored = rnd(stored * sym("S", stage.params) / sym("P", setup.counts.total))
+    stored = stored_weights(setup, stage)
     weights_label = f"Weights ({setup.quant if setup.quant != 'none' else policy.weight})"
     weight_symbols = "P = parameters; S = parameters on this GPU (tensor/pipeline/expert part); Pq = parameters " \
                      "in quantized matrices; bits = bits per quantized weight"
@@ -125,11 +115,11 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: dict) -> 
         prompt_cache = sym("B", batch) * rnd(per_value * cached_layers(arch, first_layer, stage.layers, prompt)
                                              * kv_bytes)
         tokens = sym("B", batch) * sym("n", prompt)
-        working = (split(sym("wf", width), "t", lay.tp, _exact) + sym("h", 3 * arch.hidden)) * e * tokens
+        working = (split(sym("wf", width), "t", lay.tp, None) + sym("h", 3 * arch.hidden)) * e * tokens
         if stage.has_head:
             working = working + split(sym("V", arch.output_width), "t", lay.tp) * sym("B", batch) * 8
         if work.attention == "eager":
-            working = working + rnd(split(sym("a", (4 + e) * arch.heads), "t", lay.tp, _exact) * sym("n", prompt) * tokens)
+            working = working + rnd(split(sym("a", (4 + e) * arch.heads), "t", lay.tp, None) * sym("n", prompt) * tokens)
         kv_source = "keys and values of every cached layer (transformers DynamicCache)"
         pools = [make("weights", weights_label, stored, MOMENTS, "parameters counted layer by layer",
                       weight_symbols),
@@ -144,10 +134,7 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: dict) -> 
                       "DynamicCache appends with torch.cat: one layer's keys and values exist twice", kv_symbols,
                       group="decode_working")]
         moments = MOMENTS
-    totals = moment_totals(pools, moments)
-    peak_moment = max(moments, key=lambda m: totals[m])
-    result.update(pools=pools, moments=totals, phases=dict(totals), peak_moment=peak_moment, peak_phase=peak_moment,
-                  peak_bytes=totals[peak_moment])
+    result.update(pools=pools, **peak_of(pools, moments))
     return result
 
 
@@ -158,7 +145,7 @@ def _vllm_pools(setup, stage, gpu, stored, weights_label, weight_symbols, per_to
     requested = floor(sym("M", gpu["usable_bytes"]) * sym("u", work.gpu_util))
     non_torch = sym("N", VLLM_NON_TORCH)
     tokens = sym("Tb", work.max_batched_tokens)
-    activation = rnd((split(sym("wf", width), "t", lay.tp, _exact) + sym("h", 3 * arch.hidden)) * e * tokens)
+    activation = rnd((split(sym("wf", width), "t", lay.tp, None) + sym("h", 3 * arch.hidden)) * e * tokens)
     if stage.has_head:
         # The sampler's warm-up (_dummy_sampler_run): fp32 logits of max_num_seqs requests over the
         # gathered vocabulary, sorted for top-k/top-p: about three fp32 copies (approximate, not measured).

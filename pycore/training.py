@@ -20,18 +20,13 @@ from . import activations as act
 from . import parallel
 from .expr import floor, maximum, num, rnd, split, sym
 from .model_states import STATIC, model_states
-from .pools import Pool, components, make, moment_totals
+from .pools import Pool, make, peak_of, worst_stage
 from .setup import Setup
 
 MOMENTS = STATIC
 SAVED = ("forward end", "backward start", "backward, first layer")
 WORKING = ("backward, first layer", "backward, last layer")
 GENERIC_MOMENTS = ("forward end", "backward", "optimizer step")
-
-
-def phase_of(moment: str) -> str:
-    """The coarse phase a moment belongs to: forward, backward or optimizer (prefill, decode when serving)."""
-    return moment.split()[0].rstrip(",")
 
 
 def training(setup: Setup) -> dict:
@@ -41,11 +36,7 @@ def training(setup: Setup) -> dict:
         per_token = act.per_token(setup)            # the same for every stage
     per_stage = [stage_estimate(setup, stage, per_token)
                  for stage in parallel.stages(setup.arch, setup.counts, setup.layout)]
-    worst = max(per_stage, key=lambda r: r["peak_bytes"])
-    if len(per_stage) > 1:
-        worst["stages"] = [{"stage": r["stage"], "layers": r["layers"], "peak_bytes": r["peak_bytes"],
-                            "peak_phase": r["peak_phase"], "components": components(r["pools"], tuple(r["moments"]))} for r in per_stage]
-    return worst
+    return worst_stage(per_stage)
 
 
 def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "tuple | None" = None) -> dict:
@@ -69,11 +60,9 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "tuple | None
                           _model_source(work.activation_model),
                           "A = activation bytes of the whole model (" + work.activation_model + " model); "
                           "Ls = layers on this GPU; L = layers; m = micro-batches in flight"))
-        per_layer_q = None
     else:
         per_layer, terms, final, working = per_token or act.per_token(setup)
-        per_layer_q = sym("a", per_layer)
-        saved = per_layer_q * sym("Ls", stage.layers) * sym("m", stage.in_flight) * T
+        saved = sym("a", per_layer) * sym("Ls", stage.layers) * sym("m", stage.in_flight) * T
         if stage.has_head:
             saved = saved + sym("f", final) * T
         pools.append(make("activations", "Activations (saved for backward)", saved, saved_moments,
@@ -131,16 +120,8 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "tuple | None
     moments = GENERIC_MOMENTS if generic else MOMENTS
     if generic:
         pools = [_generic_moments(p) for p in pools]
-    totals = moment_totals(pools, moments)
-    peak_moment = max(moments, key=lambda m: totals[m])
-    phases: dict = {}
-    for m in moments:
-        phase = phase_of(m)
-        phases[phase] = max(phases.get(phase, 0), totals[m])
-    return {"pools": pools, "host": states.host, "moments": totals, "phases": phases, "peak_moment": peak_moment,
-            "peak_phase": phase_of(peak_moment), "peak_bytes": totals[peak_moment],
-            "activation_terms": terms,
-            "activation_per_layer": per_layer_q, "tokens": tokens, "layers": stage.layers, "stage": stage.index,
+    return {"pools": pools, "host": states.host, **peak_of(pools, moments), "activation_terms": terms,
+            "tokens": tokens, "layers": stage.layers, "stage": stage.index,
             "params_per_gpu": stage.params, "host_bytes": sum(p.bytes for p in states.host)}
 
 

@@ -5,6 +5,7 @@ deploy job tests the very artifact it uploads). Chromium is Debian's /usr/bin/ch
 (Playwright's own browser download is blocked on these machines), else Playwright's.
 """
 
+import contextlib
 import os
 import shutil
 import socket
@@ -37,11 +38,11 @@ def _free_port():
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def base_url(dist):
-    """build.py's static server in its own process, checked to be up before any test runs."""
+@contextlib.contextmanager
+def serving(folder):
+    """build.py's static server for ``folder`` in its own process, checked to be up; yields its URL."""
     port = _free_port()
-    server = subprocess.Popen([sys.executable, str(ROOT / "build.py"), "serve-only", str(port), str(dist)])
+    server = subprocess.Popen([sys.executable, str(ROOT / "build.py"), "serve-only", str(port), str(folder)])
     url = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + 30
     while True:
@@ -54,9 +55,17 @@ def base_url(dist):
                 server.kill()
                 raise
             time.sleep(0.1)
-    yield url
-    server.terminate()
-    server.wait(10)
+    try:
+        yield url
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+@pytest.fixture(scope="session")
+def base_url(dist):
+    with serving(dist) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -99,6 +108,19 @@ class Watched:
 def settled(page):
     """Wait until the answers (computed after the breakdown) are on the page."""
     page.wait_for_function("document.documentElement.dataset.answersPending === undefined")
+
+
+def total(page):
+    """The total bytes the page shows (from pycore's payload)."""
+    return int(page.evaluate("document.documentElement.dataset.totalBytes"))
+
+
+def show(page, query):
+    """Navigate inside the page (history + popstate) and wait for the new result and its answers."""
+    page.evaluate("q => { history.pushState(null, '', '?' + q); dispatchEvent(new PopStateEvent('popstate')); }",
+                  query)
+    page.wait_for_function("document.getElementById('link-field').value === location.href")
+    settled(page)
 
 
 @pytest.fixture()

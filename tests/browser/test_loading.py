@@ -4,14 +4,10 @@ import hashlib
 import importlib.util
 import json
 import shutil
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import READY_MS, _free_port
+from conftest import READY_MS, serving
 
 from pycore import web
 
@@ -154,22 +150,8 @@ def deployed(dist, tmp_path):
     """A copy of the built site on its own server, which a test may redeploy in place."""
     site = tmp_path / "site"
     shutil.copytree(dist, site)
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, str(ROOT / "build.py"), "serve-only", str(port), str(site)])
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=5).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or server.poll() is not None:
-                server.kill()
-                raise
-            time.sleep(0.1)
-    yield site, url
-    server.terminate()
-    server.wait(10)
+    with serving(site) as url:
+        yield site, url
 
 
 def test_a_new_deploy_is_picked_up_on_the_next_visit(browser, deployed):

@@ -8,6 +8,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
+from conftest import settled, show, total
 
 from pycore import estimate
 
@@ -16,31 +17,12 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.browser
 
 
-def total(page):
-    return int(page.evaluate("document.documentElement.dataset.totalBytes"))
-
-
 def field(page, selector):
     """The control, after opening its folded section the way a user would."""
     locator = page.locator(selector)
     if not locator.is_visible():
         page.locator(f"details:has({selector}) > summary").click()
     return locator
-
-
-def settled(page):
-    """Wait for the answers, which follow the breakdown once typing pauses."""
-    page.wait_for_function("document.documentElement.dataset.answersPending === undefined")
-
-
-def show(page, query):
-    """Navigate inside the page (history + popstate) and wait for the new result."""
-    before = page.evaluate("window.__renders = (window.__renders || 0)")
-    page.evaluate("q => { history.pushState(null, '', '?' + q); dispatchEvent(new PopStateEvent('popstate')); }",
-                  query)
-    page.wait_for_function("document.getElementById('link-field').value === location.href")
-    settled(page)
-    return before
 
 
 def test_loads_with_no_console_error_and_nothing_from_outside(watched, base_url):

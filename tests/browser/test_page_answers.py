@@ -4,17 +4,11 @@ the layouts that fit, vLLM's log lines, what fits on my GPUs."""
 import json
 
 import pytest
+from conftest import show
 
 from pycore import estimate, web
 
 pytestmark = pytest.mark.browser
-
-
-def show(page, query):
-    page.evaluate("q => { history.pushState(null, '', '?' + q); dispatchEvent(new PopStateEvent('popstate')); }",
-                  query)
-    page.wait_for_function("document.getElementById('link-field').value === location.href")
-    page.wait_for_function("document.documentElement.dataset.answersPending === undefined")
 
 
 def test_breakdown_rows_add_up_to_the_total_on_the_page(shared):

@@ -4,21 +4,11 @@ the bar are honest."""
 import re
 
 import pytest
-from conftest import settled
+from conftest import settled, show, total
 
 from pycore import estimate
 
 pytestmark = pytest.mark.browser
-
-
-def total(page):
-    return int(page.evaluate("document.documentElement.dataset.totalBytes"))
-
-
-def show(page, query):
-    page.evaluate("q => { history.pushState(null, '', '?' + q); dispatchEvent(new PopStateEvent('popstate')); }", query)
-    page.wait_for_function("document.getElementById('link-field').value === location.href")
-    settled(page)
 
 
 def unfold(page, group):

@@ -4,7 +4,7 @@ import re
 from urllib.parse import parse_qsl, quote, urlsplit
 
 import pytest
-from conftest import settled
+from conftest import settled, show, total
 
 from pycore import estimate
 from pycore.schema import FIELDS
@@ -27,17 +27,6 @@ for (const name of ['pycoreRun', 'pycoreAnswers', 'pycoreCsv']) {
     set: (f) => { wrapped = (q) => { window.__queries.push(q); return f(q); }; } });
 }
 """
-
-
-def total(page):
-    return int(page.evaluate("document.documentElement.dataset.totalBytes"))
-
-
-def show(page, query):
-    """Navigate inside the page (history + popstate) and wait for the new result."""
-    page.evaluate("q => { history.pushState(null, '', '?' + q); dispatchEvent(new PopStateEvent('popstate')); }", query)
-    page.wait_for_function("document.getElementById('link-field').value === location.href")
-    settled(page)
 
 
 def opened(watched, base_url, query=""):
