@@ -6,7 +6,7 @@ Usage:
     python build.py serve-only PORT DIR   # serves an already built folder (the browser tests use it)
 
 Standard library only at run time, plus these subprocesses, any failure of which fails the build:
-  * `npm ci` against the committed package.json and package-lock.json, which pin Pyodide and PyScript once;
+  * `npm ci` against the committed package.json and package-lock.json, which pin Pyodide, PyScript and uPlot (the charts) once;
   * `python -m pip wheel --no-deps .`: pycore reaches the browser as the very wheel `pip install .`
     installs, which PyScript's `packages` setting hands to micropip;
   * `python -m pip download micropip==0.11.1` (from PyPI, once; kept in build/downloads/): the npm
@@ -241,6 +241,18 @@ def write_prerendered(target_dir):
         (target_dir / f"{model}.json").write_text(text)
 
 
+def chart_library(target):
+    """uPlot's minified build as an ES module the page imports when it first draws a chart, its CSS and licence."""
+    source = MODULES / "uplot"
+    target.mkdir()
+    script = (source / "dist" / "uPlot.iife.min.js").read_text()
+    if not script.lstrip().startswith("/*! https://github.com/leeoniya/uPlot") or "var uPlot=" not in script:
+        fail("node_modules/uplot/dist/uPlot.iife.min.js is not the uPlot build this wraps: run npm ci")
+    (target / "uPlot.mjs").write_text(script + "\nexport default uPlot;\n")
+    shutil.copy2(source / "dist" / "uPlot.min.css", target / "uPlot.min.css")
+    shutil.copy2(source / "LICENSE", target / "LICENSE")
+
+
 def content_hash(directory, extra=b""):
     """sha256 over every file's path and bytes, sorted, and extra: it names the service worker's cache."""
     digest = hashlib.sha256(extra)
@@ -298,6 +310,7 @@ def build():
     pyodide_lock(pyodide / "pyodide-lock.json", pyodide / MICROPIP)
     shutil.copytree(MODULES / "@pyscript" / "core" / "dist", pyscript,
                     ignore=shutil.ignore_patterns("*.map"))
+    chart_library(DIST / "uplot")
     wheel = pycore_wheel(DIST)
     config = json.loads((SITE / "pyscript.json").read_text())
     config["packages"] = [f"./{wheel}"]

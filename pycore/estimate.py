@@ -37,10 +37,11 @@ def estimate(inputs: dict) -> dict:
     return estimate_values(parse(inputs))
 
 
-def estimate_values(values: dict, explain: bool = True) -> dict:
-    """``estimate`` for values already parsed by ``schema.parse``; ``explain=False`` leaves out the records'
-    formulas (the answers' searches need totals only)."""
-    return estimate_setup(resolve(values), values, explain)
+def estimate_values(values: dict, explain: bool = True, formulas: bool = True) -> dict:
+    """``estimate`` for values already parsed by ``schema.parse``. ``explain=False`` returns the totals only
+    (the answers' searches); ``formulas=False`` keeps every number and breakdown row but leaves out the
+    records' formulas (the page's keystroke update, whose formulas table follows after the frame)."""
+    return estimate_setup(resolve(values), values, explain, formulas)
 
 
 def total_bytes(values: dict) -> int:
@@ -48,7 +49,7 @@ def total_bytes(values: dict) -> int:
     return estimate_values(values, explain=False)["total_bytes"]
 
 
-def estimate_setup(setup: Setup, values: dict, explain: bool = True) -> dict:
+def estimate_setup(setup: Setup, values: dict, explain: bool = True, formulas: bool = True) -> dict:
     """``estimate`` for a resolved Setup (``values`` names the precision policy in force)."""
     arch = setup.arch
     if setup.workload.training:
@@ -70,7 +71,7 @@ def estimate_setup(setup: Setup, values: dict, explain: bool = True) -> dict:
         result.update(overhead_bytes=overhead_bytes, total_bytes=total, live=live_now)
         return result
     rows = at_peak + [p for p in extra if p.bytes]
-    breakdown = [_row(p, total) for p in rows]
+    breakdown = [_row(p, total, formulas) for p in rows]
     work = setup.workload
     result.update(
         model={"name": arch.name, "kind": arch.kind, "source": arch.source, "max_positions": arch.max_positions},
@@ -78,20 +79,24 @@ def estimate_setup(setup: Setup, values: dict, explain: bool = True) -> dict:
         setup={"precision": named_policy(values, arch), "weight_dtype": setup.policy.weight,
                "kv_dtype": setup.policy.kv, "engine": work.engine if not work.training else None,
                "optimizer_impl": setup.optimizer_impl if work.training else None},
-        pools=[p.as_dict() for p in pools], host_pools=[p.as_dict() for p in host],
         overhead_bytes=overhead_bytes, total_bytes=total, breakdown=breakdown,
         reserved_bytes=reserved, device_bytes=total,
         components=components(pools, moment_names),
-        activation_terms=_term_rows(result, setup),
         warnings=_warnings(setup),
     )
+    if formulas:
+        result.update(pools=[p.as_dict() for p in pools], host_pools=[p.as_dict() for p in host],
+                      activation_terms=_term_rows(result, setup))
+    else:
+        result.pop("activation_terms", None)
     if not work.training and work.engine == "vllm":
         result["vllm"] = vllm_capacity(result, work)
     return result
 
 
-def _row(pool: Pool, total: int) -> dict:
-    row = pool.as_dict()
+def _row(pool: Pool, total: int, formulas: bool = True) -> dict:
+    row = pool.as_dict() if formulas else {"key": pool.key, "label": pool.label, "bytes": pool.bytes,
+                                           "source": pool.source, "group": pool.group or pool.key}
     row["percent"] = 100 * pool.bytes / total if total else 0.0
     row.update(format_bytes(pool.bytes))
     return row

@@ -1,9 +1,17 @@
 """Which GPUs an estimate fits on: computed once, after the estimate, from its total bytes."""
 
+from functools import lru_cache
+
 from .catalog import gpus as gpu_catalog
 from .units import format_bytes
 
 TIGHT = 0.9     # above 90% of a GPU's memory the fit is "tight": fragmentation can tip it over
+
+
+@lru_cache(maxsize=None)
+def _usable_text(usable: int) -> str:
+    """A catalog GPU's usable memory as text (the same for every keystroke)."""
+    return format_bytes(usable)["text"]
 
 
 def gpu_fits(total_bytes: int, chosen: str) -> "list[dict]":
@@ -15,6 +23,7 @@ def gpu_fits(total_bytes: int, chosen: str) -> "list[dict]":
         headroom = usable - total_bytes
         rows.append({"id": gpu_id, "name": gpu["name"], "memory_bytes": usable, "fits": total_bytes <= usable,
                      "status": status, "headroom_bytes": headroom, "chosen": gpu_id == chosen,
-                     "memory_text": format_bytes(usable)["text"], "headroom_text": format_bytes(headroom)["text"]})
+                     "memory_text": _usable_text(usable),
+                     "headroom_text": f"{format_bytes(abs(headroom))['text']} {'free' if headroom >= 0 else 'short'}"})
     rows.sort(key=lambda r: (not r["chosen"], -r["headroom_bytes"]))
     return rows

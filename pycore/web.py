@@ -13,7 +13,7 @@ from .applies import describe, ignored
 from .compare import compare
 from .errors import FieldError
 from .estimate import estimate_values
-from .explain import formulas
+from .explain import formulas as explain_formulas
 from .fit import gpu_fits
 from .schema import BY_KEY, DEFAULTS, parse, to_query
 from .units import format_bytes
@@ -51,7 +51,7 @@ def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in text)
 
 
-def _estimate(query: str) -> "tuple[dict, dict | None, dict, dict]":
+def _estimate(query: str, formulas: bool = True) -> "tuple[dict, dict | None, dict, dict]":
     """(values, result or None, errors, baseline inputs) for a query string; bad inputs fall back to their
     defaults, the key that caused each error named."""
     raw, errors = _pairs(query)
@@ -64,7 +64,7 @@ def _estimate(query: str) -> "tuple[dict, dict | None, dict, dict]":
     given = [k for k in raw if k not in parse_errors]
     for _ in range(len(BY_KEY) + 1):
         try:
-            return values, estimate_values(values), errors, base_raw
+            return values, estimate_values(values, formulas=formulas), errors, base_raw
         except FieldError as error:
             key = error.key if error.key in BY_KEY else "model"
             if values[key] == DEFAULTS[key]:
@@ -111,22 +111,31 @@ def _finite(value: object) -> object:
     return value
 
 
-def run(query: str) -> str:
+def run(query: str, formulas: bool = True) -> str:
     """Estimate for a URL query string; returns JSON with result, breakdown, total, gpus, formulas, errors,
     warnings and the normalised query (see CONTRACT in the README's layout section).
 
-    The answers, which re-run the estimate many times, come from ``answers`` so typing stays fast.
+    ``formulas=False`` leaves out the records' formulas (the ``formulas`` entry point gives them): the page
+    draws a keystroke's numbers within the frame and the formulas table after it. The answers, which re-run
+    the estimate many times, come from ``answers`` so typing stays fast.
     """
-    values, result, errors, _ = _estimate(query)
+    values, result, errors, _ = _estimate(query, formulas)
     payload: dict = {"errors": errors, "query": to_query(values), "warnings": []}
     if result is not None:
         total = result["total_bytes"]
-        payload.update(result=result, breakdown=result["breakdown"], formulas=formulas(result),
-                       summary=report.summary(result),
+        payload.update(result=result, breakdown=result["breakdown"], summary=report.summary(result),
                        total={"bytes": total, **format_bytes(total), "unit_note": report.UNIT_NOTE},
                        gpus=gpu_fits(total, values["gpu"]), warnings=list(result["warnings"]))
+        if formulas:
+            payload["formulas"] = explain_formulas(result)
     payload["warnings"] += _ignored(values, query)
     return _dumps(payload)
+
+
+def formulas(query: str) -> str:
+    """JSON {"formulas": rows or null}: the "How this is computed" rows for a URL query string."""
+    _, result, _, _ = _estimate(query)
+    return _dumps({"formulas": explain_formulas(result) if result is not None else None})
 
 
 def _ignored(values: dict, query: str) -> "list[str]":

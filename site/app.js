@@ -2,12 +2,14 @@
 // Everything from the URL or from pycore is written with textContent or .value, never as HTML.
 // The page runs under a Content-Security-Policy (index.html): no inline scripts, styles or handlers.
 
-import { stackedChart } from "./charts.js";
+import { chartLibrary, resizer, stackedChart } from "./charts.js";
 import { bytesText, didYouMean, gbText, plural, splitUnit } from "./format.js";
 
 const form = document.getElementById("form");
 const statusLine = document.getElementById("status");
-const fields = () => [...form.querySelectorAll("[data-key]")];
+// The form is written once by build.py from the schema: its fields never change, so they are looked up once.
+const FIELDS = [...form.querySelectorAll("[data-key]")];
+const fields = () => FIELDS;
 const FORM_KEYS = new Set(fields().map((node) => node.dataset.key));
 const APPLIES = JSON.parse(document.getElementById("applies-table")?.textContent || "{}");
 const COLORS = ["#3b6fd8", "#8a5cd6", "#d6683b", "#2f9e7a", "#d6a93b", "#c2477a", "#5aa0c8", "#7a8b3b", "#999"];
@@ -86,6 +88,47 @@ function el(tag, text, cls) {
 
 const size = (record, bytes) => (record && record.text) || bytesText(bytes);
 
+// Each keystroke redraws the results: nodes are reused and written only where they change, since every
+// write costs the frame style, layout and paint (input to painted update within one frame, issue 12).
+function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
+}
+
+function setHidden(node, hidden) {
+  if (node.hidden !== hidden) node.hidden = hidden;
+}
+
+function setClass(node, cls) {
+  if (node.className !== cls) node.className = cls;
+}
+
+function setColor(node, color) {
+  if (node.dataset.color !== color) {
+    node.style.background = color;
+    node.dataset.color = color;
+  }
+}
+
+/** Makes parent's children one per item: the nodes already there are reused, filled by fill(node, item, i). */
+function syncChildren(parent, items, make, fill) {
+  while (parent.children.length > items.length) parent.lastElementChild.remove();
+  items.forEach((item, i) => {
+    let node = parent.children[i];
+    if (!node) {
+      node = make(item);
+      parent.append(node);
+    }
+    fill(node, item, i);
+  });
+}
+
+/** A row of cells with the given classes, for syncChildren. */
+function rowOf(...classes) {
+  const tr = el("tr");
+  for (const cls of classes) tr.append(el("td", "", cls || undefined));
+  return tr;
+}
+
 // The catalog ids the model and GPU fields suggest from (their <datalist>s).
 const catalogIds = (list) => [...document.querySelectorAll(`#${list} option`)].map((o) => o.value);
 const SUGGEST = { model: "model-list", gpu: "gpu-list" };
@@ -105,10 +148,10 @@ function suggestion(key, node) {
 }
 
 function showErrors(errors) {
-  for (const p of form.querySelectorAll(".error")) p.textContent = "";
+  for (const p of form.querySelectorAll(".error")) if (p.firstChild) p.textContent = "";
   for (const node of form.querySelectorAll(".invalid")) node.classList.remove("invalid");
   const box = document.getElementById("messages");
-  box.replaceChildren();
+  if (box.firstChild) box.replaceChildren();
   for (const [key, message] of Object.entries(errors)) {
     const target = FORM_KEYS.has(key) ? form.querySelector(`[data-key="${CSS.escape(key)}"]`) : null;
     if (target) {
@@ -143,21 +186,25 @@ function breakdownRows(payload, r) {
 const componentColors = new Map();   // breakdown key -> its colour, so the charts match the bar
 
 /** answers.charts (CONTRACT.md): memory against micro-batch and sequence length, when pycore sends them. */
-function renderCharts(charts) {
+async function renderCharts(charts) {
   const box = document.getElementById("charts");
   box.hidden = !charts;
   if (!charts) return;
+  const uPlot = await chartLibrary();
   const legend = new Map();
   for (const [name, unit, one, many] of [["batch", "sequences", "sequence", "sequences"], ["seq", "tokens", "token", "tokens"]]) {
     const chart = charts[name];
     const holder = document.getElementById(`chart-${name}`);
     const note = document.getElementById(`chart-${name}-note`);
+    holder.chart?.destroy();
+    delete holder.chart;
     holder.replaceChildren();
     note.textContent = "";
     if (!chart || !chart.x || !chart.x.length) continue;
     const colors = chart.series.map((s, k) => componentColors.get(s.key) || COLORS[k % COLORS.length]);
     chart.series.forEach((s, k) => legend.set(s.key, [s.label, colors[k]]));
-    holder.append(stackedChart(chart, colors, unit));
+    stackedChart(uPlot, holder, chart, colors, unit);
+    resizer.observe(holder);
     note.textContent = chart.largest_fitting === null || chart.largest_fitting === undefined
       ? "None of these fits the usable memory."
       : `Largest that fits: ${plural(chart.largest_fitting, one, many)} (marked).`;
@@ -182,76 +229,101 @@ function render(payload) {
   const totalBytes = payload.total?.bytes ?? r.total_bytes;
   const totalText = payload.total?.text || bytesText(totalBytes);
   const [number, unit] = splitUnit(totalText);
-  document.getElementById("total-gib").textContent = number;
-  document.getElementById("total-unit").textContent = unit;
-  document.getElementById("total-gb").textContent = `(${payload.total?.gb_text || gbText(totalBytes)})`;
+  setText(document.getElementById("total-gib"), number);
+  setText(document.getElementById("total-unit"), unit);
+  setText(document.getElementById("total-gb"), `(${payload.total?.gb_text || gbText(totalBytes)})`);
   const active = r.params.active !== r.params.total ? ` (${r.params.active.toLocaleString("en-US")} active per token)` : "";
   // pycore words these sentences (pycore.report.summary), the same as the command line's table.
-  document.getElementById("peak-line").textContent = payload.summary?.peak ||
-    `Peak tensors ${bytesText(r.peak_bytes)} during the ${r.peak_phase} phase, plus ${bytesText(r.overhead_bytes)} runtime overhead.`;
-  document.getElementById("params-line").textContent = payload.summary
-    ? `${payload.summary.model}${active ? ` ${active.trim()}.` : ""}` : `${r.model.name}: ${plural(r.params.total, "parameter")}${active}.`;
-  document.getElementById("views-line").textContent = [payload.summary?.views, ...(payload.warnings || [])]
-    .filter(Boolean).join(" ");
+  setText(document.getElementById("peak-line"), payload.summary?.peak ||
+    `Peak tensors ${bytesText(r.peak_bytes)} during the ${r.peak_phase} phase, plus ${bytesText(r.overhead_bytes)} runtime overhead.`);
+  setText(document.getElementById("params-line"), payload.summary
+    ? `${payload.summary.model}${active ? ` ${active.trim()}.` : ""}` : `${r.model.name}: ${plural(r.params.total, "parameter")}${active}.`);
+  setText(document.getElementById("views-line"), [payload.summary?.views, ...(payload.warnings || [])]
+    .filter(Boolean).join(" "));
 
   // The bar is to scale: each segment's width is its row's share of the total.
-  const rows = breakdownRows(payload, r);
-  const bar = document.getElementById("bar");
-  const body = document.querySelector("#breakdown tbody");
-  bar.replaceChildren();
-  body.replaceChildren();
-  rows.forEach((row, i) => {
-    const share = typeof row.percent === "number" ? row.percent : (100 * row.bytes) / totalBytes;
-    const segment = el("span", "", "segment");
-    segment.style.width = `${share}%`;
-    segment.style.background = COLORS[i % COLORS.length];
-    componentColors.set(row.key, COLORS[i % COLORS.length]);
-    segment.dataset.share = String(share);
-    segment.title = `${row.label}: ${size(row, row.bytes)}`;
-    bar.append(segment);
-    const tr = el("tr");
-    tr.dataset.component = row.key;
-    const name = el("td");
-    const swatch = el("span", "", "swatch");
-    swatch.style.background = COLORS[i % COLORS.length];
-    name.append(swatch, row.label);
-    tr.append(name, el("td", size(row, row.bytes), "num"), el("td", `${share.toFixed(1)}%`, "num"));
-    body.append(tr);
+  const rows = breakdownRows(payload, r).map((row, i) => ({
+    ...row, color: COLORS[i % COLORS.length],
+    share: typeof row.percent === "number" ? row.percent : (100 * row.bytes) / totalBytes,
+  }));
+  for (const row of rows) componentColors.set(row.key, row.color);
+  syncChildren(document.getElementById("bar"), rows, () => el("span", "", "segment"), (segment, row) => {
+    if (segment.dataset.share !== String(row.share)) {
+      segment.style.width = `${row.share}%`;
+      segment.dataset.share = String(row.share);
+    }
+    setColor(segment, row.color);
+    const title = `${row.label}: ${size(row, row.bytes)}`;
+    if (segment.title !== title) segment.title = title;
   });
-  const total = el("tr", undefined, "total-row");
-  total.append(el("td", "Total per GPU"), el("td", totalText, "num"), el("td", "100%", "num"));
-  body.append(total);
+  const totalRow = { key: "total", label: "Total per GPU", text: totalText, share: 100 };
+  syncChildren(document.querySelector("#breakdown tbody"), [...rows, totalRow], () => {
+    const tr = rowOf("", "num", "num");
+    tr.firstChild.append(el("span", "", "swatch"), document.createTextNode(""));
+    return tr;
+  }, (tr, row) => {
+    const [name, bytes, share] = tr.children;
+    if (row === totalRow) {
+      setClass(tr, "total-row");
+      delete tr.dataset.component;
+    } else {
+      setClass(tr, "");
+      tr.dataset.component = row.key;
+    }
+    setHidden(name.firstChild, row === totalRow);
+    setColor(name.firstChild, row.color || "");
+    if (name.lastChild.data !== row.label) name.lastChild.data = row.label;
+    setText(bytes, size(row, row.bytes));
+    setText(share, row === totalRow ? "100%" : `${row.share.toFixed(1)}%`);
+  });
 
   renderGpus(payload.gpus || r.gpus);
   renderStages(r);
   kind = r.model.kind === "generic" ? "generic" : "transformer";
   form.classList.toggle("generic", kind === "generic");
-  document.getElementById("generic-note").hidden = kind !== "generic";
+  setHidden(document.getElementById("generic-note"), kind !== "generic");
   showApplies();
 
   // The formulas sit below the results: drawn once this frame is painted, so typing stays within a frame.
-  clearTimeout(formulasTimer);
-  formulasTimer = setTimeout(() => renderFormulas(payload.formulas), 0);
+  // A keystroke's payload leaves the formulas out (pycore.web.run(query, false)): the table below the
+  // results is drawn once typing pauses, with the answers. The build-time payloads carry them.
+  pendingFormulas = payload.formulas || { query: new URLSearchParams(payload.query).toString() };
   document.documentElement.dataset.totalBytes = String(r.total_bytes);
   document.documentElement.dataset.peakBytes = String(r.peak_bytes);
 }
 
-let formulasTimer = null;
+let pendingFormulas = null;
+
+function flushFormulas() {
+  const pending = pendingFormulas;
+  pendingFormulas = null;
+  if (Array.isArray(pending)) renderFormulas(pending);
+  else if (pending && window.pycoreFormulas) renderFormulas(JSON.parse(window.pycoreFormulas(pending.query)).formulas || []);
+}
 
 function renderFormulas(rows) {
-  const formulas = document.querySelector("#formulas tbody");
-  formulas.replaceChildren();
-  for (const f of rows) {
-    const tr = el("tr");
-    if (f.name.startsWith("  ·")) tr.className = "term";
-    const formula = el("td", undefined, "formula");
-    formula.append(el("code", f.formula));
-    if (f.substituted && f.substituted !== f.formula) formula.append(el("br"), el("code", `= ${f.substituted}`, "substituted"));
-    const source = el("td", f.source, "muted");
-    if (f.symbols) source.append(el("br"), el("small", f.symbols));
-    tr.append(el("td", f.name), formula, el("td", size(f, f.bytes), "num"), source);
-    formulas.append(tr);
-  }
+  syncChildren(document.querySelector("#formulas tbody"), rows, () => {
+    const tr = rowOf("", "formula", "num", "muted");
+    const [, formula, , source] = tr.children;
+    formula.append(el("code"), el("br"), el("code", "", "substituted"));
+    source.append(document.createTextNode(""), el("br"), el("small"));
+    return tr;
+  }, (tr, f) => {
+    const [name, formula, bytes, source] = tr.children;
+    setClass(tr, f.name.startsWith("  ·") ? "term" : "");
+    setText(name, f.name);
+    const [code, br, substituted] = formula.children;
+    setText(code, f.formula);
+    const shown = Boolean(f.substituted && f.substituted !== f.formula);
+    setHidden(br, !shown);
+    setHidden(substituted, !shown);
+    setText(substituted, shown ? `= ${f.substituted}` : "");
+    setText(bytes, size(f, f.bytes));
+    if (source.firstChild.data !== f.source) source.firstChild.data = f.source;
+    setHidden(source.children[0], !f.symbols);
+    setHidden(source.children[1], !f.symbols);
+    setText(source.children[1], f.symbols || "");
+  });
 }
 
 let gpuRows = [];
@@ -261,40 +333,50 @@ function renderGpus(gpus) {
   gpuRows = [...gpus].sort((x, y) => (y.chosen - x.chosen) || (y.headroom_bytes - x.headroom_bytes));
   const chosen = gpuRows.find((gpu) => gpu.chosen);
   const fitting = gpuRows.filter((gpu) => gpu.status !== "no").length;
-  document.getElementById("fits-heading").textContent = `Fits on ${fitting} of ${plural(gpuRows.length, "GPU")}`;
+  setText(document.getElementById("fits-heading"), `Fits on ${fitting} of ${plural(gpuRows.length, "GPU")}`);
   for (const id of ["mini-badge", "total-badge"]) {
     const badge = document.getElementById(id);
-    badge.hidden = !chosen;
+    setHidden(badge, !chosen);
     if (chosen) {
       // The one-line bar on phones says only the verdict; the panel names the GPU.
-      badge.textContent = id === "mini-badge" ? STATUS_WORDS[chosen.status] : `${STATUS_WORDS[chosen.status]} on ${chosen.name}`;
-      badge.title = `${STATUS_WORDS[chosen.status]} on ${chosen.name}`;
-      badge.className = `badge ${chosen.status}`;
+      const verdict = `${STATUS_WORDS[chosen.status]} on ${chosen.name}`;
+      setText(badge, id === "mini-badge" ? STATUS_WORDS[chosen.status] : verdict);
+      if (badge.title !== verdict) badge.title = verdict;
+      setClass(badge, `badge ${chosen.status}`);
     }
   }
-  document.getElementById("mini-total").textContent = document.getElementById("total-gib").textContent + " " +
-    document.getElementById("total-unit").textContent;
+  setText(document.getElementById("mini-total"), document.getElementById("total-gib").textContent + " " +
+    document.getElementById("total-unit").textContent);
   filterGpus();
 }
 
 function filterGpus() {
   const words = document.getElementById("gpu-filter").value.trim().toLowerCase().split(/\s+/).filter(Boolean);
+  const shown = gpuRows.filter((gpu) => {
+    const haystack = `${gpu.id} ${gpu.name} ${gpu.memory_text}`.toLowerCase();
+    return words.every((word) => haystack.includes(word));
+  });
   const list = document.getElementById("gpus");
-  list.replaceChildren();
-  for (const gpu of gpuRows) {
-    const usable = gpu.memory_text || bytesText(gpu.memory_bytes);
-    const haystack = `${gpu.id} ${gpu.name} ${usable}`.toLowerCase();
-    if (!words.every((word) => haystack.includes(word))) continue;
-    const item = el("li", undefined, `gpu ${gpu.status}${gpu.chosen ? " chosen" : ""}`);
+  if (!shown.length && gpuRows.length) {
+    list.replaceChildren(el("li", "No GPU matches the filter.", "muted"));
+    return;
+  }
+  if (list.firstElementChild && !list.firstElementChild.dataset.gpu) list.replaceChildren();   // the no-match line
+  syncChildren(list, shown, () => {
+    const item = el("li");
+    item.append(el("span", "", "gpu-name"), el("span", "", "muted"), el("span"), el("span", "", "muted"));
+    return item;
+  }, (item, gpu) => {
+    setClass(item, `gpu ${gpu.status}${gpu.chosen ? " chosen" : ""}`);
     item.dataset.gpu = gpu.id;
     item.dataset.headroom = String(gpu.headroom_bytes);
-    const headroom = gpu.text || (gpu.headroom_bytes >= 0 ? `${bytesText(gpu.headroom_bytes)} free`
-      : `${bytesText(-gpu.headroom_bytes)} short`);
-    item.append(el("span", gpu.name, "gpu-name"), el("span", `${usable} usable`, "muted"),
-      el("span", STATUS_WORDS[gpu.status], `badge ${gpu.status}`), el("span", headroom, "muted"));
-    list.append(item);
-  }
-  if (!list.children.length && gpuRows.length) list.append(el("li", "No GPU matches the filter.", "muted"));
+    const [name, usable, badge, headroom] = item.children;
+    setText(name, gpu.name);
+    setText(usable, `${gpu.memory_text} usable`);
+    setText(badge, STATUS_WORDS[gpu.status]);
+    setClass(badge, `badge ${gpu.status}`);
+    setText(headroom, gpu.headroom_text);
+  });
 }
 
 // ---- Only what applies: pycore/applies.py's table, written into the page by build.py.
@@ -323,19 +405,19 @@ function showApplies() {
     const box = node.closest(".field");
     const apply = applies(key, values);
     const given = node.value.trim() !== "" && node.value.trim() !== defaults[key];
-    box.hidden = !apply && !given;
+    setHidden(box, !apply && !given);
     box.classList.toggle("ignored", !apply && given);
     if (!apply && given) ignored.push(key);
   }
   for (const section of form.querySelectorAll("details.more[data-folded]")) {
-    section.hidden = ![...section.querySelectorAll(".field")].some((box) => !box.hidden);
+    setHidden(section, ![...section.querySelectorAll(".field")].some((box) => !box.hidden));
   }
   for (const group of form.querySelectorAll("fieldset.group")) {
-    group.hidden = !group.querySelector(".import") && ![...group.querySelectorAll(".field")].some((box) => !box.hidden);
+    setHidden(group, !group.querySelector(".import") && ![...group.querySelectorAll(".field")].some((box) => !box.hidden));
   }
   const note = document.getElementById("ignored-note");
-  note.hidden = !ignored.length;
-  note.textContent = ignored.length ? `Ignored in this situation: ${ignored.join(", ")}.` : "";
+  setHidden(note, !ignored.length);
+  setText(note, ignored.length ? `Ignored in this situation: ${ignored.join(", ")}.` : "");
   headings(values);
 }
 
@@ -347,16 +429,16 @@ function headings(values) {
   if (parallel) {
     const sharding = [values.zero !== "0" ? `ZeRO-${values.zero}` : "", values.fsdp !== "none" ? `FSDP ${values.fsdp}` : ""]
       .filter(Boolean);
-    parallel.textContent = !ways.length && !sharding.length ? "Single GPU — open to shard across GPUs"
+    setText(parallel, !ways.length && !sharding.length ? "Single GPU — open to shard across GPUs"
       : `${plural(gpus, "GPU")}${ways.length ? ": " + ways.map(([key, n]) => `${key} ${n}`).join(" × ") : ""}` +
-        `${sharding.length ? " · " + sharding.join(" · ") : ""}`;
+        `${sharding.length ? " · " + sharding.join(" · ") : ""}`);
   }
   for (const [group, words] of [["model", "Architecture overrides"], ["precision", "Per-pool dtypes"]]) {
     const summary = form.querySelector(`details[data-folded="${group}"] > summary`);
     if (!summary) continue;
     const set = [...summary.parentElement.querySelectorAll("[data-key]")]
       .filter((node) => node.value.trim() !== "" && node.value !== defaults[node.dataset.key]).length;
-    summary.textContent = set ? `${words} (${set} set)` : words;
+    setText(summary, set ? `${words} (${set} set)` : words);
   }
 }
 
@@ -462,15 +544,11 @@ function renderFixes(a) {
 
 function renderStages(r) {
   const stages = document.getElementById("stages");
-  const body = stages.querySelector("tbody");
-  body.replaceChildren();
-  stages.hidden = !r.stages;
-  for (const stage of r.stages || []) {
-    const tr = el("tr");
-    tr.append(el("td", String(stage.stage)), el("td", String(stage.layers), "num"),
-      el("td", stage.text || bytesText(stage.peak_bytes), "num"), el("td", stage.peak_phase));
-    body.append(tr);
-  }
+  setHidden(stages, !r.stages);
+  syncChildren(stages.querySelector("tbody"), r.stages || [], () => rowOf("", "num", "num", ""), (tr, stage) => {
+    const cells = [String(stage.stage), String(stage.layers), stage.text || bytesText(stage.peak_bytes), stage.peak_phase];
+    cells.forEach((text, i) => setText(tr.children[i], text));
+  });
 }
 
 function renderComparison(c) {
@@ -511,20 +589,23 @@ function renderComparison(c) {
 
 // The answers re-run the estimate dozens of times: they follow the breakdown once typing pauses.
 let answersTimer = null;
+let answersRound = 0;       // the latest answers; an older round still drawing its charts does not end it
 
 function scheduleAnswers() {
   clearTimeout(answersTimer);
   document.documentElement.dataset.answersPending = "1";
-  answersTimer = setTimeout(() => {
+  const round = ++answersRound;
+  answersTimer = setTimeout(async () => {
+    flushFormulas();
     const payload = JSON.parse(window.pycoreAnswers(requestQuery()));
     if (payload.answers) {
       renderAnswers(payload.answers, lastResult, payload.display);
       renderComparison(payload.answers.comparison);
-      renderCharts(payload.answers.charts);
     }
     const baseErrors = Object.entries(payload.errors).filter(([key]) => key.startsWith("base."));
     for (const [, message] of baseErrors) document.getElementById("messages").append(el("p", message));
-    delete document.documentElement.dataset.answersPending;
+    if (payload.answers) await renderCharts(payload.answers.charts);   // the chart library may still be loading
+    if (round === answersRound) delete document.documentElement.dataset.answersPending;
   }, 120);
 }
 
@@ -539,7 +620,7 @@ function update(historyMode) {
   if (historyMode) scheduleUrl(historyMode);
   else document.getElementById("link-field").value = location.href;
   if (!run) { showApplies(); return; }
-  const payload = JSON.parse(run(requestQuery()));
+  const payload = JSON.parse(run(requestQuery(), false));
   lastResult = payload.result;
   render(payload);
   if (window.__firstResultMs === undefined) window.__firstResultMs = performance.now();
@@ -684,6 +765,7 @@ setTimeout(() => failed("it did not finish loading within 90 seconds"), 90000);
 // startup.js paints the answer build.py computed with pycore, before Python is ready.
 window.pycorePaint = (payload, answers) => {
   render(payload);
+  flushFormulas();
   if (payload.result && answers?.answers) { renderAnswers(answers.answers, payload.result); renderComparison(answers.answers.comparison); }
 };
 

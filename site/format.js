@@ -3,19 +3,21 @@
 
 const GIB = 2 ** 30;
 const TIB = 2 ** 40;
-const two = { minimumFractionDigits: 2, maximumFractionDigits: 2 };
+// One formatter made once: toLocaleString builds a new one at every call (a millisecond per GPU list).
+const two = new Intl.NumberFormat("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+const whole = new Intl.NumberFormat("en-US");
 
 /** "1,234.56 GiB", or TiB above 1,024 GiB. */
 export function bytesText(bytes) {
   const magnitude = Math.abs(bytes);
   return magnitude > 1024 * GIB
-    ? `${(bytes / TIB).toLocaleString("en-US", two)} TiB`
-    : `${(bytes / GIB).toLocaleString("en-US", two)} GiB`;
+    ? `${two.format(bytes / TIB)} TiB`
+    : `${two.format(bytes / GIB)} GiB`;
 }
 
 /** Vendor units (10^9 bytes): "1,553.26 GB". */
 export function gbText(bytes) {
-  return `${(bytes / 1e9).toLocaleString("en-US", two)} GB`;
+  return `${two.format(bytes / 1e9)} GB`;
 }
 
 /** ["1,234.56", "GiB"] from "1,234.56 GiB". */
@@ -26,7 +28,7 @@ export function splitUnit(text) {
 
 /** "1 GPU", "2 GPUs", "1 sequence", "1,024 tokens". */
 export function plural(n, one, many = `${one}s`) {
-  return `${Number(n).toLocaleString("en-US")} ${n === 1 ? one : many}`;
+  return `${whole.format(Number(n))} ${n === 1 ? one : many}`;
 }
 
 function distance(a, b) {

@@ -6,6 +6,7 @@ here from its substituted numbers by an evaluator independent of pycore's arithm
 """
 
 import ast
+import json
 import math
 import operator
 import re
@@ -92,3 +93,23 @@ def test_the_default_page_breakdown_is_its_records():
     assert "other" not in keys and keys[-2:] == ["allocator_cache", "cuda_context"]
     assert sum(row["bytes"] for row in result["breakdown"]) == result["total_bytes"]
     assert abs(sum(row["percent"] for row in result["breakdown"]) - 100) < 1e-9
+
+
+@pytest.mark.parametrize("setup", SETUPS[::3] + [{"hidden": "188"}, {"model": "no-such-model"}])
+def test_the_keystroke_payload_and_the_formulas_after_it_are_the_full_estimate(setup):
+    # The page draws web.run(query, False) within the frame and web.formulas(its normalised query) after
+    # it: together they must be exactly what one web.run(query) gives, for any input, bad ones included.
+    from urllib.parse import urlencode
+
+    from pycore import web
+
+    query = urlencode({"model": "llama-3.1-8b", **setup})
+    full, light = json.loads(web.run(query)), json.loads(web.run(query, False))
+    assert "formulas" not in light and len(light) == len(full) - 1
+    for key in ("errors", "query", "warnings", "summary", "total", "gpus"):
+        assert light.get(key) == full.get(key), key
+    fields = ("key", "label", "bytes", "text", "gb_text", "percent", "source", "group")
+    assert [[row[f] for f in fields] for row in light["breakdown"]] == \
+        [[row[f] for f in fields] for row in full["breakdown"]]
+    later = json.loads(web.formulas(urlencode([tuple(pair) for pair in light["query"]])))
+    assert later["formulas"] == full["formulas"]

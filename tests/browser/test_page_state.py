@@ -169,7 +169,8 @@ def test_the_page_shows_pycores_own_text(watched, base_url):
 
 
 GIB = 2**30
-# answers.charts as CONTRACT.md describes it (pycore does not send it yet): injected into pycore's answer.
+# Known chart data (answers.charts as CONTRACT.md describes it) put into pycore's answer, so the drawing can be
+# checked against numbers worked by hand.
 CHARTS = """
 let realAnswers;
 const GIB = 2 ** 30;
@@ -189,25 +190,26 @@ document.addEventListener('securitypolicyviolation', e => window.__violations.pu
 def test_charts_stack_components_and_mark_the_usable_line_and_largest_fit(watched, base_url):
     watched.page.add_init_script(CHARTS)
     page = watched.open(base_url)
-    page.wait_for_selector("#charts:not([hidden]) svg.chart")
-    assert page.locator("#charts svg.chart").count() == 2
-    columns = page.locator("#chart-batch g.column")
-    assert columns.count() == 5
-    assert page.locator("#chart-batch g.column.largest").get_attribute("data-x") == "4"
-    assert page.locator("#chart-seq g.column.largest").get_attribute("data-x") == "4096"
+    page.wait_for_selector("#charts:not([hidden]) #chart-seq canvas")
+    assert page.locator("#charts .uplot canvas").count() == 2           # drawn by uPlot, served from ./uplot/
+    assert page.locator("#chart-batch").get_attribute("data-largest") == "4"
+    assert page.locator("#chart-seq").get_attribute("data-largest") == "4096"
     assert page.locator("#chart-batch-note").inner_text() == "Largest that fits: 4 sequences (marked)."
-    # Heights to scale: activations at x=16 (10 GiB) are five times those at x=1 (2 GiB), and the usable
-    # line (10 GiB) sits as high as the top of the x=4 column (2 + 6 GiB)... times 10/8.
-    heights = page.locator("#chart-batch rect[data-series='activations']").evaluate_all(
-        "ns => ns.map(n => n.getBBox().height)")
-    assert heights[4] == pytest.approx(5 * heights[0], rel=1e-3)
-    weights = page.locator("#chart-batch rect[data-series='weights']").first.evaluate("n => n.getBBox().height")
-    assert weights == pytest.approx(heights[0], rel=1e-3)              # both 2 GiB
-    line_y = float(page.locator("#chart-batch line.usable").get_attribute("y1"))
-    bottom = page.locator("#chart-batch rect[data-series='weights']").first.evaluate("n => n.getBBox().y + n.getBBox().height")
-    assert bottom - line_y == pytest.approx(5 * weights, rel=1e-3)      # 10 GiB = 5 x 2 GiB
-    assert "usable 10.00 GiB" in page.locator("#chart-batch").inner_text()
+    plot = page.evaluate("""() => { const u = document.getElementById('chart-batch').chart;
+        return { data: u.data, labels: u.series.map(s => s.label), min: u.scales.y.min,
+                 zero: u.valToPos(0, 'y'), pos: u.data[1].map(v => u.valToPos(v, 'y')),
+                 usable: u.valToPos(10 * 2 ** 30, 'y') + u.bbox.top / devicePixelRatio }; }""")
+    # Stacked: the top of the stack (activations) is drawn first, up to the running sum over the components.
+    assert plot["labels"] == ["sequences", "Activations", "Weights"]
+    assert plot["data"][2] == [2 * GIB] * 5
+    assert plot["data"][1] == [2 * GIB + (i + 1) * 2 * GIB for i in range(5)]
+    # To scale from zero: the x=16 column (2 + 10 GiB) stands three times as high as the x=1 one (2 + 2 GiB).
+    assert plot["min"] == 0
+    assert plot["zero"] - plot["pos"][4] == pytest.approx(3 * (plot["zero"] - plot["pos"][0]), rel=1e-6)
+    # The usable line is drawn where 10 GiB is on the axis (canvas pixels from the top, in CSS pixels).
+    assert float(page.locator("#chart-batch").get_attribute("data-usable-y")) == pytest.approx(plot["usable"], abs=1)
     assert page.locator("#chart-legend li").count() == 2
+    assert "10.00 GiB" in page.locator("#chart-batch .uplot").get_attribute("aria-label")
     assert page.evaluate("window.__violations") == []
 
 
@@ -219,7 +221,7 @@ def test_charts_follow_pycores_chart_data(shared, base_url):
     show(page, "model=gpt2")
     expected = json.loads(web.answers("model=gpt2"))["answers"]["charts"]
     assert page.locator("#charts").is_visible()
-    assert page.locator("#chart-batch svg").count() == 1 and page.locator("#chart-seq svg").count() == 1
+    assert page.locator("#chart-batch canvas").count() == 1 and page.locator("#chart-seq canvas").count() == 1
     assert str(expected["batch"]["largest_fitting"]) in page.locator("#chart-batch-note").inner_text()
     show(page, "model=llama-3.1-8b&mode=infer&engine=vllm")      # vLLM pre-allocates: no curve to draw
     assert page.locator("#charts").is_hidden()
