@@ -123,13 +123,25 @@ def offline_ready(page):
     assert page.evaluate("document.documentElement.dataset.offline") == "ready"
 
 
+def every_entry_point_answers(page):
+    """The lazily imported modules are there after a start from the snapshot (it holds memory, not files)."""
+    assert page.evaluate("JSON.parse(window.pycoreFits('gpu=rtx-4090&gpus=2&mode=infer')).rows.length") >= 20
+    imported = page.evaluate("JSON.parse(window.pycoreImport(JSON.stringify({model_type: 'gpt2', n_layer: 2, "
+                             "n_embd: 64, n_head: 4, vocab_size: 100, n_positions: 64})))")
+    assert imported["params"] == 110592, imported       # 2 x 12 x 64^2 + 2 x 13 x 64 + 64 x (100 + 64) + 128
+    assert page.evaluate("JSON.parse(window.pycoreFormulas('batch=2')).formulas.length") > 5
+    assert page.evaluate("window.pycoreCsv('batch=2')").startswith("section,")
+
+
 def test_works_offline_after_the_first_visit_starting_from_the_memory_snapshot(browser, base_url):
     context = browser.new_context()
     try:
         page = context.new_page()
         page.goto(base_url + "?batch=4")
         page.wait_for_selector("html.py-ready", timeout=READY_MS)
-        assert page.evaluate("document.documentElement.dataset.snapshot") is None   # nothing cached yet
+        # A first visit fetches the snapshot too (pyodide/start.mjs) and PyScript's micropip installs pycore.
+        assert page.evaluate("document.documentElement.dataset.snapshot") == "used"
+        every_entry_point_answers(page)
         offline_ready(page)
         context.set_offline(True)
         page.reload()
@@ -138,6 +150,7 @@ def test_works_offline_after_the_first_visit_starting_from_the_memory_snapshot(b
         # Python started from the memory snapshot build.py took, with pycore already imported.
         assert page.evaluate("document.documentElement.dataset.snapshot") == "used"
         assert int(page.evaluate("document.documentElement.dataset.totalBytes")) == cpython_total("batch=4")
+        every_entry_point_answers(page)
         page.locator("#f-batch").fill("8")
         page.wait_for_function(f"document.documentElement.dataset.totalBytes === '{cpython_total('batch=8')}'")
         assert page.evaluate("navigator.onLine") is False
