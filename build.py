@@ -230,7 +230,9 @@ def prerendered(query):
     """What the page shows for a query before Python is ready: pycore's own answers, computed here."""
     from pycore import web
 
-    return {"query": query, "run": json.loads(web.run(query)), "answers": json.loads(web.answers(query))}
+    answers = json.loads(web.answers(query))
+    del answers["formulas"]                 # the run payload carries them already
+    return {"query": query, "run": json.loads(web.run(query)), "answers": answers}
 
 
 def write_prerendered(target_dir):

@@ -10,8 +10,10 @@ Prints, over RUNS runs (default 5; medians), against DIST (default dist/):
   * navigation to the first real number painted for the default URL (the estimate build.py wrote into
     the page, drawn before Python is ready), cold;
   * input-to-update latency over 100 edits (median and 95th percentile, from the input event to the
-    next painted frame);
-  * the bytes transferred on a cold load.
+    next painted frame), typed once the page has settled (first answers drawn, service worker done);
+  * the bytes transferred on a cold load;
+  * after a pause in typing, the time to draw the answers, formulas and charts (70B FSDP), and pycore's
+    own time in Pyodide for the answers, what fits, and a keystroke.
 """
 
 import shutil
@@ -89,6 +91,8 @@ def update_latencies(browser, url, edits=100):
     context = browser.new_context()
     page = context.new_page()
     first_result_ms(page, url)
+    offline_ready(page)
+    page.wait_for_function("document.documentElement.dataset.answersPending === undefined")
     samples = page.evaluate("""async (edits) => {
         const field = document.getElementById('f-batch');
         const samples = [];
@@ -118,6 +122,7 @@ def pause_timings(browser, url, repeats=15):
     context = browser.new_context()
     page = context.new_page()
     first_result_ms(page, url)
+    offline_ready(page)
     out = {}
     for label, (function, query) in PAUSE_QUERIES.items():
         samples = page.evaluate("""([name, query, repeats]) => {
@@ -132,6 +137,23 @@ def pause_timings(browser, url, repeats=15):
         out[label] = samples
     context.close()
     return out
+
+
+def drawn_after_pause(browser, url, edits=15):
+    """From a pause in typing to the answers, formulas and charts drawn (the page's "answers" measure:
+    pycore's answers and formulas, then the DOM and the charts), for the 70B FSDP case."""
+    context = browser.new_context()
+    page = context.new_page()
+    first_result_ms(page, url + "?" + PAUSE_QUERIES["answers, 70B FSDP (plans, searches, charts)"][1])
+    offline_ready(page)
+    page.wait_for_function("document.documentElement.dataset.answersPending === undefined")
+    samples = []
+    for i in range(edits):
+        page.locator("#f-batch").fill(str(2 + i % 4))
+        page.wait_for_function("document.documentElement.dataset.answersPending === undefined")
+        samples.append(page.evaluate("performance.getEntriesByName('answers').at(-1).duration"))
+    context.close()
+    return sorted(samples)
 
 
 def main():
@@ -153,6 +175,7 @@ def main():
                 page_runs.append(load_pair(browser, url, bare=False))
             latencies = update_latencies(browser, url)
             pauses = pause_timings(browser, url)
+            drawn = drawn_after_pause(browser, url)
             browser.close()
     finally:
         server.terminate()
@@ -169,6 +192,8 @@ def main():
           + (f"{statistics.median(paints):.0f} ms" if paints else "none before Python (no build-time estimate)"))
     print(f"input-to-update latency over {len(latencies)} edits: median {statistics.median(latencies):.1f} ms   "
           f"p95 {latencies[int(0.95 * len(latencies))]:.1f} ms")
+    print(f"after a pause in typing, 70B FSDP: answers, formulas and charts drawn in median "
+          f"{statistics.median(drawn):.1f} ms   p95 {drawn[int(0.95 * len(drawn))]:.1f} ms")
     for label, samples in pauses.items():
         print(f"in Pyodide, {label}: median {statistics.median(samples):.1f} ms   "
               f"p95 {samples[int(0.95 * len(samples))]:.1f} ms")

@@ -2,7 +2,7 @@
 live at each point's peak: the data the page draws once typing pauses. Each point is one estimate."""
 
 from .errors import FieldError
-from .estimate import estimate_values
+from .estimate import totals_only
 
 POINTS = 9
 
@@ -11,7 +11,7 @@ def _series(values: dict, key: str, xs: "list[int]") -> dict:
     rows = []
     for x in xs:
         try:
-            result = estimate_values({**values, key: x}, explain=False)
+            result = totals_only({**values, key: x})
         except FieldError:
             continue
         parts = {k: (label, size) for k, label, size in result["live"]}

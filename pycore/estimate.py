@@ -7,6 +7,8 @@ peak is the largest moment, what ``torch.cuda.max_memory_allocated()`` reports; 
 pools live at that moment plus the runtime overhead, and adds up to the total exactly.
 """
 
+from functools import lru_cache
+
 from .catalog import gpus as gpu_catalog
 from .device import overhead_pools
 from .errors import FieldError, InputError
@@ -46,7 +48,19 @@ def estimate_values(values: dict, explain: bool = True, formulas: bool = True) -
 
 def total_bytes(values: dict) -> int:
     """Only the total per GPU of parsed values (FieldError when they cannot work)."""
-    return estimate_values(values, explain=False)["total_bytes"]
+    return totals_only(values)["total_bytes"]
+
+
+def totals_only(values: dict) -> dict:
+    """``estimate_values(values, explain=False)``, remembered: the answers' searches, plans and charts ask
+    for the same setups again (the charts' points are the searches' doublings), and so does the next
+    pause in typing. The result is shared: read it, do not change it."""
+    return _totals_only(tuple(sorted(values.items())))
+
+
+@lru_cache(maxsize=1024)
+def _totals_only(items: tuple) -> dict:
+    return estimate_values(dict(items), explain=False)
 
 
 def estimate_setup(setup: Setup, values: dict, explain: bool = True, formulas: bool = True) -> dict:

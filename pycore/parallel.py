@@ -102,8 +102,22 @@ class Stage:
     in_flight: float            # micro-batches whose activations it holds at once (1F1B)
 
 
+_PLACED: "dict[tuple, tuple[Stage, ...]]" = {}
+
+
 def stages(arch: "Architecture", counts: "ParameterCount", lay: Layout) -> list[Stage]:
-    """One Stage per pipeline stage (a single one without pipeline parallelism)."""
+    """One Stage per pipeline stage (a single one without pipeline parallelism). ``counts`` is
+    ``count_parameters(arch)``: the placement is kept per architecture and layout, which the answers'
+    searches re-estimate dozens of times with another batch or sequence length."""
+    key = (arch, lay)
+    if key not in _PLACED:
+        if len(_PLACED) >= 256:
+            _PLACED.clear()
+        _PLACED[key] = tuple(_place(arch, counts, lay))
+    return list(_PLACED[key])
+
+
+def _place(arch: "Architecture", counts: "ParameterCount", lay: Layout) -> list[Stage]:
     if arch.kind == "generic":
         return [Stage(0, 0, counts.total, 0, 0, 0, True, True, 1)]
     t, e = lay.tp, lay.ep

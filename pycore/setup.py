@@ -6,6 +6,7 @@ combinations that cannot work, raising a FieldError that names the key to change
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from . import frameworks, parallel
 from .architecture import ARCH_FIELDS, Architecture, ParameterCount, count_parameters, with_overrides
@@ -72,17 +73,28 @@ class Setup:
 def resolve_architecture(values: dict) -> Architecture:
     """The Architecture named by parsed inputs: config file, else preset, else a bare parameter count."""
     if values.get("config"):
-        arch = architecture_from_file(values["config"])
-    elif values.get("params") and values["model"] == DEFAULTS["model"]:
-        return Architecture(name="generic", kind="generic", params_override=values["params"],
-                            layers=values.get("layers") or 0, hidden=values.get("hidden") or 0,
-                            heads=values.get("heads") or 0)
-    else:
-        try:
-            arch = preset_architecture(values["model"])
-        except KeyError:
-            raise FieldError("model", f"unknown preset {values['model'][:40]!r}; see python -m pycore models") \
-                from None
+        return _with_overrides(architecture_from_file(values["config"]), values)
+    return _named_architecture(values["model"], values.get("params") or 0, values.get("layers") or 0,
+                               values.get("hidden") or 0, values.get("heads") or 0,
+                               tuple((k, values[k]) for k in ARCH_FIELDS if values.get(k) is not None))
+
+
+# The answers and charts re-estimate one setup dozens of times with another batch or sequence length:
+# its architecture and parameter count are looked up once (presets never change while running).
+@lru_cache(maxsize=64)
+def _named_architecture(model: str, params: int, layers: int, hidden: int, heads: int,
+                        overrides: tuple) -> Architecture:
+    if params and model == DEFAULTS["model"]:
+        return Architecture(name="generic", kind="generic", params_override=params, layers=layers, hidden=hidden,
+                            heads=heads)
+    try:
+        arch = preset_architecture(model)
+    except KeyError:
+        raise FieldError("model", f"unknown preset {model[:40]!r}; see python -m pycore models") from None
+    return _with_overrides(arch, dict(overrides))
+
+
+def _with_overrides(arch: Architecture, values: dict) -> Architecture:
     overrides = {k: values.get(k) for k in ARCH_FIELDS if values.get(k) is not None}
     try:
         return with_overrides(arch, overrides)
@@ -93,6 +105,11 @@ def resolve_architecture(values: dict) -> Architecture:
             key = next((k for k in ("heads", "hidden", "kv_heads", "experts", "experts_per_token")
                         if k in overrides), key)
         raise FieldError(key, message) from None
+
+
+@lru_cache(maxsize=64)
+def _counts(arch: Architecture) -> ParameterCount:
+    return count_parameters(arch)
 
 
 def quantization_of(values: dict) -> str:
@@ -108,7 +125,7 @@ def resolve(values: dict) -> Setup:
     if values["gpu"] not in gpu_catalog():
         raise FieldError("gpu", f"unknown GPU {values['gpu'][:40]!r}; see python -m pycore gpus")
     arch = resolve_architecture(values)
-    counts = count_parameters(arch)
+    counts = _counts(arch)
     mode = values["mode"]
     activation_model = values["activations"]
     if arch.kind == "generic" and activation_model == "detailed" and not arch.act_per_sample_fp32:

@@ -115,9 +115,9 @@ def run(query: str, formulas: bool = True) -> str:
     """Estimate for a URL query string; returns JSON with result, breakdown, total, gpus, formulas, errors,
     warnings and the normalised query (see CONTRACT in the README's layout section).
 
-    ``formulas=False`` leaves out the records' formulas (the ``formulas`` entry point gives them): the page
-    draws a keystroke's numbers within the frame and the formulas table after it. The answers, which re-run
-    the estimate many times, come from ``answers`` so typing stays fast.
+    ``formulas=False`` leaves out the records' formulas (``answers`` carries them too): the page draws a
+    keystroke's numbers within the frame, and the formulas table with the answers once typing pauses. The
+    answers, which re-run the estimate many times, come from ``answers`` so typing stays fast.
     """
     values, result, errors, _ = _estimate(query, formulas)
     payload: dict = {"errors": errors, "query": to_query(values), "warnings": []}
@@ -132,12 +132,6 @@ def run(query: str, formulas: bool = True) -> str:
     return _dumps(payload)
 
 
-def formulas(query: str) -> str:
-    """JSON {"formulas": rows or null}: the "How this is computed" rows for a URL query string."""
-    _, result, _, _ = _estimate(query)
-    return _dumps({"formulas": explain_formulas(result) if result is not None else None})
-
-
 def _ignored(values: dict, query: str) -> "list[str]":
     """Messages for keys given that do not apply to the mode or method chosen (pycore.applies)."""
     given = [k for k, _ in parse_qsl(query[:MAX_QUERY].lstrip("?"))[:MAX_KEYS] if k in BY_KEY]
@@ -145,13 +139,14 @@ def _ignored(values: dict, query: str) -> "list[str]":
 
 
 def answers(query: str) -> str:
-    """JSON with the answers (GPUs needed, plan, largest batch and sequence, cost, how to fit, comparison)
-    and any message about baseline inputs."""
+    """JSON with the answers (GPUs needed, plan, largest batch and sequence, cost, how to fit, comparison),
+    the estimate's formulas (as ``run`` gives them) and any message about baseline inputs."""
     values, result, errors, base_raw = _estimate(query)
     if result is None:
-        return _dumps({"answers": None, "errors": errors})
+        return _dumps({"answers": None, "formulas": None, "errors": errors})
     found = _answers(values, result, base_raw, errors)
-    return _dumps({"answers": found, "display": report.display_answers(result, found), "errors": errors})
+    return _dumps({"answers": found, "display": report.display_answers(result, found),
+                   "formulas": explain_formulas(result), "errors": errors})
 
 
 def csv(query: str) -> str:

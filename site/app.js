@@ -196,11 +196,13 @@ async function renderCharts(charts) {
     const chart = charts[name];
     const holder = document.getElementById(`chart-${name}`);
     const note = document.getElementById(`chart-${name}-note`);
-    holder.chart?.destroy();
-    delete holder.chart;
-    holder.replaceChildren();
     note.textContent = "";
-    if (!chart || !chart.x || !chart.x.length) continue;
+    if (!chart || !chart.x || !chart.x.length) {
+      holder.chart?.destroy();
+      delete holder.chart;
+      holder.replaceChildren();
+      continue;
+    }
     const colors = chart.series.map((s, k) => componentColors.get(s.key) || COLORS[k % COLORS.length]);
     chart.series.forEach((s, k) => legend.set(s.key, [s.label, colors[k]]));
     stackedChart(uPlot, holder, chart, colors, unit);
@@ -284,21 +286,11 @@ function render(payload) {
   setHidden(document.getElementById("generic-note"), kind !== "generic");
   showApplies();
 
-  // The formulas sit below the results: drawn once this frame is painted, so typing stays within a frame.
   // A keystroke's payload leaves the formulas out (pycore.web.run(query, false)): the table below the
-  // results is drawn once typing pauses, with the answers. The build-time payloads carry them.
-  pendingFormulas = payload.formulas || { query: new URLSearchParams(payload.query).toString() };
+  // results is drawn once typing pauses, from the answers' payload. The build-time payloads carry them.
+  if (payload.formulas) renderFormulas(payload.formulas);
   document.documentElement.dataset.totalBytes = String(r.total_bytes);
   document.documentElement.dataset.peakBytes = String(r.peak_bytes);
-}
-
-let pendingFormulas = null;
-
-function flushFormulas() {
-  const pending = pendingFormulas;
-  pendingFormulas = null;
-  if (Array.isArray(pending)) renderFormulas(pending);
-  else if (pending && window.pycoreFormulas) renderFormulas(JSON.parse(window.pycoreFormulas(pending.query)).formulas || []);
 }
 
 function renderFormulas(rows) {
@@ -596,8 +588,9 @@ function scheduleAnswers() {
   document.documentElement.dataset.answersPending = "1";
   const round = ++answersRound;
   answersTimer = setTimeout(async () => {
-    flushFormulas();
+    performance.mark("answers-start");      // benchmarks/page_speed.py reads the "answers" measure
     const payload = JSON.parse(window.pycoreAnswers(requestQuery()));
+    if (payload.formulas) renderFormulas(payload.formulas);
     if (payload.answers) {
       renderAnswers(payload.answers, lastResult, payload.display);
       renderComparison(payload.answers.comparison);
@@ -605,7 +598,10 @@ function scheduleAnswers() {
     const baseErrors = Object.entries(payload.errors).filter(([key]) => key.startsWith("base."));
     for (const [, message] of baseErrors) document.getElementById("messages").append(el("p", message));
     if (payload.answers) await renderCharts(payload.answers.charts);   // the chart library may still be loading
-    if (round === answersRound) delete document.documentElement.dataset.answersPending;
+    if (round === answersRound) {
+      performance.measure("answers", "answers-start");
+      delete document.documentElement.dataset.answersPending;
+    }
   }, 120);
 }
 
@@ -765,7 +761,6 @@ setTimeout(() => failed("it did not finish loading within 90 seconds"), 90000);
 // startup.js paints the answer build.py computed with pycore, before Python is ready.
 window.pycorePaint = (payload, answers) => {
   render(payload);
-  flushFormulas();
   if (payload.result && answers?.answers) { renderAnswers(answers.answers, payload.result); renderComparison(answers.answers.comparison); }
 };
 

@@ -28,19 +28,8 @@ function gibSplits(top) {
 
 const tick = (x) => (x >= 1024 && x % 1024 === 0 ? `${x / 1024}K` : x.toLocaleString("en-US"));
 
-/**
- * One stacked bar chart in holder (replacing what was there).
- * @param {object} uPlot the library
- * @param {HTMLElement} holder
- * @param {object} chart {x: [..], series: [{key, label, bytes: [..]}], usable_bytes, largest_fitting}
- * @param {string[]} colors one per series
- * @param {string} unit what x counts ("sequences", "tokens")
- * @returns {object} the uPlot instance (also holder.chart)
- */
-export function stackedChart(uPlot, holder, chart, colors, unit) {
-  holder.chart?.destroy();
-  holder.replaceChildren();
-  const n = chart.x.length;
+/** What one drawing needs from pycore's chart: stacked sums, the largest that fits, the axis top. */
+function stateOf(chart) {
   // Stacked bars: each series is drawn up to its running sum, the top of the stack first, so each lower
   // part paints over the one above it and every bar shows every component at its own size.
   const sums = [];
@@ -49,101 +38,114 @@ export function stackedChart(uPlot, holder, chart, colors, unit) {
     running = running.map((sum, i) => sum + (series.bytes[i] || 0));
     sums.push(running);
   }
-  const totals = running;
-  const order = chart.series.map((_, k) => k).reverse();
   const limit = chart.largest_fitting ?? null;
-  const largest = chart.x.indexOf(limit);
-  const firstOver = limit === null ? 0 : chart.x.findIndex((x) => x > limit);
-  const top = Math.max(chart.usable_bytes || 0, ...totals) * 1.1 || 1;
-  const bars = uPlot.paths.bars({ size: [0.7, 64] });
-
-  const marks = (u) => {
-    const { ctx, bbox } = u;
-    ctx.save();
-    if (firstOver >= 0) {       // the bars past the largest that fits, faded
-      const from = u.valToPos(firstOver - 0.5, "x", true);
-      ctx.fillStyle = "rgba(255, 255, 255, 0.55)";
-      ctx.fillRect(from, bbox.top, bbox.left + bbox.width - from, bbox.height);
-    }
-    if (chart.usable_bytes) {
-      const y = Math.round(u.valToPos(chart.usable_bytes, "y", true)) + 0.5;
-      ctx.strokeStyle = ctx.fillStyle = "#c0392b";
-      ctx.lineWidth = uPlot.pxRatio * 1.2;
-      ctx.setLineDash([4 * uPlot.pxRatio, 3 * uPlot.pxRatio]);
-      ctx.beginPath();
-      ctx.moveTo(bbox.left, y);
-      ctx.lineTo(bbox.left + bbox.width, y);
-      ctx.stroke();
-      ctx.font = `${10 * uPlot.pxRatio}px system-ui, sans-serif`;
-      ctx.textAlign = "right";
-      ctx.fillText(`usable ${bytesText(chart.usable_bytes)}`, bbox.left + bbox.width - 2, y - 4 * uPlot.pxRatio);
-      holder.dataset.usableY = String(y / uPlot.pxRatio);
-    }
-    if (limit !== null && largest < 0 && firstOver > 0) {
-      // The largest that fits lies between two bars (x doubles from bar to bar): a green line there.
-      const below = chart.x[firstOver - 1], above = chart.x[firstOver];
-      const at = firstOver - 1 + Math.log2(limit / below) / Math.log2(above / below);
-      const x = Math.round(u.valToPos(at, "x", true)) + 0.5;
-      ctx.strokeStyle = ctx.fillStyle = "#1f8a5b";
-      ctx.lineWidth = uPlot.pxRatio * 1.5;
-      ctx.setLineDash([]);
-      ctx.beginPath();
-      ctx.moveTo(x, bbox.top + bbox.height);
-      ctx.lineTo(x, bbox.top + 12 * uPlot.pxRatio);
-      ctx.stroke();
-      ctx.font = `${10 * uPlot.pxRatio}px system-ui, sans-serif`;
-      ctx.textAlign = "center";
-      ctx.fillText(tick(limit), x, bbox.top + 9 * uPlot.pxRatio);
-      holder.dataset.limitX = String(x / uPlot.pxRatio);
-    }
-    if (largest >= 0) {          // a green triangle over the largest that fits
-      const x = u.valToPos(largest, "x", true), y = u.valToPos(totals[largest], "y", true) - 4 * uPlot.pxRatio;
-      const s = 5 * uPlot.pxRatio;
-      ctx.fillStyle = "#1f8a5b";
-      ctx.beginPath();
-      ctx.moveTo(x - s, y - s * 1.6);
-      ctx.lineTo(x + s, y - s * 1.6);
-      ctx.lineTo(x, y);
-      ctx.fill();
-    }
-    ctx.restore();
+  return {
+    chart, sums, totals: running, order: chart.series.map((_, k) => k).reverse(), limit,
+    largest: chart.x.indexOf(limit), firstOver: limit === null ? 0 : chart.x.findIndex((x) => x > limit),
+    top: Math.max(chart.usable_bytes || 0, ...running) * 1.1 || 1,
   };
+}
 
-  const options = {
-    width: Math.max(holder.clientWidth, 240),
-    height: HEIGHT,
-    scales: { x: { time: false, range: [-0.5, n - 0.5] }, y: { range: [0, top] } },
-    axes: [
-      { splits: () => chart.x.map((_, i) => i), values: (u, splits) => splits.map((i) => tick(chart.x[i])), size: 28,
-        label: unit, labelSize: 14, labelFont: "11px system-ui, sans-serif", font: "10px system-ui, sans-serif" },
-      { splits: () => gibSplits(top), values: (u, splits) => splits.map((b) => `${+(b / GIB).toFixed(2)}`), size: 44,
-        label: "GiB per GPU",
-        labelSize: 14, labelFont: "11px system-ui, sans-serif", font: "10px system-ui, sans-serif" },
-    ],
-    cursor: { drag: { x: false, y: false }, points: { show: false } },
-    legend: { show: false },        // one legend for both charts, under them (app.js)
-    series: [
-      { label: unit, value: (u, i) => (i === null ? "—" : tick(chart.x[i])) },
-      ...order.map((k) => ({
-        label: chart.series[k].label,
-        fill: colors[k],
-        stroke: colors[k],
-        width: 0,
-        paths: bars,
-        points: { show: false },
-        value: (u, v, s, i) => (i === null ? "—" : bytesText(chart.series[k].bytes[i] || 0)),
-      })),
-    ],
-    hooks: { draw: [marks] },
-  };
-  const data = [chart.x.map((_, i) => i), ...order.map((k) => sums[k])];
-  const plot = new uPlot(options, data, holder);
-  plot.root.setAttribute("role", "img");
-  plot.root.setAttribute("aria-label", `Memory per GPU against ${unit}, stacked by component: ` +
-    chart.x.map((x, i) => `${tick(x)} ${unit}, ${bytesText(totals[i])}`).join("; "));
-  holder.dataset.largest = largest >= 0 ? String(chart.x[largest]) : "";
-  holder.chart = plot;
-  return plot;
+/** The usable line, the bars past the largest that fits faded, and that largest marked. */
+function drawMarks(uPlot, holder, u) {
+  const { chart, totals, largest, firstOver, limit } = holder.chartState;
+  const { ctx, bbox } = u;
+  const px = uPlot.pxRatio;
+  ctx.save();
+  if (firstOver >= 0) {
+    const from = u.valToPos(firstOver - 0.5, "x", true);
+    ctx.fillStyle = "rgba(255, 255, 255, 0.55)";
+    ctx.fillRect(from, bbox.top, bbox.left + bbox.width - from, bbox.height);
+  }
+  ctx.font = `${10 * px}px system-ui, sans-serif`;
+  if (chart.usable_bytes) {
+    const y = Math.round(u.valToPos(chart.usable_bytes, "y", true)) + 0.5;
+    ctx.strokeStyle = ctx.fillStyle = "#c0392b";
+    ctx.lineWidth = 1.2 * px;
+    ctx.setLineDash([4 * px, 3 * px]);
+    ctx.beginPath();
+    ctx.moveTo(bbox.left, y);
+    ctx.lineTo(bbox.left + bbox.width, y);
+    ctx.stroke();
+    ctx.textAlign = "right";
+    ctx.fillText(`usable ${bytesText(chart.usable_bytes)}`, bbox.left + bbox.width - 2, y - 4 * px);
+    holder.dataset.usableY = String(y / px);
+  }
+  ctx.fillStyle = ctx.strokeStyle = "#1f8a5b";
+  if (limit !== null && largest < 0 && firstOver > 0) {
+    // The largest that fits lies between two bars (x doubles from bar to bar): a green line there.
+    const below = chart.x[firstOver - 1], above = chart.x[firstOver];
+    const x = Math.round(u.valToPos(firstOver - 1 + Math.log2(limit / below) / Math.log2(above / below), "x", true)) + 0.5;
+    ctx.lineWidth = 1.5 * px;
+    ctx.setLineDash([]);
+    ctx.beginPath();
+    ctx.moveTo(x, bbox.top + bbox.height);
+    ctx.lineTo(x, bbox.top + 12 * px);
+    ctx.stroke();
+    ctx.textAlign = "center";
+    ctx.fillText(tick(limit), x, bbox.top + 9 * px);
+  }
+  if (largest >= 0) {            // a green triangle over the largest that fits
+    const x = u.valToPos(largest, "x", true), y = u.valToPos(totals[largest], "y", true) - 4 * px;
+    ctx.beginPath();
+    ctx.moveTo(x - 5 * px, y - 8 * px);
+    ctx.lineTo(x + 5 * px, y - 8 * px);
+    ctx.lineTo(x, y);
+    ctx.fill();
+  }
+  ctx.restore();
+}
+
+/**
+ * One stacked bar chart in holder. A chart of the same shape (series, colours, number of bars) is
+ * redrawn with its new numbers; another replaces it.
+ * @param {object} uPlot the library
+ * @param {HTMLElement} holder
+ * @param {object} chart {x: [..], series: [{key, label, bytes: [..]}], usable_bytes, largest_fitting}
+ * @param {string[]} colors one per series
+ * @param {string} unit what x counts ("sequences", "tokens")
+ * @returns {object} the uPlot instance (also holder.chart)
+ */
+export function stackedChart(uPlot, holder, chart, colors, unit) {
+  const state = stateOf(chart);
+  const shape = JSON.stringify([unit, chart.x.length, chart.series.map((s) => [s.key, s.label]), colors]);
+  holder.chartState = state;
+  const data = [chart.x.map((_, i) => i), ...state.order.map((k) => state.sums[k])];
+  if (holder.chart && holder.dataset.shape === shape) {
+    holder.chart.setData(data);
+  } else {
+    holder.chart?.destroy();
+    holder.replaceChildren();
+    holder.dataset.shape = shape;
+    const font = "10px system-ui, sans-serif", labelFont = "11px system-ui, sans-serif";
+    const bars = uPlot.paths.bars({ size: [0.7, 64] });
+    const current = () => holder.chartState;
+    holder.chart = new uPlot({
+      width: Math.max(holder.clientWidth, 240),
+      height: HEIGHT,
+      scales: { x: { time: false, range: () => [-0.5, current().chart.x.length - 0.5] },
+        y: { range: () => [0, current().top] } },
+      axes: [
+        { splits: () => current().chart.x.map((_, i) => i), values: (u, splits) => splits.map((i) => tick(current().chart.x[i])),
+          size: 28, label: unit, labelSize: 14, labelFont, font },
+        { splits: () => gibSplits(current().top), values: (u, splits) => splits.map((b) => `${+(b / GIB).toFixed(2)}`),
+          size: 44, label: "GiB per GPU", labelSize: 14, labelFont, font },
+      ],
+      cursor: { drag: { x: false, y: false }, points: { show: false } },
+      legend: { show: false },        // one legend for both charts, under them (app.js)
+      series: [
+        { label: unit },
+        ...state.order.map((k) => ({ label: chart.series[k].label, fill: colors[k], stroke: colors[k], width: 0,
+          paths: bars, points: { show: false } })),
+      ],
+      hooks: { draw: [(u) => drawMarks(uPlot, holder, u)] },
+    }, data, holder);
+    holder.chart.root.setAttribute("role", "img");
+  }
+  holder.chart.root.setAttribute("aria-label", `Memory per GPU against ${unit}, stacked by component: ` +
+    chart.x.map((x, i) => `${tick(x)} ${unit}, ${bytesText(state.totals[i])}`).join("; "));
+  holder.dataset.largest = state.largest >= 0 ? String(chart.x[state.largest]) : "";
+  return holder.chart;
 }
 
 /** Charts follow their box's width (a phone turned, a window resized). */

@@ -9,7 +9,6 @@ from pycore import web
 
 random.seed()  # after a start from the build's memory snapshot (pyodide/start.mjs), random would repeat its state
 window.pycoreRun = create_proxy(web.run)
-window.pycoreFormulas = create_proxy(web.formulas)
 window.pycoreAnswers = create_proxy(web.answers)
 window.pycoreCsv = create_proxy(web.csv)
 window.pycoreImport = create_proxy(web.import_config)

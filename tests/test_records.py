@@ -97,8 +97,8 @@ def test_the_default_page_breakdown_is_its_records():
 
 @pytest.mark.parametrize("setup", SETUPS[::3] + [{"hidden": "188"}, {"model": "no-such-model"}])
 def test_the_keystroke_payload_and_the_formulas_after_it_are_the_full_estimate(setup):
-    # The page draws web.run(query, False) within the frame and web.formulas(its normalised query) after
-    # it: together they must be exactly what one web.run(query) gives, for any input, bad ones included.
+    # The page draws web.run(query, False) within the frame and the formulas of web.answers(query) once
+    # typing pauses: together they must be exactly what one web.run(query) gives, bad inputs included.
     from urllib.parse import urlencode
 
     from pycore import web
@@ -111,5 +111,4 @@ def test_the_keystroke_payload_and_the_formulas_after_it_are_the_full_estimate(s
     fields = ("key", "label", "bytes", "text", "gb_text", "percent", "source", "group")
     assert [[row[f] for f in fields] for row in light["breakdown"]] == \
         [[row[f] for f in fields] for row in full["breakdown"]]
-    later = json.loads(web.formulas(urlencode([tuple(pair) for pair in light["query"]])))
-    assert later["formulas"] == full["formulas"]
+    assert json.loads(web.answers(query))["formulas"] == full["formulas"]

@@ -91,7 +91,7 @@ for module in pkgutil.iter_modules(pycore.__path__):
     if module.name != "__main__":
         importlib.import_module("pycore." + module.name)
 import pycore.web as web
-web.run(''); web.run('', False); web.formulas(''); web.answers('')
+web.run(''); web.run('', False); web.answers('')
 `);
   writeFileSync(output, py.makeMemorySnapshot());
 } else {

@@ -129,7 +129,7 @@ def every_entry_point_answers(page):
     imported = page.evaluate("JSON.parse(window.pycoreImport(JSON.stringify({model_type: 'gpt2', n_layer: 2, "
                              "n_embd: 64, n_head: 4, vocab_size: 100, n_positions: 64})))")
     assert imported["params"] == 110592, imported       # 2 x 12 x 64^2 + 2 x 13 x 64 + 64 x (100 + 64) + 128
-    assert page.evaluate("JSON.parse(window.pycoreFormulas('batch=2')).formulas.length") > 5
+    assert page.evaluate("JSON.parse(window.pycoreAnswers('batch=2')).formulas.length") > 5
     assert page.evaluate("window.pycoreCsv('batch=2')").startswith("section,")
 
 
