@@ -705,6 +705,7 @@ function ready() {
 const NEEDED = [
   ["./pyscript/core.js", "PyScript (pyscript/core.js)"], ["./pyscript.json", "PyScript's settings (pyscript.json)"],
   ["./main.py", "the page's Python (main.py)"], ["./pyodide/pyodide.mjs", "Pyodide (pyodide/pyodide.mjs)"],
+  ["./pyodide/start.mjs", "Pyodide's start-up (pyodide/start.mjs)"],
   ["./pyodide/pyodide.asm.mjs", "Pyodide (pyodide/pyodide.asm.mjs)"],
   ["./pyodide/pyodide.asm.wasm", "Pyodide's WebAssembly (pyodide/pyodide.asm.wasm)"],
   ["./pyodide/python_stdlib.zip", "Python's standard library (pyodide/python_stdlib.zip)"],
@@ -740,11 +741,17 @@ function failed(reason) {
   enableControls();
 }
 
-// A <script> or <link> that fails to load fires "error" on itself, seen here in the capture phase.
+// A <script> or <link> that fails to load fires "error" on itself, seen here in the capture phase. A
+// module fails too when one it imports does (start.mjs when pyodide.mjs is missing): the probe names
+// the file that is really missing, else the element's own.
 window.addEventListener("error", (event) => {
   if (event.target instanceof HTMLScriptElement || event.target instanceof HTMLLinkElement) {
     const src = event.target.src || event.target.href || "a file";
-    failed(`${src.slice(src.lastIndexOf("/") + 1).slice(0, 80)} could not be loaded`);
+    probe().then(() => {
+      if (!run && !statusLine.classList.contains("failed")) {
+        failed(`${src.slice(src.lastIndexOf("/") + 1).slice(0, 80)} could not be loaded`);
+      }
+    });
   } else if (!run) {
     probe().then(() => { if (!run && !statusLine.classList.contains("failed")) failed(String(event.message || "script error").slice(0, 200)); });
   }
