@@ -9,9 +9,17 @@ const GIB = 2 ** 30;
 const HEIGHT = 210;
 let library = null;
 
-/** uPlot, imported once (build.py wraps its minified build as an ES module). */
+/** uPlot, imported once (build.py wraps its minified build as an ES module), with its stylesheet: both
+ * only when the first chart is drawn, so neither holds up the page's first paint. */
 export function chartLibrary() {
-  library ??= import("./uplot/uPlot.mjs").then((module) => module.default);
+  if (!library) {
+    const sheet = document.createElement("link");
+    sheet.rel = "stylesheet";
+    sheet.href = "./uplot/uPlot.min.css";
+    const styled = new Promise((resolve) => { sheet.onload = sheet.onerror = resolve; });
+    document.head.append(sheet);
+    library = Promise.all([import("./uplot/uPlot.mjs"), styled]).then(([module]) => module.default);
+  }
   return library;
 }
 

@@ -1,7 +1,7 @@
 // PyScript's interpreter module (pyscript.json names it; build.py puts it beside pyodide.mjs): Pyodide's
-// own loadPyodide, started as soon as the page loads this module (index.html does, right after the
-// scripts that draw the build-time estimate) instead of once PyScript has set itself up, about a second
-// later on a 2-core machine. PyScript's call below receives this instance.
+// own loadPyodide, started as soon as the page imports this module (startup.js does, once the
+// build-time estimate is painted) instead of once PyScript has set itself up, about a second later on a
+// 2-core machine. PyScript's call below receives this instance.
 //
 // Python starts from the memory snapshot build.py took with pycore imported (starting cold measured 0.84x
 // a bare loadPyodide() page here, against 1.45x without it): from the service worker's cache on later
@@ -50,10 +50,7 @@ async function start() {
   return loadPlain(options);
 }
 
-// After the first frame: the build-time estimate startup.js draws is painted before Python's start-up
-// takes the main thread (the downloads began with the page's preload links).
-const firstFrame = new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
-const early = firstFrame.then(start);
+const early = start();
 early.catch(() => {});        // a failure is reported when PyScript asks (below), not as unhandled
 
 export async function loadPyodide(options = {}) {

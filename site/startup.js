@@ -10,16 +10,17 @@ const ready = () => root.classList.contains("py-ready");
 
 function painted() {
   // The frame after this one has painted what was just drawn.
-  requestAnimationFrame(() => {
+  return new Promise((resolve) => requestAnimationFrame(() => {
     if (window.__firstPaintMs === undefined) window.__firstPaintMs = performance.now();
     root.dataset.prerendered = "painted";
-  });
+    resolve();
+  }));
 }
 
 function paint(prerendered) {
-  if (ready() || typeof window.pycorePaint !== "function") return;
+  if (ready() || typeof window.pycorePaint !== "function") return null;
   window.pycorePaint(prerendered.run, prerendered.answers);
-  painted();
+  return painted();
 }
 
 // Which build-time estimate matches this link: none (the default), or model=ID alone.
@@ -36,11 +37,11 @@ async function paintPrerendered() {
   const source = prerenderedSource();
   if (source === "inline") {
     const block = document.getElementById("prerendered");
-    if (block) paint(JSON.parse(block.textContent));
+    if (block) await paint(JSON.parse(block.textContent));
   } else if (source) {
     try {
       const response = await fetch(source);
-      if (response.ok) paint(await response.json());
+      if (response.ok) await paint(await response.json());
     } catch {
       // No file for this model (a typo, an alias): Python will answer, and name a typo.
     }
@@ -166,5 +167,7 @@ if (ready()) {
       observer.disconnect();
     }
   }).observe(document.getElementById("status"), { attributes: true, attributeFilter: ["class"] });
-  paintPrerendered();
+  // Python starts (pyodide/start.mjs) once the build-time estimate is painted, not when PyScript has set
+  // itself up, about a second later; PyScript then receives that interpreter.
+  paintPrerendered().finally(() => import("./pyodide/start.mjs").catch(() => {}));
 }
