@@ -81,7 +81,7 @@ def resolve_architecture(values: dict) -> Architecture:
 
 # The answers and charts re-estimate one setup dozens of times with another batch or sequence length:
 # its architecture and parameter count are looked up once (presets never change while running).
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def _named_architecture(model: str, params: int, layers: int, hidden: int, heads: int,
                         overrides: tuple) -> Architecture:
     if params and model == DEFAULTS["model"]:
@@ -107,7 +107,7 @@ def _with_overrides(arch: Architecture, values: dict) -> Architecture:
         raise FieldError(key, message) from None
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def _counts(arch: Architecture) -> ParameterCount:
     return count_parameters(arch)
 
