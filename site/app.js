@@ -288,12 +288,15 @@ function render(payload) {
 
   // A keystroke's payload leaves the formulas out (pycore.web.run(query, false)): the table below the
   // results is drawn once typing pauses, from the answers' payload. The build-time payloads carry them.
+  // Until then the table still shows the last pause's numbers, dimmed.
   if (payload.formulas) renderFormulas(payload.formulas);
+  else document.getElementById("formulas").classList.add("stale");
   document.documentElement.dataset.totalBytes = String(r.total_bytes);
   document.documentElement.dataset.peakBytes = String(r.peak_bytes);
 }
 
 function renderFormulas(rows) {
+  document.getElementById("formulas").classList.remove("stale");
   syncChildren(document.querySelector("#formulas tbody"), rows, () => {
     const tr = rowOf("", "formula", "num", "muted");
     const [, formula, , source] = tr.children;

@@ -3,10 +3,11 @@
 // build-time estimate is painted) instead of once PyScript has set itself up, about a second later on a
 // 2-core machine. PyScript's call below receives this instance.
 //
-// Python starts from the memory snapshot build.py took with pycore imported (starting cold measured 0.84x
-// a bare loadPyodide() page here, against 1.45x without it): from the service worker's cache on later
-// visits, over the network on a first visit (6 MB more, skipped when the browser asks to save data or
-// reports a 2G/3G link). If the snapshot cannot be had or used, Python starts the ordinary way.
+// Python starts from the memory snapshot build.py took with pycore imported (a first visit measured
+// 0.67x a bare loadPyodide() page here, against 1.45x without it; README): from the service worker's
+// cache on later visits, over the network on a first visit (6.6 MB more, skipped when the browser asks
+// to save data or reports a 2G/3G link). If the snapshot cannot be had or used, Python starts the
+// ordinary way.
 import { loadPyodide as loadPlain, version } from "./pyodide.mjs";
 
 export { version };

@@ -4,7 +4,7 @@ the layouts that fit, vLLM's log lines, what fits on my GPUs."""
 import json
 
 import pytest
-from conftest import show
+from conftest import settled, show
 
 from pycore import estimate, web
 
@@ -27,6 +27,15 @@ def test_formulas_show_the_users_numbers(shared):
     text = page.locator("#formulas").inner_text()
     # GPT-2 has 124,439,808 parameters: the weights row shows P × 4 and the same with the number.
     assert "P × 4" in text and "124,439,808 × 4" in text
+    # A keystroke redraws the numbers at once and the formulas once typing pauses: dimmed until then.
+    assert page.evaluate("""() => { const field = document.getElementById('f-batch'); field.value = '5';
+        field.dispatchEvent(new Event('input', { bubbles: true }));
+        return document.getElementById('formulas').classList.contains('stale'); }""")
+    settled(page)
+    assert not page.locator("#formulas.stale").count()
+    before, after = (json.loads(web.run(f"model=gpt2&batch={b}"))["formulas"] for b in (4, 5))
+    changed = next(a["substituted"] for a, b in zip(after, before) if a["substituted"] != b["substituted"])
+    assert changed in page.locator("#formulas").inner_text()
 
 
 def test_layouts_that_fit_are_buttons_that_set_the_inputs(shared):
