@@ -42,7 +42,7 @@ def estimate(inputs: dict) -> dict:
 def estimate_values(values: dict, explain: bool = True, formulas: bool = True) -> dict:
     """``estimate`` for values already parsed by ``schema.parse``. ``explain=False`` returns the totals only
     (the answers' searches); ``formulas=False`` keeps every number and breakdown row but leaves out the
-    records' formulas (the page's keystroke update, whose formulas table follows after the frame)."""
+    records' formulas (the page's keystroke update; its formulas table follows once typing pauses)."""
     return estimate_setup(resolve(values), values, explain, formulas)
 
 
@@ -54,7 +54,9 @@ def total_bytes(values: dict) -> int:
 def totals_only(values: dict) -> dict:
     """``estimate_values(values, explain=False)``, remembered: the answers' searches, plans and charts ask
     for the same setups again (the charts' points are the searches' doublings), and so does the next
-    pause in typing. The result is shared: read it, do not change it."""
+    pause in typing. The result is shared: read it, do not change it. A config file is read afresh."""
+    if values.get("config"):
+        return estimate_values(values, explain=False)
     return _totals_only(tuple(sorted(values.items())))
 
 
