@@ -13,13 +13,14 @@
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from .architecture import is_dense_layer, layer_params
+from .architecture import count_parameters, is_dense_layer, layer_params
 from .schema import InputError
 
 if TYPE_CHECKING:
-    from .architecture import Architecture, ParameterCount
+    from .architecture import Architecture
 
 FSDP_STAGES = {"none": None, "NO_SHARD": 0, "SHARD_GRAD_OP": 2, "FULL_SHARD": 3, "HYBRID_SHARD": 3}
 
@@ -102,31 +103,25 @@ class Stage:
     in_flight: float            # micro-batches whose activations it holds at once (1F1B)
 
 
-_PLACED: "dict[tuple, tuple[Stage, ...]]" = {}
+def stages(arch: "Architecture", lay: Layout) -> list[Stage]:
+    """One Stage per pipeline stage (a single one without pipeline parallelism)."""
+    return list(_place(arch, lay))
 
 
-def stages(arch: "Architecture", counts: "ParameterCount", lay: Layout) -> list[Stage]:
-    """One Stage per pipeline stage (a single one without pipeline parallelism). ``counts`` is
-    ``count_parameters(arch)``: the placement is kept per architecture and layout, which the answers'
-    searches re-estimate dozens of times with another batch or sequence length."""
-    key = (arch, lay)
-    if key not in _PLACED:
-        if len(_PLACED) >= 256:
-            _PLACED.clear()
-        _PLACED[key] = tuple(_place(arch, counts, lay))
-    return list(_PLACED[key])
-
-
-def _place(arch: "Architecture", counts: "ParameterCount", lay: Layout) -> list[Stage]:
+# The answers' searches re-estimate one setup dozens of times with another batch or sequence length: the
+# placement is kept per architecture and layout.
+@lru_cache(maxsize=256)
+def _place(arch: "Architecture", lay: Layout) -> "tuple[Stage, ...]":
+    counts = count_parameters(arch)
     if arch.kind == "generic":
-        return [Stage(0, 0, counts.total, 0, 0, 0, True, True, 1)]
+        return (Stage(0, 0, counts.total, 0, 0, 0, True, True, 1),)
     t, e = lay.tp, lay.ep
     dense_layer = layer_params(arch, 0, t, e) if not arch.experts or arch.dense_layers else 0
     moe_layer = layer_params(arch, arch.layers - 1, t, e)
     if arch.kind == "encoder-decoder":       # no pipeline split modelled: counts as one stage
         per_layer = math.ceil((counts.layers_total) / t)
-        return [Stage(0, arch.layers, math.ceil(counts.total / t), math.ceil(counts.total / t), per_layer,
-                      math.ceil(counts.embedding / t), True, True, 1)]
+        return (Stage(0, arch.layers, math.ceil(counts.total / t), math.ceil(counts.total / t), per_layer,
+                      math.ceil(counts.embedding / t), True, True, 1),)
     embedding = math.ceil(counts.embedding / t)
     if arch.kind == "decoder":      # the final norm, replicated; the head's weight (and bias) vocabulary-parallel
         head = math.ceil((counts.head - arch.norm_params) / t) + arch.norm_params
@@ -160,4 +155,4 @@ def _place(arch: "Architecture", counts: "ParameterCount", lay: Layout) -> list[
         root = params - sum(placed)
         result.append(Stage(index, n, params, matrix, max(placed, default=0), root, has_embedding, has_head,
                             in_flight))
-    return result
+    return tuple(result)

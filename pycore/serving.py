@@ -77,7 +77,7 @@ def kv_cache_bytes(arch: "Architecture", tokens: int, kv_bytes: float, engine: s
 
 def serving(setup: Setup, gpu: dict) -> dict:
     """Pools and moments of serving on the worst pipeline stage (every stage's summary when pp > 1)."""
-    stages = parallel.stages(setup.arch, setup.counts, setup.layout)
+    stages = parallel.stages(setup.arch, setup.layout)
     first = 0
     results = []
     for stage in stages:

@@ -80,7 +80,7 @@ def resolve_architecture(values: dict) -> Architecture:
 
 
 # The answers and charts re-estimate one setup dozens of times with another batch or sequence length:
-# its architecture and parameter count are looked up once (presets never change while running).
+# its architecture is looked up once (presets never change while running; count_parameters keeps its own).
 @lru_cache(maxsize=256)
 def _named_architecture(model: str, params: int, layers: int, hidden: int, heads: int,
                         overrides: tuple) -> Architecture:
@@ -107,11 +107,6 @@ def _with_overrides(arch: Architecture, values: dict) -> Architecture:
         raise FieldError(key, message) from None
 
 
-@lru_cache(maxsize=256)
-def _counts(arch: Architecture) -> ParameterCount:
-    return count_parameters(arch)
-
-
 def quantization_of(values: dict) -> str:
     """The weight storage format: quant, or NF4 with double quantization for QLoRA (Dettmers et al. 2023)."""
     if values["quant"] == "none" and values["method"] == "qlora":
@@ -125,7 +120,7 @@ def resolve(values: dict) -> Setup:
     if values["gpu"] not in gpu_catalog():
         raise FieldError("gpu", f"unknown GPU {values['gpu'][:40]!r}; see python -m pycore gpus")
     arch = resolve_architecture(values)
-    counts = _counts(arch)
+    counts = count_parameters(arch)
     mode = values["mode"]
     activation_model = values["activations"]
     if arch.kind == "generic" and activation_model == "detailed" and not arch.act_per_sample_fp32:

@@ -35,7 +35,7 @@ def training(setup: Setup) -> dict:
     if setup.arch.kind != "generic" and setup.workload.activation_model == "detailed":
         per_token = act.per_token(setup)            # the same for every stage
     per_stage = [stage_estimate(setup, stage, per_token)
-                 for stage in parallel.stages(setup.arch, setup.counts, setup.layout)]
+                 for stage in parallel.stages(setup.arch, setup.layout)]
     return worst_stage(per_stage)
 
 

@@ -9,15 +9,14 @@ const form = document.getElementById("form");
 const statusLine = document.getElementById("status");
 // The form is written once by build.py from the schema: its fields never change, so they are looked up once.
 const FIELDS = [...form.querySelectorAll("[data-key]")];
-const fields = () => FIELDS;
-const FORM_KEYS = new Set(fields().map((node) => node.dataset.key));
+const FORM_KEYS = new Set(FIELDS.map((node) => node.dataset.key));
 const APPLIES = JSON.parse(document.getElementById("applies-table")?.textContent || "{}");
 const COLORS = ["#3b6fd8", "#8a5cd6", "#d6683b", "#2f9e7a", "#d6a93b", "#c2477a", "#5aa0c8", "#7a8b3b", "#999"];
 
 let run = null;          // pycore.web.run, once Python is ready
 let pushNext = true;     // the first keystroke of an edit makes a history entry; the rest replace it
 
-const defaults = Object.fromEntries(fields().map((el) => [el.dataset.key, el.value]));
+const defaults = Object.fromEntries(FIELDS.map((el) => [el.dataset.key, el.value]));
 
 // A key given twice counts once, with its last value, as pycore's web.py reads a query.
 const lastValue = (params, key) => { const all = params.getAll(key); return all.length ? all[all.length - 1] : null; };
@@ -43,7 +42,7 @@ function droppedKeys() {
 
 function formQuery() {
   const params = new URLSearchParams();
-  for (const el of fields()) {
+  for (const el of FIELDS) {
     const value = el.value.trim();
     if (value !== "" && value !== defaults[el.dataset.key]) params.append(el.dataset.key, value);
   }
@@ -54,7 +53,7 @@ function formQuery() {
 
 function fillForm(query) {
   const params = new URLSearchParams(query);
-  for (const el of fields()) {
+  for (const el of FIELDS) {
     const value = lastValue(params, el.dataset.key);
     setValue(el, value === null ? defaults[el.dataset.key] : value);
     if (value !== null) el.closest("details")?.setAttribute("open", "");
@@ -75,7 +74,7 @@ function requestQuery() {
   // Only form fields and base.FIELD reach pycore: never config= (a path on the machine running Python)
   // nor any other key a link carries. Unknown <select> values still go, so pycore's message names them.
   const params = new URLSearchParams(formQuery());
-  for (const el of fields()) if (el.dataset.pending !== undefined) params.set(el.dataset.key, el.dataset.pending);
+  for (const el of FIELDS) if (el.dataset.pending !== undefined) params.set(el.dataset.key, el.dataset.pending);
   return params.toString();
 }
 
@@ -378,7 +377,7 @@ function filterGpus() {
 let kind = "transformer";
 
 function currentValues() {
-  const values = Object.fromEntries(fields().map((node) => [node.dataset.key, node.value.trim() || defaults[node.dataset.key]]));
+  const values = Object.fromEntries(FIELDS.map((node) => [node.dataset.key, node.value.trim() || defaults[node.dataset.key]]));
   values.kind = kind;
   return values;
 }
@@ -395,7 +394,7 @@ function applies(key, values) {
 function showApplies() {
   const values = currentValues();
   const ignored = [];
-  for (const node of fields()) {
+  for (const node of FIELDS) {
     const key = node.dataset.key;
     const box = node.closest(".field");
     const apply = applies(key, values);
@@ -690,7 +689,7 @@ document.getElementById("download-csv").addEventListener("click", () => {
 });
 
 function enableControls() {
-  for (const control of [...fields(), ...document.querySelectorAll(".actions button, #import textarea, #import input, #import button, #fits-run")]) {
+  for (const control of [...FIELDS, ...document.querySelectorAll(".actions button, #import textarea, #import input, #import button, #fits-run")]) {
     control.disabled = false;
   }
 }

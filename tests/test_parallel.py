@@ -4,7 +4,6 @@ import pytest
 
 from pycore import InputError, catalog, estimate, parallel, parse
 from pycore.answers import answer
-from pycore.architecture import count_parameters
 from pycore.estimate import estimate_values
 
 GB = 10**9
@@ -65,15 +64,14 @@ def test_tensor_parallel_splits_matrices_and_keeps_norms():
     # 3·4096·14336/8 = 22,020,096 and both norms whole, 2·4096 = 8,192: 27,271,168. Embedding and head
     # 128256·4096/8 each, and the final norm 4,096: 32 · 27,271,168 + 2 · 65,667,072 + 4,096 = 1,004,015,616.
     arch = catalog.architecture("llama-3.1-8b")
-    (stage,) = parallel.stages(arch, count_parameters(arch), parallel.Layout(tp=8))
+    (stage,) = parallel.stages(arch, parallel.Layout(tp=8))
     layer = (2 * 4096 * 4096 + 2 * 4096 * 1024) // 8 + 3 * 4096 * 14336 // 8 + 2 * 4096
     assert stage.params == 32 * layer + 2 * 128256 * 4096 // 8 + 4096 == 1_004_015_616
 
 
 def test_pipeline_stages_partition_the_layers_and_the_parameters():
     arch = catalog.architecture("llama-3.1-70b")
-    counts = count_parameters(arch)
-    stages = parallel.stages(arch, counts, parallel.Layout(pp=6, microbatches=12))
+    stages = parallel.stages(arch, parallel.Layout(pp=6, microbatches=12))
     # Llama 3.1 70B: 80 layers; 70,553,706,496 parameters (validation/param_counts.json).
     assert sum(s.layers for s in stages) == 80
     assert sum(s.params for s in stages) == 70_553_706_496
@@ -101,9 +99,8 @@ def test_context_parallel_splits_activations():
 
 def test_expert_parallel_splits_experts_only():
     arch = catalog.architecture("mixtral-8x7b")
-    counts = count_parameters(arch)
-    (one,) = parallel.stages(arch, counts, parallel.Layout())
-    (eight,) = parallel.stages(arch, counts, parallel.Layout(ep=8))
+    (one,) = parallel.stages(arch, parallel.Layout())
+    (eight,) = parallel.stages(arch, parallel.Layout(ep=8))
     # Mixtral 8x7B config.json: 32 layers of 8 experts, each gate, up and down 4096 × 14336. ep=8 keeps one
     # expert a layer: 7 of 8 leave, 7 · 32 · 3 · 4096 · 14336 = 39,460,012,032 parameters.
     assert one.params - eight.params == 7 * 32 * 3 * 4096 * 14336 == 39_460_012_032
@@ -188,7 +185,7 @@ def test_one_gpu_holds_exactly_the_counted_parameters(model_id):
     # preset records: transformers' own sum(p.numel()) (presets/models.json 'params', checked against
     # validation/param_counts.json in test_catalogs.py), not pycore's count.
     arch = catalog.architecture(model_id)
-    placed = sum(stage.params for stage in parallel.stages(arch, count_parameters(arch), parallel.Layout()))
+    placed = sum(stage.params for stage in parallel.stages(arch, parallel.Layout()))
     assert placed == catalog.models()[model_id]["params"]
 
 
