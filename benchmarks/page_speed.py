@@ -158,7 +158,8 @@ def pause_timings(browser, url, repeats=15):
 
 def drawn_after_pause(browser, url, edits=15):
     """From a pause in typing to the answers, formulas and charts drawn (the page's "answers" measure:
-    pycore's answers and formulas, then the DOM and the charts), for the 70B FSDP case."""
+    pycore's answers and formulas, then the DOM and the charts), for the 70B FSDP case. Each pause follows
+    a batch not typed before, so none of its totals are remembered (as when a person types)."""
     context = browser.new_context()
     page = context.new_page()
     first_result_ms(page, url + "?" + PAUSE_QUERIES["answers, 70B FSDP (plans, searches, charts)"][1])
@@ -166,7 +167,7 @@ def drawn_after_pause(browser, url, edits=15):
     page.wait_for_function("document.documentElement.dataset.answersPending === undefined")
     samples = []
     for i in range(edits):
-        page.locator("#f-batch").fill(str(2 + i % 4))
+        page.locator("#f-batch").fill(str(2 + i))
         page.wait_for_function("document.documentElement.dataset.answersPending === undefined")
         samples.append(page.evaluate("performance.getEntriesByName('answers').at(-1).duration"))
     context.close()

@@ -269,7 +269,7 @@ function render(payload) {
       delete tr.dataset.component;
     } else {
       setClass(tr, "");
-      tr.dataset.component = row.key;
+      if (tr.dataset.component !== row.key) tr.dataset.component = row.key;
     }
     setHidden(name.firstChild, row === totalRow);
     setColor(name.firstChild, row.color || "");
@@ -344,10 +344,16 @@ function renderGpus(gpus) {
   filterGpus();
 }
 
+const gpuWords = new Map();   // GPU id -> the lower-case words the filter searches
+
 function filterGpus() {
   const words = document.getElementById("gpu-filter").value.trim().toLowerCase().split(/\s+/).filter(Boolean);
-  const shown = gpuRows.filter((gpu) => {
-    const haystack = `${gpu.id} ${gpu.name} ${gpu.memory_text}`.toLowerCase();
+  const shown = !words.length ? gpuRows : gpuRows.filter((gpu) => {
+    let haystack = gpuWords.get(gpu.id);
+    if (haystack === undefined) {
+      haystack = `${gpu.id} ${gpu.name} ${gpu.memory_text}`.toLowerCase();
+      gpuWords.set(gpu.id, haystack);
+    }
     return words.every((word) => haystack.includes(word));
   });
   const list = document.getElementById("gpus");
@@ -362,14 +368,15 @@ function filterGpus() {
     return item;
   }, (item, gpu) => {
     setClass(item, `gpu ${gpu.status}${gpu.chosen ? " chosen" : ""}`);
-    item.dataset.gpu = gpu.id;
-    item.dataset.headroom = String(gpu.headroom_bytes);
-    const [name, usable, badge, headroom] = item.children;
+    if (item.dataset.gpu !== gpu.id) item.dataset.gpu = gpu.id;
+    const headroom = String(gpu.headroom_bytes);
+    if (item.dataset.headroom !== headroom) item.dataset.headroom = headroom;
+    const [name, usable, badge, free] = item.children;
     setText(name, gpu.name);
     setText(usable, `${gpu.memory_text} usable`);
     setText(badge, STATUS_WORDS[gpu.status]);
     setClass(badge, `badge ${gpu.status}`);
-    setText(headroom, gpu.headroom_text);
+    setText(free, gpu.headroom_text);
   });
 }
 
@@ -390,24 +397,28 @@ function applies(key, values) {
   return true;
 }
 
+// The form's structure does not change: each field's box, and the boxes in each folded section and group.
+const BOXES = FIELDS.map((node) => node.closest(".field"));
+const SECTIONS = [...form.querySelectorAll("details.more[data-folded]")]
+  .map((section) => [section, [...section.querySelectorAll(".field")], false]);
+const GROUPS = [...form.querySelectorAll("fieldset.group")]
+  .map((group) => [group, [...group.querySelectorAll(".field")], Boolean(group.querySelector(".import"))]);
+
 /** Hide the inputs that do not apply; one given a value anyway stays, marked "ignored here". */
 function showApplies() {
   const values = currentValues();
   const ignored = [];
-  for (const node of FIELDS) {
+  FIELDS.forEach((node, i) => {
     const key = node.dataset.key;
-    const box = node.closest(".field");
+    const box = BOXES[i];
     const apply = applies(key, values);
     const given = node.value.trim() !== "" && node.value.trim() !== defaults[key];
     setHidden(box, !apply && !given);
     box.classList.toggle("ignored", !apply && given);
     if (!apply && given) ignored.push(key);
-  }
-  for (const section of form.querySelectorAll("details.more[data-folded]")) {
-    setHidden(section, ![...section.querySelectorAll(".field")].some((box) => !box.hidden));
-  }
-  for (const group of form.querySelectorAll("fieldset.group")) {
-    setHidden(group, !group.querySelector(".import") && ![...group.querySelectorAll(".field")].some((box) => !box.hidden));
+  });
+  for (const [container, boxes, always] of [...SECTIONS, ...GROUPS]) {
+    setHidden(container, !always && boxes.every((box) => box.hidden));
   }
   const note = document.getElementById("ignored-note");
   setHidden(note, !ignored.length);
