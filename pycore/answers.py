@@ -36,9 +36,12 @@ def _fits(values: dict, usable: int, **changes: object) -> bool:
 def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEARCH_LIMIT) -> "int | None":
     """The largest value of an integer input that still fits, or None if even ``low`` does not.
 
-    Memory is piecewise linear in the batch and the sequence (the peak moves between moments), so the
-    search brackets the answer by doubling from the value given, then narrows the bracket by linear
-    interpolation between its ends, bisecting whenever interpolation stalls: a handful of estimates.
+    Memory is piecewise linear and convex in the batch and the sequence (a maximum over moments, each
+    linear), so the search brackets the answer by doubling from the value given, then narrows the bracket
+    in turn by interpolating between its ends (on a convex curve a guess at or below the answer), by
+    extending the line through the two highest values that fit (at or above it; on a straight piece the
+    two guesses meet at the answer), and by bisecting (a bound on the number of steps whatever the shape
+    of the curve): a handful of estimates.
     """
     t_low = _total(values, **{key: low})
     if t_low is None or t_low > usable:
@@ -58,17 +61,21 @@ def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEAR
             lo, t_lo = hi, t_hi
     else:
         lo, t_lo, hi, t_hi = low, t_low, x, t_x
-    interpolate = True
+    below: "tuple[int, int] | None" = None      # the value that fitted before lo, and its total
+    step = 0
     while hi - lo > 1:
         middle = (lo + hi) // 2
-        if interpolate and t_hi is not None and t_hi > t_lo:
-            middle = min(hi - 1, max(lo + 1, lo + (usable - t_lo) * (hi - lo) // (t_hi - t_lo)))
+        if step % 3 == 0 and t_hi is not None and t_hi > t_lo:
+            middle = lo + (usable - t_lo) * (hi - lo) // (t_hi - t_lo)
+        elif step % 3 == 1 and below is not None and t_lo > below[1]:
+            middle = lo + (usable - t_lo) * (lo - below[0]) // (t_lo - below[1])
+        middle = min(hi - 1, max(lo + 1, middle))
+        step += 1
         t_mid = _total(values, **{key: middle})
         if t_mid is not None and t_mid <= usable:
-            lo, t_lo = middle, t_mid
+            below, lo, t_lo = (lo, t_lo), middle, t_mid
         else:
             hi, t_hi = middle, t_mid
-        interpolate = not interpolate        # alternate with bisection: interpolation alone can crawl
     return lo
 
 
