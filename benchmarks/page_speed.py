@@ -75,7 +75,7 @@ OBSERVE = """window.__elementTimes = []; window.__keyDurations = [];
 new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__elementTimes.push(e.renderTime); })
     .observe({ type: "element", buffered: true });
 new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) if (e.name === "keydown") window.__keyDurations.push(e.duration);
+    for (const e of list.getEntries()) if (e.name === "keydown") window.__keyDurations.push([e.startTime, e.duration]);
 }).observe({ type: "event", buffered: true, durationThreshold: 16 });"""
 
 
@@ -111,12 +111,13 @@ def keystroke_latencies(browser, url, keystrokes=100):
     page.wait_for_function("document.documentElement.dataset.answersPending === undefined")
     page.locator("#f-batch").click()
     page.keyboard.press("End")
-    page.evaluate("window.__keyDurations.length = 0")
+    started = page.evaluate("performance.now()")
     for i in range(keystrokes):
         page.keyboard.press(str(1 + i % 9) if i % 2 == 0 else "Backspace")
         page.wait_for_timeout(80)
     page.wait_for_timeout(500)
-    reported = page.evaluate("window.__keyDurations")
+    reported = page.evaluate("(started) => window.__keyDurations.filter(([at]) => at > started).map(([, ms]) => ms)",
+                             started)
     context.close()
     if len(reported) > keystrokes:
         raise SystemExit(f"{len(reported)} keydown timings for {keystrokes} keystrokes")
