@@ -13,7 +13,8 @@ Prints, over RUNS runs (default 5; medians), against DIST (default dist/):
   * keystroke to painted update over 100 keystrokes typed into the batch field once the page has settled
     (first answers drawn, service worker done): the browser's Event Timing duration of each keydown, from
     the key's timestamp to the next frame presented, the figure Interaction to Next Paint is made of.
-    Chromium reports it in steps of 8 ms and leaves out those under 16 ms, counted here as 16;
+    Chromium reports it in steps of 8 ms and leaves out those under 16 ms, counted here as 16; and the
+    same keystrokes on a page whose handler takes as long as this one's and writes one line (the floor);
   * the bytes transferred on a cold load;
   * after a pause in typing, the time to draw the answers, formulas and charts (70B FSDP), and pycore's
     own time in Pyodide for the answers, what fits, and a keystroke.
@@ -100,15 +101,32 @@ def load_pair(browser, url, bare):
     return cold, warm, cold_bytes, paint
 
 
-def keystroke_latencies(browser, url, keystrokes=100):
+# The keystroke floor: one input whose handler busies the main thread as long as the page's does (about
+# 6 ms) and then writes one line of text.
+KEY_FLOOR = """<!doctype html><meta charset="utf-8"><input id="f-batch"><p id="out"></p><script type="module">
+const field = document.getElementById("f-batch"), out = document.getElementById("out");
+field.addEventListener("input", () => {
+    const started = performance.now();
+    while (performance.now() - started < 6);
+    out.textContent = field.value;
+});
+</script>"""
+
+
+def keystroke_latencies(browser, url, keystrokes=100, floor=False):
     """Event Timing durations (ms) of keystrokes typed into the batch field, a digit then Backspace, at
-    typing speed (80 ms apart, below the pause that asks for the answers); under 16 ms counts as 16."""
+    typing speed (80 ms apart, below the pause that asks for the answers); under 16 ms counts as 16.
+    With floor, the same keystrokes on KEY_FLOOR's page."""
     context = browser.new_context()
     context.add_init_script(OBSERVE)
     page = context.new_page()
-    first_result_ms(page, url)
-    offline_ready(page)
-    page.wait_for_function("document.documentElement.dataset.answersPending === undefined")
+    if floor:
+        context.route("**/__keys.html", lambda route: route.fulfill(body=KEY_FLOOR, content_type="text/html"))
+        page.goto(url + "__keys.html")
+    else:
+        first_result_ms(page, url)
+        offline_ready(page)
+        page.wait_for_function("document.documentElement.dataset.answersPending === undefined")
     page.locator("#f-batch").click()
     page.keyboard.press("End")
     started = page.evaluate("performance.now()")
@@ -193,6 +211,7 @@ def main():
                 bare_runs.append(load_pair(browser, url, bare=True))
                 page_runs.append(load_pair(browser, url, bare=False))
             latencies = keystroke_latencies(browser, url)
+            floor_latencies = keystroke_latencies(browser, url, floor=True)
             pauses = pause_timings(browser, url)
             drawn = drawn_after_pause(browser, url)
             browser.close()
@@ -213,6 +232,9 @@ def main():
           f"under 16 ms counted as 16): median {statistics.median(latencies):.0f} ms   "
           f"p95 {latencies[int(0.95 * len(latencies))]:.0f} ms   "
           f"over 20 ms: {sum(1 for d in latencies if d > 20)} of {len(latencies)}")
+    print(f"the same keystrokes on a page whose handler takes 6 ms and writes one line: "
+          f"median {statistics.median(floor_latencies):.0f} ms   p95 {floor_latencies[int(0.95 * len(floor_latencies))]:.0f} ms   "
+          f"over 20 ms: {sum(1 for d in floor_latencies if d > 20)} of {len(floor_latencies)}")
     print(f"after a pause in typing, 70B FSDP: answers, formulas and charts drawn in median "
           f"{statistics.median(drawn):.1f} ms   p95 {drawn[int(0.95 * len(drawn))]:.1f} ms")
     for label, samples in pauses.items():
