@@ -37,11 +37,11 @@ def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEAR
     """The largest value of an integer input that still fits, or None if even ``low`` does not.
 
     Memory is piecewise linear in the batch and the sequence, and close to convex (a maximum over
-    moments, each about linear), so the search brackets the answer by doubling from the value given, then narrows the bracket
-    in turn by interpolating between its ends (on a convex curve a guess at or below the answer), by
-    extending the line through the two highest values that fit (at or above it; on a straight piece the
-    two guesses meet at the answer), and by bisecting (a bound on the number of steps whatever the shape
-    of the curve): a handful of estimates.
+    moments, each about linear), so the search brackets the answer by doubling from the value given,
+    then narrows the bracket in turn by interpolating between its ends (on a convex curve a guess at or
+    below the answer), by extending the line through the two highest values that fit (at or above it; on
+    a straight piece the two guesses meet at the answer), and by bisecting (a bound on the number of
+    steps whatever the shape of the curve): a handful of estimates.
     """
     t_low = _total(values, **{key: low})
     if t_low is None or t_low > usable:

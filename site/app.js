@@ -403,6 +403,9 @@ const SECTIONS = [...form.querySelectorAll("details.more[data-folded]")]
   .map((section) => [section, [...section.querySelectorAll(".field")], false]);
 const GROUPS = [...form.querySelectorAll("fieldset.group")]
   .map((group) => [group, [...group.querySelectorAll(".field")], Boolean(group.querySelector(".import"))]);
+// Each folded section's summary line and the inputs inside it, by the section's name.
+const SUMMARIES = Object.fromEntries([...form.querySelectorAll("details[data-folded] > summary")]
+  .map((summary) => [summary.parentElement.dataset.folded, [summary, [...summary.parentElement.querySelectorAll("[data-key]")]]]));
 
 /** Hide the inputs that do not apply; one given a value anyway stays, marked "ignored here". */
 function showApplies() {
@@ -430,7 +433,7 @@ function showApplies() {
 function headings(values) {
   const ways = ["dp", "tp", "pp", "cp", "ep"].map((key) => [key, Number(values[key]) || 1]).filter(([, n]) => n > 1);
   const gpus = ways.reduce((product, [, n]) => product * n, 1);
-  const parallel = form.querySelector('details[data-folded="parallel"] > summary');
+  const [parallel] = SUMMARIES.parallel || [];
   if (parallel) {
     const sharding = [values.zero !== "0" ? `ZeRO-${values.zero}` : "", values.fsdp !== "none" ? `FSDP ${values.fsdp}` : ""]
       .filter(Boolean);
@@ -439,10 +442,9 @@ function headings(values) {
         `${sharding.length ? " · " + sharding.join(" · ") : ""}`);
   }
   for (const [group, words] of [["model", "Architecture overrides"], ["precision", "Per-pool dtypes"]]) {
-    const summary = form.querySelector(`details[data-folded="${group}"] > summary`);
-    if (!summary) continue;
-    const set = [...summary.parentElement.querySelectorAll("[data-key]")]
-      .filter((node) => node.value.trim() !== "" && node.value !== defaults[node.dataset.key]).length;
+    if (!SUMMARIES[group]) continue;
+    const [summary, inputs] = SUMMARIES[group];
+    const set = inputs.filter((node) => node.value.trim() !== "" && node.value !== defaults[node.dataset.key]).length;
     setText(summary, set ? `${words} (${set} set)` : words);
   }
 }
