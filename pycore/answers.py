@@ -88,29 +88,50 @@ def _valid_tp(values: dict, heads: int, kv_heads: int) -> "list[int]":
 
 
 def _smallest_dp(values: dict, usable: int, changes: dict) -> "int | None":
-    """Fewest data-parallel ZeRO-3 shards that fit, from two estimates (memory ≈ fixed + sharded / dp)
-    checked by a third; None when the unsharded part alone does not fit."""
-    t2, t4 = _total(values, **changes, dp=2), _total(values, **changes, dp=4)
-    if t2 is None or t4 is None:
+    """Fewest data-parallel ZeRO-3 shards that fit; None when the unsharded part alone does not fit.
+
+    Memory is about ``fixed + sharded / dp``, and convex in 1/dp (per-shard ceilings and gathered layers
+    only add to it), so the line through two estimates, extended to more shards, stays at or below it:
+    the dp where that line reaches the usable bytes is a lower bound. The search starts from dp = 2 and 4
+    and moves the line to the two most-sharded estimates until its dp fits, which is then the fewest.
+    """
+    t_two = _total(values, **changes, dp=2)
+    if t_two is None or t_two <= usable:
+        return None if t_two is None else 2
+    t_four = _total(values, **changes, dp=4)
+    if t_four is None:
         return None
-    sharded = 4 * (t2 - t4)              # t(dp) = fixed + sharded / dp
-    fixed = t2 - sharded // 2
-    if fixed >= usable:
-        return None
-    dp = max(2, min(MAX_DP, math.ceil(sharded / (usable - fixed)) if sharded > 0 else 2))
-    for _ in range(6):                  # the ceilings per shard make it a little above the line
-        if _fits(values, usable, **changes, dp=dp):
+    failed, fitted = 2, (4 if t_four <= usable else None)   # the most shards known not to fit, the fewest that do
+    (d1, t1), (d2, t2) = (2, t_two), (4, t_four)
+    for _ in range(8):
+        sharded = (t1 - t2) / (1 / d1 - 1 / d2)
+        fixed = t2 - sharded / d2
+        if fixed < usable and sharded > 0:
+            dp = max(failed + 1, math.ceil(sharded / (usable - fixed)))
+        elif fitted is None:
+            return None
+        else:
+            dp = fitted
+        if fitted is not None and dp >= fitted:
+            return fitted
+        if dp > MAX_DP:
+            return None
+        t = _total(values, **changes, dp=dp)
+        if t is None:
+            return None
+        if t <= usable:
             return dp
-        dp = min(MAX_DP, math.ceil(dp * 1.25) + 1)
-    return None
+        failed, (d1, t1), (d2, t2) = dp, (d2, t2), (dp, t)
+    return fitted
 
 
 def plan(values: dict, usable: int, limit: int = 5) -> "list[dict]":
     """Training layouts that fit the chosen GPU, fewest GPUs first, then by the compute they cost.
 
     Tried: the layout as given; ZeRO-3 / FSDP FULL_SHARD over the fewest data-parallel GPUs, with tensor
-    parallelism inside a node (dividing heads and kv heads) and pipeline stages when a node is not enough;
-    each with the recomputation given and with full recomputation.
+    parallelism inside a node (dividing heads and kv heads; a larger degree while it could use fewer GPUs
+    in all) and pipeline stages when a node is not enough; each with the recomputation given and with
+    full recomputation.
     """
     arch = resolve_architecture(values)             # the model the estimate used: preset, config or overrides
     heads, kv_heads, layers = arch.heads or 1, arch.kv_heads or 1, arch.layers or 1
@@ -126,7 +147,10 @@ def plan(values: dict, usable: int, limit: int = 5) -> "list[dict]":
         for pp in (1, 2, 4, 8):
             if pp > 1 and (generic or pp > layers or any(o["gpus"] <= NODE for o in options)):
                 break
+            fewest = None                    # GPUs of this pp's best layout so far
             for tp in tps:
+                if fewest is not None and fewest <= tp * pp * values["cp"]:
+                    break                    # a larger tp cannot use fewer GPUs than that layout
                 changes = {"recompute": recompute, "tp": tp, "pp": pp, "zero": "3", "fsdp": "none",
                            "offload": "none", "microbatches": max(values["microbatches"], pp)}
                 dp: "int | None" = 1
@@ -143,8 +167,9 @@ def plan(values: dict, usable: int, limit: int = 5) -> "list[dict]":
                 if total is not None:
                     label = " ".join(f"{k}={changes[k]}" for k in ("zero", "dp", "tp", "pp", "recompute")
                                      if changes[k] != values[k]) or "as given"
-                    options.append(_option(label, changes, dp * tp * pp * values["cp"], total, recompute, values))
-                    break                    # a larger tp at this pp only uses more GPUs for the same fit
+                    gpus = dp * tp * pp * values["cp"]
+                    options.append(_option(label, changes, gpus, total, recompute, values))
+                    fewest = gpus if fewest is None else min(fewest, gpus)
     options.sort(key=lambda o: (o["gpus"], o["compute_cost"], o["total_bytes"]))
     seen, unique = set(), []
     for option in options:

@@ -13,7 +13,7 @@ from .catalog import gpus as gpu_catalog
 from .device import overhead_pools
 from .errors import FieldError, InputError
 from .expr import rnd, split, sym
-from .pools import Pool, components, live
+from .pools import Pool, components, live, stage_components
 from .precision import named_policy
 from .schema import parse
 from .serving import kv_cache_bytes, serving, vllm_capacity
@@ -69,7 +69,7 @@ def estimate_setup(setup: Setup, values: dict, explain: bool = True, formulas: b
     """``estimate`` for a resolved Setup (``values`` names the precision policy in force)."""
     arch = setup.arch
     if setup.workload.training:
-        result = training(setup)
+        result = training(setup, every_stage=explain)
     else:
         result = serving(setup, gpu_catalog()[setup.gpu])
     pools: "list[Pool]" = result.pop("pools")
@@ -82,6 +82,7 @@ def estimate_setup(setup: Setup, values: dict, explain: bool = True, formulas: b
     overhead_bytes = sum(p.bytes for p in extra)
     total = peak + overhead_bytes
     reserved = peak + sum(p.bytes for p in extra if p.group in ("reserved", "overhead"))
+    stages = result.pop("stages", None)
     if not explain:
         live_now = [(p.key, p.label, p.bytes) for p in at_peak] + [(p.key, p.label, p.bytes) for p in extra]
         result.update(overhead_bytes=overhead_bytes, total_bytes=total, live=live_now)
@@ -98,6 +99,7 @@ def estimate_setup(setup: Setup, values: dict, explain: bool = True, formulas: b
         overhead_bytes=overhead_bytes, total_bytes=total, breakdown=breakdown,
         reserved_bytes=reserved, device_bytes=total,
         components=components(pools, moment_names),
+        **({"stages": stage_components(stages)} if stages else {}),
         warnings=_warnings(setup),
     )
     if formulas:

@@ -28,8 +28,8 @@ KERNEL_SOURCES = {
 class States:
     """The model-state pools of one GPU and the bytes kept in host memory instead."""
 
-    pools: "list[Pool]"
-    host: "list[Pool]"
+    pools: "tuple[Pool, ...]"
+    host: "tuple[Pool, ...]"
     grad_bytes: float           # bytes per gradient element (fp32 when accumulating 16-bit gradients)
     trainable: int              # trainable parameters on this GPU, before sharding
 
@@ -48,7 +48,25 @@ def stored_weights(setup: Setup, stage: Stage) -> Q:
 
 
 def model_states(setup: Setup, stage: Stage) -> States:
-    """Weights, master weights, gradients, optimizer state and step temporaries of one pipeline stage."""
+    """Weights, master weights, gradients, optimizer state and step temporaries of one pipeline stage.
+
+    They do not depend on the batch, the sequence or the stage's place in the pipeline, so they are
+    remembered: the answers' searches and the middle stages of a pipeline ask for the same ones again.
+    The result is shared: read it, do not change it."""
+    key = (setup.arch, setup.policy, setup.layout, setup.finetune, setup.quant, setup.group_size,
+           setup.optimizer, setup.optimizer_impl, stage.params, stage.root_params)   # all it reads
+    found = _REMEMBERED.get(key)
+    if found is None:
+        if len(_REMEMBERED) >= 256:
+            _REMEMBERED.clear()
+        found = _REMEMBERED[key] = _model_states(setup, stage)
+    return found
+
+
+_REMEMBERED: "dict[tuple, States]" = {}
+
+
+def _model_states(setup: Setup, stage: Stage) -> States:
     arch, lay, policy = setup.arch, setup.layout, setup.policy
     total = setup.counts.total
     group, zero = lay.shard_group, lay.zero
@@ -136,7 +154,7 @@ def model_states(setup: Setup, stage: Stage) -> States:
                               "one updated before it"))
     if offloaded:
         host.append(make("offloaded_gradients", "Gradient copies (in CPU memory)", gradients, (), opt_source))
-    return States(pools, host, grad_bytes, trainable)
+    return States(tuple(pools), tuple(host), grad_bytes, trainable)
 
 
 def _step_temporaries(setup: Setup, trainable: Q, state_bytes: float) -> "Q | None":

@@ -5,6 +5,7 @@ construction. ``report`` and ``explain`` only format these records.
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .expr import Q, rnd
 
@@ -40,12 +41,17 @@ def make(key: str, label: str, q: Q, moments: "tuple[str, ...]", source: str, sy
          group: str = "") -> Pool:
     """A Pool from a quantity; the bytes are its rounded value."""
     q = rnd(q)
-    return Pool(key, label, int(q.value), q, symbols, source, tuple(moments), group or key)
+    return Pool(key, label, int(q.value), q, symbols, source, tuple(dict.fromkeys(moments)), group or key)
 
 
 def moment_totals(pools: "list[Pool]", moments: "tuple[str, ...]") -> dict:
     """Bytes live in each moment: the sum of the pools live in it."""
-    return {m: sum(p.bytes for p in pools if m in p.moments) for m in moments}
+    totals = dict.fromkeys(moments, 0)
+    for p in pools:
+        for m in p.moments:
+            if m in totals:
+                totals[m] += p.bytes
+    return totals
 
 
 def live(pools: "list[Pool]", moment: str) -> "list[Pool]":
@@ -64,6 +70,7 @@ def components(pools: "list[Pool]", moments: "tuple[str, ...]") -> dict:
     return out
 
 
+@lru_cache(maxsize=None)               # a few dozen moment names in all
 def phase_of(moment: str) -> str:
     """The coarse phase a moment belongs to: forward, backward or optimizer (prefill, decode when serving)."""
     return moment.split()[0].rstrip(",")
@@ -81,10 +88,17 @@ def peak_of(pools: "list[Pool]", moments: "tuple[str, ...]") -> dict:
 
 
 def worst_stage(results: "list[dict]") -> dict:
-    """The pipeline stage with the highest peak, carrying every stage's summary when there are several."""
+    """The pipeline stage with the highest peak, carrying every stage's summary when there are several
+    (with its pools: ``stage_components`` turns them into components where the estimate is explained)."""
     worst = max(results, key=lambda r: r["peak_bytes"])
     if len(results) > 1:
         worst["stages"] = [{"stage": r["stage"], "layers": r["layers"], "peak_bytes": r["peak_bytes"],
-                            "peak_phase": r["peak_phase"], "components": components(r["pools"], tuple(r["moments"]))}
+                            "peak_phase": r["peak_phase"], "pools": r["pools"], "moments": tuple(r["moments"])}
                            for r in results]
     return worst
+
+
+def stage_components(stages: "list[dict]") -> "list[dict]":
+    """Stage summaries with each stage's components in place of its pools."""
+    return [{**{k: v for k, v in s.items() if k not in ("pools", "moments")},
+             "components": components(s["pools"], s["moments"])} for s in stages]

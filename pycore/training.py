@@ -16,6 +16,8 @@ Saved activations shrink and gradients grow monotonically through backward, so i
 the four backward moments. Every pipeline stage is estimated and the worst one reported.
 """
 
+from dataclasses import replace
+
 from . import activations as act
 from . import parallel
 from .expr import floor, maximum, num, rnd, split, sym
@@ -29,14 +31,30 @@ WORKING = ("backward, first layer", "backward, last layer")
 GENERIC_MOMENTS = ("forward end", "backward", "optimizer step")
 
 
-def training(setup: Setup) -> dict:
-    """Pools, moments and phases of the worst pipeline stage; every stage's summary when pp > 1."""
+def training(setup: Setup, every_stage: bool = True) -> dict:
+    """Pools, moments and phases of the worst pipeline stage; every stage's summary when pp > 1.
+
+    ``every_stage=False`` (totals only) leaves out a stage when another holds the same layers with more
+    micro-batches in flight, or as many and comes first: only the activations depend on the micro-batches
+    in flight, so its peak cannot be the worst."""
     per_token = None
     if setup.arch.kind != "generic" and setup.workload.activation_model == "detailed":
         per_token = act.per_token(setup)            # the same for every stage
-    per_stage = [stage_estimate(setup, stage, per_token)
-                 for stage in parallel.stages(setup.arch, setup.layout)]
-    return worst_stage(per_stage)
+    stages = parallel.stages(setup.arch, setup.layout)
+    if not every_stage:
+        stages = _most_loaded_of_each_kind(stages)
+    return worst_stage([stage_estimate(setup, stage, per_token) for stage in stages])
+
+
+def _most_loaded_of_each_kind(stages: "list[parallel.Stage]") -> "list[parallel.Stage]":
+    """Of the stages that differ only in index and micro-batches in flight, the first with the most."""
+    most: dict = {}
+    for stage in stages:
+        kind = replace(stage, index=0, in_flight=0)
+        if kind not in most or stage.in_flight > most[kind].in_flight:
+            most[kind] = stage
+    kept = set(most.values())
+    return [stage for stage in stages if stage in kept]
 
 
 def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "tuple | None" = None) -> dict:
@@ -120,7 +138,7 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "tuple | None
     moments = GENERIC_MOMENTS if generic else MOMENTS
     if generic:
         pools = [_generic_moments(p) for p in pools]
-    return {"pools": pools, "host": states.host, **peak_of(pools, moments), "activation_terms": terms,
+    return {"pools": pools, "host": list(states.host), **peak_of(pools, moments), "activation_terms": terms,
             "tokens": tokens, "layers": stage.layers, "stage": stage.index,
             "params_per_gpu": stage.params, "host_bytes": sum(p.bytes for p in states.host)}
 
