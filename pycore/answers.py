@@ -227,8 +227,8 @@ def _cost(values: dict, result: dict, gpu: dict, gpus: "int | None") -> dict:
 
 
 def _how_to_fit(values: dict, usable: int, current: int) -> "list[dict]":
-    """Changes that lower the total, alone and in pairs, ranked: those that fit first (by the compute they
-    cost), then by the total they give."""
+    """Changes that lower the total, alone, in pairs or threes, ranked: those that fit first (by the compute
+    they cost, then the fewest changes), then by the total they give."""
     if values["mode"] == "infer":
         candidates = [
             ("kv_dtype=fp8", {"kv_dtype": "fp8"}),
@@ -247,23 +247,26 @@ def _how_to_fit(values: dict, usable: int, current: int) -> "list[dict]":
         total = _total(values, **change)
         if total is not None and total < current:
             singles.append((label, change, total))
-            rows.append(_fix(label, change, total, usable))
-    if not any(r["fits"] for r in rows):
-        # Combinations of two and three of the four best single changes (ten more estimates at most),
-        # skipping those that set the same input twice.
-        from itertools import combinations
-        best = sorted(singles, key=lambda s: s[2])[:4]
-        for size in (2, 3):
-            for combo in combinations(best, size):
-                keys = [k for _, change, _ in combo for k in change]
-                if len(keys) != len(set(keys)):
-                    continue
-                change = {k: v for _, part, _ in combo for k, v in part.items()}
-                total = _total(values, **change)
-                if total is not None and total < current:
-                    rows.append(_fix(" + ".join(label for label, _, _ in combo), change, total, usable))
-    rows.sort(key=lambda r: (not r["fits"], r["compute_cost"] if r["fits"] else 0, r["total_bytes"]))
-    return rows[:12]
+            rows.append((1, _fix(label, change, total, usable)))
+    # Combinations of two of the four best single changes when none fits alone, of three when no pair
+    # fits either (ten more estimates at most), skipping those that set the same input twice.
+    from itertools import combinations
+    best = sorted(singles, key=lambda s: s[2])[:4]
+    for size in (2, 3):
+        if any(r["fits"] for _, r in rows):
+            break
+        for combo in combinations(best, size):
+            keys = [k for _, change, _ in combo for k in change]
+            if len(keys) != len(set(keys)):
+                continue
+            change = {k: v for _, part, _ in combo for k, v in part.items()}
+            total = _total(values, **change)
+            if total is not None and total < current:
+                rows.append((size, _fix(" + ".join(label for label, _, _ in combo), change, total, usable)))
+    # Those that fit first, by the compute they cost, then by how few changes they make.
+    rows.sort(key=lambda row: (not row[1]["fits"], row[1]["compute_cost"] if row[1]["fits"] else 0,
+                               row[0] if row[1]["fits"] else 0, row[1]["total_bytes"]))
+    return [row for _, row in rows[:12]]
 
 
 def _fix(label: str, change: dict, total: int, usable: int) -> dict:

@@ -252,6 +252,12 @@ function renderHeadline(payload) {
     }
   }
   setText(document.getElementById("mini-total"), `${number} ${unit}`);
+  document.documentElement.dataset.totalBytes = String(r.total_bytes);
+  document.documentElement.dataset.peakBytes = String(r.peak_bytes);
+  // A keystroke's payload leaves the formulas out (pycore.web.run(query, false)): the table below the
+  // results is drawn once typing pauses, from the answers' payload. The build-time payloads carry them.
+  // Until then the table still shows the last pause's numbers, dimmed.
+  if (!payload.formulas) document.getElementById("formulas").classList.add("stale");
 }
 
 /** Everything else the estimate shows: the lines under the total, the bar, the breakdown, the GPU list,
@@ -313,13 +319,7 @@ function renderDetails(payload) {
   setHidden(document.getElementById("generic-note"), kind !== "generic");
   showApplies();
 
-  // A keystroke's payload leaves the formulas out (pycore.web.run(query, false)): the table below the
-  // results is drawn once typing pauses, from the answers' payload. The build-time payloads carry them.
-  // Until then the table still shows the last pause's numbers, dimmed.
   if (payload.formulas) renderFormulas(payload.formulas);
-  else document.getElementById("formulas").classList.add("stale");
-  document.documentElement.dataset.totalBytes = String(r.total_bytes);
-  document.documentElement.dataset.peakBytes = String(r.peak_bytes);
 }
 
 function renderFormulas(rows) {

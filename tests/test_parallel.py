@@ -157,6 +157,17 @@ def test_how_to_fit_ranks_changes_that_fit_first():
     assert flags == sorted(flags, reverse=True)
 
 
+def test_how_to_fit_prefers_fewer_changes_and_adds_threes_only_when_no_pair_fits():
+    # Llama 3.1 70B, FSDP over 8, micro-batch 10: no single change fits an H100, pairs do. A third change
+    # on top of a pair that fits only lowers the total further; it is not listed, and pairs rank first.
+    values = parse({"model": "llama-3.1-70b", "precision": "bf16", "fsdp": "FULL_SHARD", "dp": "8",
+                    "recompute": "full", "batch": "10"})
+    fixes = answer(values, estimate_values(values))["how_to_fit"]
+    assert not any(f["fits"] for f in fixes if " + " not in f["change"])
+    assert fixes[0]["fits"] and fixes[0]["change"].count(" + ") == 1
+    assert not any(f["change"].count(" + ") == 2 for f in fixes)
+
+
 def test_training_time_and_cost():
     # 6·P·T FLOPs (Kaplan et al. 2020): P active parameters, T tokens.
     values = parse({"model": "llama-3.1-8b", "train_tokens": "1T", "dp": "64", "mfu": "0.4", "zero": "3",
