@@ -14,6 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pycore import estimate  # noqa: E402
 from pycore import web  # noqa: E402
+from pycore import activations, model_states  # noqa: E402
 from pycore.estimate import _totals_only  # noqa: E402
 
 INPUTS = {
@@ -44,10 +45,11 @@ def main():
     query = "&".join(f"{k}={v}" for k, v in INPUTS["gpt2, eager, full recompute"].items())
     median, p95 = timings(lambda: web.run(query))
     print(f"web.run   {'(estimate + formulas + JSON)':34s} median {1e3 * median:6.3f} ms   p95 {1e3 * p95:6.3f} ms")
-    # The searches remember totals (pycore.estimate.totals_only): each call here starts with none, as a
-    # pause after a changed input mostly does.
+    # The searches remember totals (pycore.estimate.totals_only), model states and activations per token:
+    # each call here starts with none, as a pause after a changed model does.
     def fresh(function):
-        return lambda: (_totals_only.cache_clear(), function())
+        return lambda: (_totals_only.cache_clear(), model_states._REMEMBERED.clear(),
+                        activations._REMEMBERED.clear(), function())
 
     for label, function in (("web.run     70B FSDP (keystroke, no formulas)", lambda: web.run(FSDP_70B, False)),
                             ("web.answers 70B FSDP (plans, searches, charts)", fresh(lambda: web.answers(FSDP_70B))),

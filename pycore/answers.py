@@ -90,38 +90,58 @@ def _valid_tp(values: dict, heads: int, kv_heads: int) -> "list[int]":
 def _smallest_dp(values: dict, usable: int, changes: dict) -> "int | None":
     """Fewest data-parallel ZeRO-3 shards that fit; None when the unsharded part alone does not fit.
 
-    Memory is about ``fixed + sharded / dp``, and convex in 1/dp (per-shard ceilings and gathered layers
-    only add to it), so the line through two estimates, extended to more shards, stays at or below it:
-    the dp where that line reaches the usable bytes is a lower bound. The search starts from dp = 2 and 4
-    and moves the line to the two most-sharded estimates until its dp fits, which is then the fewest.
+    Memory is about ``fixed + sharded / dp``: the line through two estimates in 1/dp, extended to more
+    shards, guesses where it reaches the usable bytes. The search starts from two shard counts and moves
+    the line to the two most-sharded estimates until its guess fits. The allocator's cache follows the
+    peak moment, which can move as dp grows, so a guess that fits may overshoot: one shard fewer is
+    checked, and bisected below if it fits too (memory never grows with more shards). With expert
+    parallelism in training, dp · cp must be a multiple of ep: only such counts are tried.
     """
-    t_two = _total(values, **changes, dp=2)
-    if t_two is None or t_two <= usable:
-        return None if t_two is None else 2
-    t_four = _total(values, **changes, dp=4)
-    if t_four is None:
-        return None
-    failed, fitted = 2, (4 if t_four <= usable else None)   # the most shards known not to fit, the fewest that do
-    (d1, t1), (d2, t2) = (2, t_two), (4, t_four)
+    unit = 1
+    if values["mode"] == "train" and values["ep"] > 1:
+        unit = values["ep"] // math.gcd(values["ep"], values["cp"])
+    first = max(2, unit)
+    failed, fitted = first - unit, None      # the most shards known not to fit, the fewest that do
+    line: "list[tuple[int, int]]" = []
+    for dp in (first, 2 * first):
+        t = _total(values, **changes, dp=dp)
+        if t is None:
+            return None
+        if t <= usable:
+            fitted = dp
+            break
+        failed, line = dp, line + [(dp, t)]
     for _ in range(8):
+        if fitted is not None:
+            break
+        (d1, t1), (d2, t2) = line
         sharded = (t1 - t2) / (1 / d1 - 1 / d2)
         fixed = t2 - sharded / d2
-        if fixed < usable and sharded > 0:
-            dp = max(failed + 1, math.ceil(sharded / (usable - fixed)))
-        elif fitted is None:
+        if fixed >= usable or sharded <= 0:
             return None
-        else:
-            dp = fitted
-        if fitted is not None and dp >= fitted:
-            return fitted
+        dp = max(failed + unit, math.ceil(sharded / (usable - fixed) / unit) * unit)
         if dp > MAX_DP:
             return None
         t = _total(values, **changes, dp=dp)
         if t is None:
             return None
         if t <= usable:
-            return dp
-        failed, (d1, t1), (d2, t2) = dp, (d2, t2), (dp, t)
+            fitted = dp
+        else:
+            failed, line = dp, [(d2, t2), (dp, t)]
+    if fitted is None:
+        return None
+    if fitted - failed > unit:                  # one shard fewer first: usually it does not fit
+        if _fits(values, usable, **changes, dp=fitted - unit):
+            fitted -= unit
+        else:
+            failed = fitted - unit
+    while fitted - failed > unit:               # bisect
+        middle = failed + (fitted - failed) // (2 * unit) * unit
+        if _fits(values, usable, **changes, dp=middle):
+            fitted = middle
+        else:
+            failed = middle
     return fitted
 
 

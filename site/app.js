@@ -666,7 +666,7 @@ function update(historyMode) {
   const payload = JSON.parse(run(requestQuery(), false));
   lastResult = payload.result;
   renderHeadline(payload);
-  detailsAfterFrame(payload);
+  if (payload.result) detailsAfterFrame(payload);   // without one the page keeps the last result's
   if (window.__firstResultMs === undefined) window.__firstResultMs = performance.now();
   if (payload.result) scheduleAnswers();
   else delete document.documentElement.dataset.answersPending;
