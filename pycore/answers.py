@@ -94,14 +94,14 @@ def _smallest_dp(values: dict, usable: int, changes: dict) -> "int | None":
     shards, guesses where it reaches the usable bytes. The search starts from two shard counts and moves
     the line to the two most-sharded estimates until its guess fits. The allocator's cache follows the
     peak moment, which can move as dp grows, so a guess that fits may overshoot: one shard fewer is
-    checked, and bisected below if it fits too (memory never grows with more shards). With expert
+    checked, and bisected below if it fits too (taking memory not to grow with more shards). With expert
     parallelism in training, dp · cp must be a multiple of ep: only such counts are tried.
     """
     unit = 1
     if values["mode"] == "train" and values["ep"] > 1:
         unit = values["ep"] // math.gcd(values["ep"], values["cp"])
     first = max(2, unit)
-    failed, fitted = first - unit, None      # the most shards known not to fit, the fewest that do
+    failed, fitted = first - unit, None      # the most shards known not to fit (or not tried), the fewest that do
     line: "list[tuple[int, int]]" = []
     for dp in (first, 2 * first):
         t = _total(values, **changes, dp=dp)
