@@ -14,8 +14,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pycore import estimate  # noqa: E402
 from pycore import web  # noqa: E402
-from pycore import activations, model_states  # noqa: E402
+from pycore.activations import per_token  # noqa: E402
 from pycore.estimate import _totals_only  # noqa: E402
+from pycore.model_states import model_states  # noqa: E402
 
 INPUTS = {
     "default (llama-3.1-8b training)": {},
@@ -48,8 +49,8 @@ def main():
     # The searches remember totals (pycore.estimate.totals_only), model states and activations per token:
     # each call here starts with none, as a pause after a changed model does.
     def fresh(function):
-        return lambda: (_totals_only.cache_clear(), model_states._REMEMBERED.clear(),
-                        activations._REMEMBERED.clear(), function())
+        return lambda: (_totals_only.cache_clear(), model_states.cache_clear(), per_token.cache_clear(),
+                        function())
 
     for label, function in (("web.run     70B FSDP (keystroke, no formulas)", lambda: web.run(FSDP_70B, False)),
                             ("web.answers 70B FSDP (plans, searches, charts)", fresh(lambda: web.answers(FSDP_70B))),

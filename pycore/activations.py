@@ -15,6 +15,8 @@ models reproduce the formulas people already know:
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .remember import remembered
+
 if TYPE_CHECKING:
     from .architecture import Architecture
     from .precision import Policy
@@ -216,29 +218,16 @@ def korthikanti(arch: "Architecture", batch: int, seq: int, recompute: str, act_
     return round(per_layer * act_bytes / 2 * arch.layers)
 
 
+@remembered(lambda setup: (setup.arch, setup.policy, setup.finetune, setup.workload.attention,
+                           setup.workload.recompute, setup.workload.seq, setup.layout.tp,
+                           setup.layout.sp))           # all it reads
 def per_token(setup: "Setup") -> tuple:
     """(saved bytes per token per layer, terms, final-norm bytes per token, working bytes per token).
 
     With tensor parallelism the terms inside the parallel region split t ways, and the norm and residual
     terms too with sequence parallelism (Korthikanti et al. 2022, section 4.2). Remembered: the answers'
-    searches ask again with only the batch, the data or pipeline parallelism changed. The result is
-    shared: read it, do not change it.
+    searches ask again with only the batch, the data or pipeline parallelism changed.
     """
-    work, lay = setup.workload, setup.layout
-    key = (setup.arch, setup.policy, setup.finetune, work.attention, work.recompute, work.seq, lay.tp,
-           lay.sp)                                      # all it reads
-    found = _REMEMBERED.get(key)
-    if found is None:
-        if len(_REMEMBERED) >= 256:
-            _REMEMBERED.clear()
-        found = _REMEMBERED[key] = _per_token(setup)
-    return found
-
-
-_REMEMBERED: "dict[tuple, tuple]" = {}
-
-
-def _per_token(setup: "Setup") -> tuple:
     from . import finetune
     arch, policy, work, lay = setup.arch, setup.policy, setup.workload, setup.layout
     e = policy.bytes("act")

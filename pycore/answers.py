@@ -3,6 +3,7 @@ how much, and what to change when it does not fit. Each answer re-runs the estim
 formulas) with some inputs changed; every search is bounded."""
 
 import math
+from itertools import combinations
 
 from . import frameworks
 from .catalog import gpus as gpu_catalog
@@ -270,7 +271,6 @@ def _how_to_fit(values: dict, usable: int, current: int) -> "list[dict]":
             rows.append((1, _fix(label, change, total, usable)))
     # Combinations of two of the four best single changes when none fits alone, of three when no pair
     # fits either (ten more estimates at most), skipping those that set the same input twice.
-    from itertools import combinations
     best = sorted(singles, key=lambda s: s[2])[:4]
     for size in (2, 3):
         if any(r["fits"] for _, r in rows):

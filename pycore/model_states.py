@@ -9,6 +9,7 @@ from .expr import Q, ceil, num, rnd, sym
 from .parallel import Stage
 from .pools import Pool, make
 from .precision import BITS
+from .remember import remembered
 from .setup import Setup
 
 STATIC = ("forward end", "backward start", "backward, first layer", "backward, last layer", "backward end",
@@ -47,26 +48,14 @@ def stored_weights(setup: Setup, stage: Stage) -> Q:
     return rnd(stored * sym("S", stage.params) / sym("P", total)) if stage.params != total else stored
 
 
+@remembered(lambda setup, stage: (setup.arch, setup.policy, setup.layout, setup.finetune, setup.quant,
+                                  setup.group_size, setup.optimizer, setup.optimizer_impl, stage.params,
+                                  stage.root_params))     # all it reads
 def model_states(setup: Setup, stage: Stage) -> States:
     """Weights, master weights, gradients, optimizer state and step temporaries of one pipeline stage.
 
     They do not depend on the batch, the sequence or the stage's place in the pipeline, so they are
-    remembered: the answers' searches and the middle stages of a pipeline ask for the same ones again.
-    The result is shared: read it, do not change it."""
-    key = (setup.arch, setup.policy, setup.layout, setup.finetune, setup.quant, setup.group_size,
-           setup.optimizer, setup.optimizer_impl, stage.params, stage.root_params)   # all it reads
-    found = _REMEMBERED.get(key)
-    if found is None:
-        if len(_REMEMBERED) >= 256:
-            _REMEMBERED.clear()
-        found = _REMEMBERED[key] = _model_states(setup, stage)
-    return found
-
-
-_REMEMBERED: "dict[tuple, States]" = {}
-
-
-def _model_states(setup: Setup, stage: Stage) -> States:
+    remembered: the answers' searches and the middle stages of a pipeline ask for the same ones again."""
     arch, lay, policy = setup.arch, setup.layout, setup.policy
     total = setup.counts.total
     group, zero = lay.shard_group, lay.zero

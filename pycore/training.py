@@ -53,8 +53,7 @@ def _most_loaded_of_each_kind(stages: "list[parallel.Stage]") -> "list[parallel.
         kind = replace(stage, index=0, in_flight=0)
         if kind not in most or stage.in_flight > most[kind].in_flight:
             most[kind] = stage
-    kept = set(most.values())
-    return [stage for stage in stages if stage in kept]
+    return sorted(most.values(), key=lambda stage: stage.index)
 
 
 def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "tuple | None" = None) -> dict:

@@ -228,14 +228,20 @@ function render(payload) {
   renderDetails(payload);
 }
 
+/** The total per GPU in bytes and as pycore words it (a build-time payload may carry only the bytes). */
+function totalOf(payload) {
+  const totalBytes = payload.total?.bytes ?? payload.result.total_bytes;
+  return { totalBytes, totalText: payload.total?.text || bytesText(totalBytes) };
+}
+
 /** The total, its fit badges (the panel's and the phone's one-line bar) and any message: what a keystroke
  * changes first. */
 function renderHeadline(payload) {
   showErrors(payload.errors);
   if (!payload.result) return;
   const r = payload.result;
-  const totalBytes = payload.total?.bytes ?? r.total_bytes;
-  const [number, unit] = splitUnit(payload.total?.text || bytesText(totalBytes));
+  const { totalBytes, totalText } = totalOf(payload);
+  const [number, unit] = splitUnit(totalText);
   setText(document.getElementById("total-gib"), number);
   setText(document.getElementById("total-unit"), unit);
   setText(document.getElementById("total-gb"), `(${payload.total?.gb_text || gbText(totalBytes)})`);
@@ -265,8 +271,7 @@ function renderHeadline(payload) {
 function renderDetails(payload) {
   if (!payload.result) return;
   const r = payload.result;
-  const totalBytes = payload.total?.bytes ?? r.total_bytes;
-  const totalText = payload.total?.text || bytesText(totalBytes);
+  const { totalBytes, totalText } = totalOf(payload);
   const active = r.params.active !== r.params.total ? ` (${r.params.active.toLocaleString("en-US")} active per token)` : "";
   // pycore words these sentences (pycore.report.summary), the same as the command line's table.
   setText(document.getElementById("peak-line"), payload.summary?.peak ||
@@ -666,10 +671,11 @@ function update(historyMode) {
   const payload = JSON.parse(run(requestQuery(), false));
   lastResult = payload.result;
   renderHeadline(payload);
-  if (payload.result) detailsAfterFrame(payload);   // without one the page keeps the last result's
   if (window.__firstResultMs === undefined) window.__firstResultMs = performance.now();
-  if (payload.result) scheduleAnswers();
-  else delete document.documentElement.dataset.answersPending;
+  if (payload.result) {
+    detailsAfterFrame(payload);
+    scheduleAnswers();
+  } else delete document.documentElement.dataset.answersPending;   // the page keeps the last result's
 }
 
 // Catalog names are checked once typing pauses (or the field is left), not at each keystroke: "mixt"
