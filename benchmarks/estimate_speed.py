@@ -52,7 +52,9 @@ def main():
         return lambda: (_totals_only.cache_clear(), model_states.cache_clear(), per_token.cache_clear(),
                         function())
 
-    for label, function in (("web.run     70B FSDP (keystroke, no formulas)", lambda: web.run(FSDP_70B, False)),
+    for label, function in (("web.headline 70B FSDP (keystroke's own frame)",
+                             lambda: (_totals_only.cache_clear(), web.headline(FSDP_70B))),
+                            ("web.run     70B FSDP (keystroke's next frame)", lambda: web.run(FSDP_70B, False)),
                             ("web.answers 70B FSDP (plans, searches, charts)", fresh(lambda: web.answers(FSDP_70B))),
                             ("web.answers default page", fresh(lambda: web.answers(""))),
                             ("web.fits    what fits on 2 × RTX 4090, serving", fresh(lambda: web.fits(

@@ -19,7 +19,8 @@ Prints, over RUNS runs (default 5; medians), against DIST (default dist/):
     a page whose handler takes 6 ms and writes one line (the floor);
   * the bytes transferred on a cold load;
   * after a pause in typing, the time to draw the answers, formulas and charts (70B FSDP), and pycore's
-    own time in Pyodide for the answers, what fits, and a keystroke.
+    own time in Pyodide for the answers, what fits, and a keystroke's two calls (its own frame's, then
+    the next frame's).
 """
 
 import shutil
@@ -115,8 +116,9 @@ def load_pair(browser, url, bare):
 
 
 # The keystroke floor: one input whose handler busies the main thread for 6 ms, about what a keydown on
-# the page takes before its frame (its handler, 3-4 ms, and the layouts the editor forces around it, in a
-# Chromium trace), and then writes one line of text.
+# the page took before its frame when this floor was set (its handler, 3-4 ms, and the layouts the editor
+# forces around it, in a Chromium trace; 1.5-2.6 ms and 1-2 ms since web.headline), and then writes one
+# line of text.
 KEY_FLOOR = """<!doctype html><meta charset="utf-8"><input id="f-batch"><p id="out"></p><script type="module">
 const field = document.getElementById("f-batch"), out = document.getElementById("out");
 field.addEventListener("input", () => {
@@ -170,7 +172,9 @@ PAUSE_QUERIES = {
     "answers, 70B FSDP (plans, searches, charts)": ("pycoreAnswers",
                                                     "model=llama-3.1-70b&precision=bf16&fsdp=FULL_SHARD&dp=8&recompute=full"),
     "what fits on 2 x RTX 4090, serving": ("pycoreFits", "gpu=rtx-4090&gpus=2&mode=infer&seq=8192"),
-    "keystroke (web.run), 70B FSDP": ("pycoreRun", "model=llama-3.1-70b&precision=bf16&fsdp=FULL_SHARD&dp=8"),
+    "keystroke's own frame (web.headline), 70B FSDP": ("pycoreHeadline",
+                                                       "model=llama-3.1-70b&precision=bf16&fsdp=FULL_SHARD&dp=8"),
+    "keystroke's next frame (web.run), 70B FSDP": ("pycoreRun", "model=llama-3.1-70b&precision=bf16&fsdp=FULL_SHARD&dp=8"),
 }
 
 

@@ -88,8 +88,9 @@ def _valid_tp(values: dict, heads: int, kv_heads: int) -> "list[int]":
     return out or [1]
 
 
-def _smallest_dp(values: dict, usable: int, changes: dict) -> "int | None":
-    """Fewest data-parallel ZeRO-3 shards that fit; None when the unsharded part alone does not fit.
+def _smallest_dp(values: dict, usable: int, changes: dict, most: "int | None" = None) -> "int | None":
+    """Fewest data-parallel ZeRO-3 shards that fit; None when the unsharded part alone does not fit, or
+    when more than ``most`` shards would be needed.
 
     Memory is about ``fixed + sharded / dp``: the line through two estimates in 1/dp, extended to more
     shards, guesses where it reaches the usable bytes. The search starts from two shard counts and moves
@@ -102,9 +103,13 @@ def _smallest_dp(values: dict, usable: int, changes: dict) -> "int | None":
     if values["mode"] == "train" and values["ep"] > 1:
         unit = values["ep"] // math.gcd(values["ep"], values["cp"])
     first = max(2, unit)
+    if most is not None:
+        most = most // unit * unit
+        if most < first or not _fits(values, usable, **changes, dp=most):
+            return None
     failed, fitted = first - unit, None      # the most shards known not to fit (or not tried), the fewest that do
     line: "list[tuple[int, int]]" = []
-    for dp in (first, 2 * first):
+    for dp in (first, 2 * first if most is None else min(2 * first, most)):
         t = _total(values, **changes, dp=dp)
         if t is None:
             return None
@@ -123,6 +128,8 @@ def _smallest_dp(values: dict, usable: int, changes: dict) -> "int | None":
         dp = max(failed + unit, math.ceil(sharded / (usable - fixed) / unit) * unit)
         if dp > MAX_DP:
             return None
+        if most is not None:
+            dp = min(dp, most)               # known to fit (and remembered)
         t = _total(values, **changes, dp=dp)
         if t is None:
             return None
@@ -152,7 +159,8 @@ def plan(values: dict, usable: int, limit: int = 5) -> "list[dict]":
     Tried: the layout as given; ZeRO-3 / FSDP FULL_SHARD over the fewest data-parallel GPUs, with tensor
     parallelism inside a node (dividing heads and kv heads; a larger degree while it could use fewer GPUs
     in all) and pipeline stages when a node is not enough; each with the recomputation given and with
-    full recomputation.
+    full recomputation. Once ``limit`` layouts are found, a layout is searched only up to the GPUs of the
+    ``limit``-th fewest: one that needs more could not be shown.
     """
     arch = resolve_architecture(values)             # the model the estimate used: preset, config or overrides
     heads, kv_heads, layers = arch.heads or 1, arch.kv_heads or 1, arch.layers or 1
@@ -172,13 +180,15 @@ def plan(values: dict, usable: int, limit: int = 5) -> "list[dict]":
             for tp in tps:
                 if fewest is not None and fewest <= tp * pp * values["cp"]:
                     break                    # a larger tp cannot use fewer GPUs than that layout
+                shown = sorted({o["label"]: o["gpus"] for o in options}.values())
+                most = shown[limit - 1] // (tp * pp * values["cp"]) if len(shown) >= limit else None
                 changes = {"recompute": recompute, "tp": tp, "pp": pp, "zero": "3", "fsdp": "none",
                            "offload": "none", "microbatches": max(values["microbatches"], pp)}
                 dp: "int | None" = 1
                 if tp == 1 and pp == 1 and _fits(values, usable, **changes, dp=1):
                     dp = 1
                 else:
-                    dp = _smallest_dp(values, usable, changes)
+                    dp = _smallest_dp(values, usable, changes, most)
                 if dp is None:
                     continue
                 changes = {**changes, "dp": dp}

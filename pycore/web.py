@@ -12,9 +12,9 @@ from .answers import answer
 from .applies import describe, ignored
 from .compare import compare
 from .errors import FieldError
-from .estimate import estimate_values
+from .estimate import estimate_values, totals_only
 from .explain import formulas as explain_formulas
-from .fit import gpu_fits
+from .fit import gpu_fit, gpu_fits
 from .schema import BY_KEY, DEFAULTS, parse, to_query
 from .units import format_bytes
 
@@ -51,9 +51,10 @@ def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in text)
 
 
-def _estimate(query: str, formulas: bool = True) -> "tuple[dict, dict | None, dict, dict]":
+def _estimate(query: str, formulas: bool = True, explain: bool = True) -> "tuple[dict, dict | None, dict, dict]":
     """(values, result or None, errors, baseline inputs) for a query string; bad inputs fall back to their
-    defaults, the key that caused each error named."""
+    defaults, the key that caused each error named. ``explain=False``: the totals only, remembered
+    (``estimate.totals_only``)."""
     raw, errors = _pairs(query)
     base_raw = {k[5:]: v for k, v in raw.items() if k.startswith("base.") and v != ""}
     raw = {k: v for k, v in raw.items() if v != "" and not k.startswith("base.")}
@@ -64,7 +65,8 @@ def _estimate(query: str, formulas: bool = True) -> "tuple[dict, dict | None, di
     given = [k for k in raw if k not in parse_errors]
     for _ in range(len(BY_KEY) + 1):
         try:
-            return values, estimate_values(values, formulas=formulas), errors, base_raw
+            result = estimate_values(values, formulas=formulas) if explain else totals_only(values)
+            return values, result, errors, base_raw
         except FieldError as error:
             key = error.key if error.key in BY_KEY else "model"
             if values[key] == DEFAULTS[key]:
@@ -129,6 +131,20 @@ def run(query: str, formulas: bool = True) -> str:
         if formulas:
             payload["formulas"] = explain_formulas(result)
     payload["warnings"] += _ignored(values, query)
+    return _dumps(payload)
+
+
+def headline(query: str) -> str:
+    """What a keystroke's own frame shows: the total per GPU, its fit on the chosen GPU, and the inputs'
+    errors; JSON shaped as ``run``'s payload with only those parts (``gpus`` holds the chosen GPU alone).
+    The page asks ``run`` for everything else in the frame after, so a key is answered within a frame."""
+    values, result, errors, _ = _estimate(query, explain=False)
+    payload: dict = {"errors": errors}
+    if result is not None:
+        total = result["total_bytes"]
+        payload.update(result={"total_bytes": total, "peak_bytes": result["peak_bytes"]},
+                       total={"bytes": total, **format_bytes(total)},
+                       gpus=[gpu_fit(total, values["gpu"], values["gpu"])])
     return _dumps(payload)
 
 

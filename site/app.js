@@ -14,6 +14,7 @@ const APPLIES = JSON.parse(document.getElementById("applies-table")?.textContent
 const COLORS = ["#3b6fd8", "#8a5cd6", "#d6683b", "#2f9e7a", "#d6a93b", "#c2477a", "#5aa0c8", "#7a8b3b", "#999"];
 
 let run = null;          // pycore.web.run, once Python is ready
+let headline = null;     // pycore.web.headline: a keystroke's total and fit, for its own frame
 let pushNext = true;     // the first keystroke of an edit makes a history entry; the rest replace it
 
 const defaults = Object.fromEntries(FIELDS.map((el) => [el.dataset.key, el.value]));
@@ -260,7 +261,7 @@ function renderHeadline(payload) {
   setText(document.getElementById("mini-total"), `${number} ${unit}`);
   document.documentElement.dataset.totalBytes = String(r.total_bytes);
   document.documentElement.dataset.peakBytes = String(r.peak_bytes);
-  // A keystroke's payload leaves the formulas out (pycore.web.run(query, false)): the table below the
+  // A keystroke's payloads leave the formulas out (pycore.web.run(query, false)): the table below the
   // results is drawn once typing pauses, from the answers' payload. The build-time payloads carry them.
   // Until then the table still shows the last pause's numbers, dimmed.
   if (!payload.formulas) document.getElementById("formulas").classList.add("stale");
@@ -642,21 +643,22 @@ function scheduleAnswers() {
 
 let lastResult = null;
 
-// A keystroke's own frame shows the total and its verdict; the details follow in the frame after, so the
-// key is answered within a frame (its Event Timing, benchmarks/page_speed.py) and typing fast draws the
-// details once for the latest keystroke.
+// A keystroke's own frame shows the total and its verdict (pycore.web.headline, a third of the work of
+// web.run); the details follow in the frame after, from web.run, so the key is answered within a frame
+// (its Event Timing, benchmarks/page_speed.py) and typing fast draws the details once for the latest key.
 let pendingDetails = null;
 
-function detailsAfterFrame(payload) {
+function detailsAfterFrame(query) {
   if (pendingDetails === null) requestAnimationFrame(() => setTimeout(flushDetails));
-  pendingDetails = payload;
+  pendingDetails = query;
 }
 
 function flushDetails() {
   if (pendingDetails === null) return;
-  const payload = pendingDetails;
+  const payload = JSON.parse(run(pendingDetails, false));
   pendingDetails = null;
-  renderDetails(payload);
+  lastResult = payload.result;
+  render(payload);
 }
 
 /** After a change made by a button (not typing): the next keystroke starts a new history entry. */
@@ -668,12 +670,12 @@ function update(historyMode) {
   if (historyMode) scheduleUrl(historyMode);
   else document.getElementById("link-field").value = location.href;
   if (!run) { showApplies(); return; }
-  const payload = JSON.parse(run(requestQuery(), false));
-  lastResult = payload.result;
+  const query = requestQuery();
+  const payload = JSON.parse(headline(query));
   renderHeadline(payload);
   if (window.__firstResultMs === undefined) window.__firstResultMs = performance.now();
   if (payload.result) {
-    detailsAfterFrame(payload);
+    detailsAfterFrame(query);
     scheduleAnswers();
   } else delete document.documentElement.dataset.answersPending;   // the page keeps the last result's
 }
@@ -749,6 +751,7 @@ function enableControls() {
 function ready() {
   if (run || !window.pycoreRun) return;
   run = window.pycoreRun;
+  headline = window.pycoreHeadline;
   enableControls();
   statusLine.classList.remove("failed");
   statusLine.textContent = "Ready. Results update as you type.";

@@ -9,6 +9,7 @@ from pycore import web
 
 random.seed()  # after a start from the build's memory snapshot (pyodide/start.mjs), random would repeat its state
 window.pycoreRun = create_proxy(web.run)
+window.pycoreHeadline = create_proxy(web.headline)
 window.pycoreAnswers = create_proxy(web.answers)
 window.pycoreCsv = create_proxy(web.csv)
 window.pycoreImport = create_proxy(web.import_config)

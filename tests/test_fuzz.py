@@ -59,6 +59,15 @@ def test_run_never_raises_and_bytes_are_whole(q):
     payload = _timed(web.run, q)
     assert isinstance(payload["errors"], dict)
     _check_bytes(payload)
+    # A keystroke's own frame draws web.headline's part of the same answer (site/app.js).
+    head = _timed(web.headline, q)
+    assert head["errors"] == payload["errors"]
+    if payload.get("result"):
+        assert head["result"] == {k: payload["result"][k] for k in ("total_bytes", "peak_bytes")}
+        assert head["total"] == {k: payload["total"][k] for k in head["total"]}
+        assert head["gpus"] == [gpu for gpu in payload["gpus"] if gpu["chosen"]]
+    else:
+        assert "result" not in head
 
 
 @settings(max_examples=EXAMPLES // 3, deadline=None, suppress_health_check=[HealthCheck.too_slow])

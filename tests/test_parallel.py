@@ -314,6 +314,24 @@ def test_plan_finds_the_fewest_gpus_over_its_layouts():
     assert search.plan(values, usable)[0]["gpus"] == fewest
 
 
+@pytest.mark.parametrize("query", [
+    {"model": "llama-3.1-70b", "precision": "bf16", "fsdp": "FULL_SHARD", "dp": "8", "recompute": "full",
+     "batch": "16"},
+    {"model": "llama-3.1-70b", "precision": "amp-bf16", "batch": "4"},
+    {"model": "llama-3.1-405b", "precision": "bf16", "recompute": "full", "seq": "8192"},
+    {"model": "qwen2.5-72b", "precision": "bf16", "batch": "8"},
+    {"model": "mixtral-8x7b-v0.1", "ep": "2", "cp": "2", "batch": "8"},
+])
+def test_plan_searches_only_layouts_that_could_be_shown(query):
+    # Once five layouts are found, a layout is searched only up to the fifth's GPU count: the five shown
+    # are the same as the first five of a plan that searches every layout in full (a limit it never reaches).
+    from pycore import answers as search
+    from pycore.frameworks import apply
+    values, usable = apply(parse(query)), 85_520_809_984
+    full = search.plan(values, usable, limit=1000)
+    assert len(full) > 5
+    assert search.plan(values, usable) == full[:5]
+
 def test_fsdp2_mixed_precision_gathers_layers_in_bf16():
     # FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): fp32 shards and state, each layer
     # all-gathered in bf16 (2 bytes a parameter) where amp-bf16 gathers the fp32 shard (4 bytes) and casts

@@ -21,10 +21,10 @@ window.__violations = [];
 document.addEventListener('securitypolicyviolation',
   e => window.__violations.push(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`));
 window.__queries = [];
-for (const name of ['pycoreRun', 'pycoreAnswers', 'pycoreCsv']) {
+for (const name of ['pycoreRun', 'pycoreHeadline', 'pycoreAnswers', 'pycoreCsv']) {
   let wrapped;
   Object.defineProperty(window, name, { configurable: true, get: () => wrapped,
-    set: (f) => { wrapped = (q) => { window.__queries.push(q); return f(q); }; } });
+    set: (f) => { wrapped = (q, ...rest) => { window.__queries.push(q); return f(q, ...rest); }; } });
 }
 """
 
