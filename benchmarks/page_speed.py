@@ -117,8 +117,8 @@ def load_pair(browser, url, bare):
 
 # The keystroke floor: one input whose handler busies the main thread for 6 ms, about what a keydown on
 # the page took before its frame when this floor was set (its handler, 3-4 ms, and the layouts the editor
-# forces around it, in a Chromium trace; 1.5-2.6 ms and 1-2 ms since web.headline), and then writes one
-# line of text.
+# forces around it, in a Chromium trace; since web.headline and the fields' relayout boundaries the
+# handler takes 1.5-2.6 ms), and then writes one line of text.
 KEY_FLOOR = """<!doctype html><meta charset="utf-8"><input id="f-batch"><p id="out"></p><script type="module">
 const field = document.getElementById("f-batch"), out = document.getElementById("out");
 field.addEventListener("input", () => {

@@ -655,8 +655,9 @@ function detailsAfterFrame(query) {
 
 function flushDetails() {
   if (pendingDetails === null) return;
-  const payload = JSON.parse(run(pendingDetails, false));
+  const query = pendingDetails;
   pendingDetails = null;
+  const payload = JSON.parse(run(query, false));
   lastResult = payload.result;
   render(payload);
 }
