@@ -659,7 +659,7 @@ function flushDetails() {
   pendingDetails = null;
   const payload = JSON.parse(run(query, false));
   lastResult = payload.result;
-  render(payload);
+  renderDetails(payload);     // the headline for this query is drawn already (web.headline agrees with web.run)
 }
 
 /** After a change made by a button (not typing): the next keystroke starts a new history entry. */
