@@ -57,7 +57,10 @@ def totals_only(values: dict) -> dict:
     pause in typing. The result is shared: read it, do not change it. A config file is read afresh."""
     if values.get("config"):
         return estimate_values(values, explain=False)
-    return _totals_only(tuple(sorted(values.items())))
+    # Keyed by the items in their order, not sorted (5% of the answers' time in CPython): every caller's
+    # values come from schema.parse, in its order, with changes made in place; a dict in another order is
+    # only a miss, never a wrong hit.
+    return _totals_only(tuple(values.items()))
 
 
 @lru_cache(maxsize=1024)

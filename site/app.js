@@ -3,7 +3,7 @@
 // The page runs under a Content-Security-Policy (index.html): no inline scripts, styles or handlers.
 
 import { chartLibrary, resizer, stackedChart } from "./charts.js";
-import { bytesText, didYouMean, gbText, plural, splitUnit } from "./format.js";
+import { bytesText, didYouMean, gbText, numberText, plural, splitUnit } from "./format.js";
 
 const form = document.getElementById("form");
 const statusLine = document.getElementById("status");
@@ -167,7 +167,7 @@ function showErrors(errors) {
   const dropped = droppedKeys();
   if (dropped.length) {
     const named = dropped.slice(0, 5).map((key) => key.slice(0, 40)).join(", ");
-    const more = dropped.length > 5 ? ` and ${(dropped.length - 5).toLocaleString("en-US")} more` : "";
+    const more = dropped.length > 5 ? ` and ${numberText(dropped.length - 5)} more` : "";
     box.append(el("p", `Ignored ${dropped.length === 1 ? "a key" : "keys"} this page does not take from a link: ${named}${more}.`));
   }
 }
@@ -273,7 +273,7 @@ function renderDetails(payload) {
   if (!payload.result) return;
   const r = payload.result;
   const { totalBytes, totalText } = totalOf(payload);
-  const active = r.params.active !== r.params.total ? ` (${r.params.active.toLocaleString("en-US")} active per token)` : "";
+  const active = r.params.active !== r.params.total ? ` (${numberText(r.params.active)} active per token)` : "";
   // pycore words these sentences (pycore.report.summary), the same as the command line's table.
   setText(document.getElementById("peak-line"), payload.summary?.peak ||
     `Peak tensors ${bytesText(r.peak_bytes)} during the ${r.peak_phase} phase, plus ${bytesText(r.overhead_bytes)} runtime overhead.`);
@@ -547,7 +547,7 @@ function renderAnswers(a, r, display) {
       const days = Number((a.cost.hours / 24).toFixed(1));
       add("Training time", `${plural(days, "day")} on ${plural(a.cost.gpus, "GPU")}`);
     }
-    if (a.cost.cost_usd !== null) add("Training cost", `$${Math.round(a.cost.cost_usd).toLocaleString("en-US")} at $${a.cost.price_usd_per_gpu_hour}/GPU-hour`);
+    if (a.cost.cost_usd !== null) add("Training cost", `$${numberText(Math.round(a.cost.cost_usd))} at $${a.cost.price_usd_per_gpu_hour}/GPU-hour`);
     if (a.cost.why_not) add("Time and cost", a.cost.why_not);
   }
   if (r.host_bytes) add("Host RAM for offload", `${bytesText(r.host_bytes)} per GPU`);
@@ -608,7 +608,7 @@ function renderComparison(c) {
   }
   if (c.cost_usd !== null && c.cost_usd !== undefined) {
     const tr = el("tr");
-    const dollars = (x) => (x === null || x === undefined ? "—" : `$${Math.round(x).toLocaleString("en-US")}`);
+    const dollars = (x) => (x === null || x === undefined ? "—" : `$${numberText(Math.round(x))}`);
     tr.append(el("td", "Training cost"), el("td", dollars(c.cost_usd), "num"), el("td", dollars(c.baseline_cost_usd), "num"), el("td", ""));
     body.append(tr);
   }

@@ -3,7 +3,7 @@
 // the first chart is drawn). The numbers are pycore's (answers.charts, see CONTRACT.md): this only hands
 // them to the library. uPlot sets styles through the CSSOM, which the page's Content-Security-Policy allows.
 
-import { bytesText } from "./format.js";
+import { bytesText, numberText } from "./format.js";
 
 const GIB = 2 ** 30;
 const HEIGHT = 210;
@@ -34,7 +34,7 @@ function gibSplits(top) {
   return splits;
 }
 
-const tick = (x) => (x >= 1024 && x % 1024 === 0 ? `${x / 1024}K` : x.toLocaleString("en-US"));
+const tick = (x) => (x >= 1024 && x % 1024 === 0 ? `${x / 1024}K` : numberText(x));
 
 /** What one drawing needs from pycore's chart: stacked sums, the largest that fits, the axis top. */
 function stateOf(chart) {

@@ -1,6 +1,6 @@
 // What fits on my GPUs: pycore estimates every preset for this workload; this lists and sorts them.
 import { el, formQuery, requestQuery } from "./app.js";
-import { bytesText } from "./format.js";
+import { bytesText, numberText } from "./format.js";
 
 let fitsRows = [];
 let fitsSort = "headroom_bytes";
@@ -33,7 +33,7 @@ function drawFits() {
     name.append(link);
     const size = row.total_bytes === null ? row.error || "—"
       : `${row.total_text} · ${bytesText(row.headroom_bytes)} ${row.headroom_bytes >= 0 ? "free" : "over"}`;
-    tr.append(name, el("td", row.params.toLocaleString("en-US"), "num"), el("td", size, "num"),
+    tr.append(name, el("td", numberText(row.params), "num"), el("td", size, "num"),
       el("td", [Object.entries(row.layout).map(([k, v]) => `${k}=${v}`).join(" "), row.note].filter(Boolean).join(" — ")));
     body.append(tr);
   }

@@ -115,10 +115,19 @@ def total(page):
     return int(page.evaluate("document.documentElement.dataset.totalBytes"))
 
 
+def seen_text(locator):
+    """A part's text as a person sees it once scrolled to it: the form's groups and the explanations skip
+    their rendering while out of view (style.css, content-visibility), and their innerText is empty then."""
+    locator.scroll_into_view_if_needed()
+    locator.page.wait_for_function("(node) => node.innerText !== ''", arg=locator.element_handle())
+    return locator.inner_text()
+
+
 def show(page, query):
-    """Navigate inside the page (history + popstate) and wait for the new result and its answers."""
-    page.evaluate("q => { history.pushState(null, '', '?' + q); dispatchEvent(new PopStateEvent('popstate')); }",
-                  query)
+    """Navigate inside the page (history + popstate) to the top of a new state, as a person following a
+    link arrives, and wait for the new result and its answers."""
+    page.evaluate("q => { history.pushState(null, '', '?' + q); dispatchEvent(new PopStateEvent('popstate')); "
+                  "scrollTo(0, 0); }", query)
     page.wait_for_function("document.getElementById('link-field').value === location.href")
     settled(page)
 

@@ -4,7 +4,7 @@ the layouts that fit, vLLM's log lines, what fits on my GPUs."""
 import json
 
 import pytest
-from conftest import settled, show
+from conftest import seen_text, settled, show
 
 from pycore import estimate, web
 
@@ -24,7 +24,7 @@ def test_breakdown_rows_add_up_to_the_total_on_the_page(shared):
 def test_formulas_show_the_users_numbers(shared):
     page = shared.page
     show(page, "model=gpt2&batch=4")
-    text = page.locator("#formulas").inner_text()
+    text = seen_text(page.locator("#formulas"))
     # GPT-2 has 124,439,808 parameters: the weights row shows P × 4 and the same with the number.
     assert "P × 4" in text and "124,439,808 × 4" in text
     # A keystroke redraws the numbers at once and the formulas once typing pauses: dimmed until then.
