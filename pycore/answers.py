@@ -11,6 +11,7 @@ from .errors import FieldError
 from .estimate import total_bytes
 from .report import duration_text, plural
 from .setup import resolve_architecture
+from .steps import Steps, finish
 from .units import format_bytes
 
 SEARCH_LIMIT = 1 << 20
@@ -22,19 +23,20 @@ MAX_DP = 1 << 16
 RECOMPUTE_COST = {"none": 1.0, "selective": 1.03, "full": 4 / 3}
 
 
-def _total(values: dict, **changes: object) -> "int | None":
+def _total(values: dict, **changes: object) -> "Steps[int | None]":
+    yield                                        # a step: each estimate is one (pycore/steps.py)
     try:
         return total_bytes({**values, **changes})
     except FieldError:
         return None
 
 
-def _fits(values: dict, usable: int, **changes: object) -> bool:
-    total = _total(values, **changes)
+def _fits(values: dict, usable: int, **changes: object) -> "Steps[bool]":
+    total = yield from _total(values, **changes)
     return total is not None and total <= usable
 
 
-def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEARCH_LIMIT) -> "int | None":
+def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEARCH_LIMIT) -> "Steps[int | None]":
     """The largest value of an integer input that still fits, or None if even ``low`` does not.
 
     Memory is piecewise linear in the batch and the sequence, and close to convex (a maximum over
@@ -44,11 +46,11 @@ def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEAR
     a straight piece the two guesses meet at the answer), and by bisecting (a bound on the number of
     steps whatever the shape of the curve): a handful of estimates.
     """
-    t_low = _total(values, **{key: low})
+    t_low = yield from _total(values, **{key: low})
     if t_low is None or t_low > usable:
         return None
     x = max(low, min(values[key], high))
-    t_x = _total(values, **{key: x}) if x != low else t_low
+    t_x = (yield from _total(values, **{key: x})) if x != low else t_low
     t_hi: "int | None"
     if t_x is not None and t_x <= usable:
         lo, t_lo = x, t_x
@@ -56,7 +58,7 @@ def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEAR
             if lo == high:
                 return high
             hi = min(high, 2 * lo)
-            t_hi = _total(values, **{key: hi})
+            t_hi = yield from _total(values, **{key: hi})
             if t_hi is None or t_hi > usable:
                 break
             lo, t_lo = hi, t_hi
@@ -72,7 +74,7 @@ def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEAR
             middle = lo + (usable - t_lo) * (lo - below[0]) // (t_lo - below[1])
         middle = min(hi - 1, max(lo + 1, middle))
         step += 1
-        t_mid = _total(values, **{key: middle})
+        t_mid = yield from _total(values, **{key: middle})
         if t_mid is not None and t_mid <= usable:
             below, lo, t_lo = (lo, t_lo), middle, t_mid
         else:
@@ -88,7 +90,7 @@ def _valid_tp(values: dict, heads: int, kv_heads: int) -> "list[int]":
     return out or [1]
 
 
-def _smallest_dp(values: dict, usable: int, changes: dict, most: "int | None" = None) -> "int | None":
+def _smallest_dp(values: dict, usable: int, changes: dict, most: "int | None" = None) -> "Steps[int | None]":
     """Fewest data-parallel ZeRO-3 shards that fit; None when the unsharded part alone does not fit, or
     when more than ``most`` shards would be needed.
 
@@ -105,12 +107,12 @@ def _smallest_dp(values: dict, usable: int, changes: dict, most: "int | None" = 
     first = max(2, unit)
     if most is not None:
         most = most // unit * unit
-        if most < first or not _fits(values, usable, **changes, dp=most):
+        if most < first or not (yield from _fits(values, usable, **changes, dp=most)):
             return None
     failed, fitted = first - unit, None      # the most shards known not to fit (or not tried), the fewest that do
     line: "list[tuple[int, int]]" = []
     for dp in (first, 2 * first if most is None else min(2 * first, most)):
-        t = _total(values, **changes, dp=dp)
+        t = yield from _total(values, **changes, dp=dp)
         if t is None:
             return None
         if t <= usable:
@@ -130,7 +132,7 @@ def _smallest_dp(values: dict, usable: int, changes: dict, most: "int | None" = 
             return None
         if most is not None:
             dp = min(dp, most)               # known to fit (and remembered)
-        t = _total(values, **changes, dp=dp)
+        t = yield from _total(values, **changes, dp=dp)
         if t is None:
             return None
         if t <= usable:
@@ -140,20 +142,20 @@ def _smallest_dp(values: dict, usable: int, changes: dict, most: "int | None" = 
     if fitted is None:
         return None
     if fitted - failed > unit:                  # one shard fewer first: usually it does not fit
-        if _fits(values, usable, **changes, dp=fitted - unit):
+        if (yield from _fits(values, usable, **changes, dp=fitted - unit)):
             fitted -= unit
         else:
             failed = fitted - unit
     while fitted - failed > unit:               # bisect
         middle = failed + (fitted - failed) // (2 * unit) * unit
-        if _fits(values, usable, **changes, dp=middle):
+        if (yield from _fits(values, usable, **changes, dp=middle)):
             fitted = middle
         else:
             failed = middle
     return fitted
 
 
-def plan(values: dict, usable: int, limit: int = 5) -> "list[dict]":
+def plan(values: dict, usable: int, limit: int = 5) -> "Steps[list[dict]]":
     """Training layouts that fit the chosen GPU, fewest GPUs first, then by the compute they cost.
 
     Tried: the layout as given; ZeRO-3 / FSDP FULL_SHARD over the fewest data-parallel GPUs, with tensor
@@ -166,7 +168,7 @@ def plan(values: dict, usable: int, limit: int = 5) -> "list[dict]":
     heads, kv_heads, layers = arch.heads or 1, arch.kv_heads or 1, arch.layers or 1
     generic = arch.kind == "generic"
     options = []
-    given = _total(values)
+    given = yield from _total(values)
     world = values["dp"] * values["tp"] * values["pp"] * values["cp"]
     if given is not None and given <= usable:
         options.append(_option("as given", {}, world, given, values["recompute"], values))
@@ -185,16 +187,16 @@ def plan(values: dict, usable: int, limit: int = 5) -> "list[dict]":
                 changes = {"recompute": recompute, "tp": tp, "pp": pp, "zero": "3", "fsdp": "none",
                            "offload": "none", "microbatches": max(values["microbatches"], pp)}
                 dp: "int | None" = 1
-                if tp == 1 and pp == 1 and _fits(values, usable, **changes, dp=1):
+                if tp == 1 and pp == 1 and (yield from _fits(values, usable, **changes, dp=1)):
                     dp = 1
                 else:
-                    dp = _smallest_dp(values, usable, changes, most)
+                    dp = yield from _smallest_dp(values, usable, changes, most)
                 if dp is None:
                     continue
                 changes = {**changes, "dp": dp}
                 if dp * values["cp"] == 1:      # nothing to shard over: ZeRO would change nothing
                     changes.update(zero=values["zero"], fsdp=values["fsdp"])
-                total = _total(values, **changes)
+                total = yield from _total(values, **changes)
                 if total is not None:
                     label = " ".join(f"{k}={changes[k]}" for k in ("zero", "dp", "tp", "pp", "recompute")
                                      if changes[k] != values[k]) or "as given"
@@ -216,7 +218,7 @@ def _option(label: str, changes: dict, gpus: int, total: int, recompute: str, va
             "compute_cost": RECOMPUTE_COST[recompute], "query": query}
 
 
-def serving_plan(values: dict, usable: int) -> "list[dict]":
+def serving_plan(values: dict, usable: int) -> "Steps[list[dict]]":
     """Serving layouts that fit: the smallest tensor-parallel degree inside a node, then pipeline stages."""
     arch = resolve_architecture(values)
     options = []
@@ -224,7 +226,7 @@ def serving_plan(values: dict, usable: int) -> "list[dict]":
         if pp > arch.layers:
             break
         for tp in _valid_tp(values, arch.heads, arch.kv_heads):
-            total = _total(values, tp=tp, pp=pp, dp=1, cp=1)
+            total = yield from _total(values, tp=tp, pp=pp, dp=1, cp=1)
             if total is not None and total <= usable:
                 options.append(_option(f"tp={tp}" + (f" pp={pp}" if pp > 1 else ""), {"tp": tp, "pp": pp},
                                        tp * pp, total, "none", values))
@@ -257,7 +259,7 @@ def _cost(values: dict, result: dict, gpu: dict, gpus: "int | None") -> dict:
     return answer
 
 
-def _how_to_fit(values: dict, usable: int, current: int) -> "list[dict]":
+def _how_to_fit(values: dict, usable: int, current: int) -> "Steps[list[dict]]":
     """Changes that lower the total, alone, in pairs or threes, ranked: those that fit first (by the compute
     they cost, then the fewest changes), then by the total they give."""
     if values["mode"] == "infer":
@@ -275,7 +277,7 @@ def _how_to_fit(values: dict, usable: int, current: int) -> "list[dict]":
     rows = []
     singles = []
     for label, change in candidates:
-        total = _total(values, **change)
+        total = yield from _total(values, **change)
         if total is not None and total < current:
             singles.append((label, change, total))
             rows.append((1, _fix(label, change, total, usable)))
@@ -290,7 +292,7 @@ def _how_to_fit(values: dict, usable: int, current: int) -> "list[dict]":
             if len(keys) != len(set(keys)):
                 continue
             change = {k: v for _, part, _ in combo for k, v in part.items()}
-            total = _total(values, **change)
+            total = yield from _total(values, **change)
             if total is not None and total < current:
                 rows.append((size, _fix(" + ".join(label for label, _, _ in combo), change, total, usable)))
     # Those that fit first, by the compute they cost, then by how few changes they make.
@@ -321,7 +323,12 @@ def _training_changes(values: dict) -> "list[tuple[str, dict]]":
 
 
 def answer(values: dict, result: dict) -> dict:
-    """fits, plan, gpus_needed, max_batch, max_seq, cost and how_to_fit for the chosen GPU."""
+    """fits, plan, gpus_needed, max_batch, max_seq, cost, how_to_fit and charts for the chosen GPU."""
+    return finish(answer_steps(values, result))
+
+
+def answer_steps(values: dict, result: dict) -> "Steps[dict]":
+    """``answer`` in steps (pycore/steps.py)."""
     values = frameworks.apply(values)            # read concrete values, not "auto"
     gpu = gpu_catalog()[values["gpu"]]
     usable = gpu["usable_bytes"]
@@ -329,11 +336,11 @@ def answer(values: dict, result: dict) -> dict:
     out: dict = {"gpu": values["gpu"], "fits": fits, "notes": []}
     limit = result["model"].get("max_positions") or SEARCH_LIMIT
     if values["mode"] == "train":
-        out["plan"] = plan(values, usable)
+        out["plan"] = yield from plan(values, usable)
         out["gpus_needed"] = out["plan"][0]["gpus"] if out["plan"] else None
         out["cost"] = _cost(values, result, gpu, out["gpus_needed"])
     else:
-        out["plan"] = serving_plan(values, usable)
+        out["plan"] = yield from serving_plan(values, usable)
         out["min_tp"] = int(out["plan"][0]["query"].get("tp", values["tp"])) if out["plan"] else None
         out["gpus_needed"] = out["plan"][0]["gpus"] if out["plan"] else None
     engine_vllm = values["mode"] == "infer" and values.get("engine") == "vllm"
@@ -353,24 +360,24 @@ def answer(values: dict, result: dict) -> dict:
         tokens = capacity.get("kv_cache_tokens", 0)
         out["max_context"] = min(tokens // max(values["batch"], 1), limit) if per_token else None
     else:
-        out["max_batch"] = _largest(values, "batch", usable)
+        out["max_batch"] = yield from _largest(values, "batch", usable)
         kind = result["model"]["kind"]
-        out["max_seq"] = _largest(values, "seq", usable, high=limit) if kind != "generic" else None
+        out["max_seq"] = (yield from _largest(values, "seq", usable, high=limit)) if kind != "generic" else None
         if values["mode"] == "infer":
             # Sequences of prompt + new tokens served at once, and the longest context at this batch.
             out["max_concurrency"] = out["max_batch"]
-            top = _largest(values, "seq", usable, high=max(limit - values["new_tokens"], 1))
+            top = yield from _largest(values, "seq", usable, high=max(limit - values["new_tokens"], 1))
             out["max_context"] = None if top is None else top + values["new_tokens"]
         if out["max_seq"] is not None and out["max_seq"] == limit and limit != SEARCH_LIMIT:
             out["notes"].append(f"sequence answers are capped at the model's {limit:,} positions")
-    out["how_to_fit"] = [] if fits else _how_to_fit(values, usable, result["total_bytes"])
+    out["how_to_fit"] = [] if fits else (yield from _how_to_fit(values, usable, result["total_bytes"]))
     if not fits and out["plan"] and not any(f["fits"] for f in out["how_to_fit"]):
         # Nothing on this many GPUs fits: the best layout is itself the change to make.
         best = out["plan"][0]
         out["how_to_fit"].insert(0, {**_fix(f"{best['label']} ({plural(best['gpus'], 'GPU')})", best["query"],
                                             best["total_bytes"], usable), "gpus": best["gpus"]})
     from .charts import charts
-    out["charts"] = charts(values, result, out, usable) or None
+    out["charts"] = (yield from charts(values, result, out, usable)) or None
     return out
 
 

@@ -3,13 +3,15 @@ live at each point's peak: the data the page draws once typing pauses. Each poin
 
 from .errors import FieldError
 from .estimate import totals_only
+from .steps import Steps
 
 POINTS = 9
 
 
-def _series(values: dict, key: str, xs: "list[int]") -> dict:
+def _series(values: dict, key: str, xs: "list[int]") -> "Steps[dict]":
     rows = []
     for x in xs:
+        yield                            # a step: each point is an estimate (pycore/steps.py)
         try:
             result = totals_only({**values, key: x})
         except FieldError:
@@ -36,22 +38,22 @@ def _doubling(start: int, top: int) -> "list[int]":
     return sorted(set(xs))
 
 
-def charts(values: dict, result: dict, answers: dict, usable: int) -> dict:
+def charts(values: dict, result: dict, answers: dict, usable: int) -> "Steps[dict]":
     """{"batch": {...}, "seq": {...}}: x values, one series of bytes per component, the GPU's usable
-    bytes and the largest value that fits (from the answers)."""
+    bytes and the largest value that fits (from the answers); in steps (pycore/steps.py)."""
     if values["mode"] == "infer" and values.get("engine") == "vllm":
         return {}                       # vLLM pre-allocates: its memory does not follow batch or context
     out = {}
     largest_batch = answers.get("max_batch") or 0
     batch_top = max(8, min(4096, 2 * largest_batch), values["batch"])
-    out["batch"] = {**_series(values, "batch", _doubling(1, batch_top)), "usable_bytes": usable,
+    out["batch"] = {**(yield from _series(values, "batch", _doubling(1, batch_top))), "usable_bytes": usable,
                     "largest_fitting": answers.get("max_batch"),
                     "label": "concurrent sequences" if values["mode"] == "infer" else "micro-batch per GPU"}
     if result["model"]["kind"] != "generic":
         limit = result["model"].get("max_positions") or 1 << 20
         seq_top = min(limit, max(4 * values["seq"], 2 * (answers.get("max_seq") or 0), 4096))
         start = max(128, seq_top >> (POINTS - 1))
-        out["seq"] = {**_series(values, "seq", _doubling(start, seq_top)), "usable_bytes": usable,
+        out["seq"] = {**(yield from _series(values, "seq", _doubling(start, seq_top))), "usable_bytes": usable,
                       "largest_fitting": answers.get("max_seq"),
                       "label": "prompt tokens" if values["mode"] == "infer" else "sequence length (tokens)"}
     return out

@@ -1,10 +1,11 @@
 """Compare an estimate with a baseline: by default the same setup in fp32 with no memory savers, or the
 same model served instead of trained, with any input of the baseline changed by ``base.KEY``."""
 
-from .answers import answer
+from .answers import answer_steps
 from .errors import FieldError
 from .estimate import estimate_values
 from .schema import parse, to_query
+from .steps import Steps, finish
 
 # What "no memory savers" undoes; everything else stays as the user set it.
 PLAIN: "dict[str, object]" = {"precision": "fp32", "recompute": "none", "attention": "eager", "zero": "0", "fsdp": "none",
@@ -38,6 +39,12 @@ def compare(values: dict, result: dict, base_raw: dict, answers: "dict | None" =
 
     ``answers`` are the current estimate's answers when the caller has them (they are not recomputed).
     """
+    return finish(compare_steps(values, result, base_raw, answers))
+
+
+def compare_steps(values: dict, result: dict, base_raw: dict, answers: "dict | None" = None) -> "Steps[dict]":
+    """``compare`` in steps (pycore/steps.py)."""
+    yield                                        # the baseline's estimate is a step of its own
     base = baseline_values(values, base_raw)
     try:
         base_result = estimate_values(base)
@@ -55,8 +62,9 @@ def compare(values: dict, result: dict, base_raw: dict, answers: "dict | None" =
                    "saving (fp32 master weights and optimizer state can outweigh 16-bit activations).")
     else:
         message = f"This setup saves {100 * saving:.1f}% of the baseline's memory per GPU."
-    answers = answers if answers is not None else answer(values, result)
-    base_answers = answer(base, base_result)
+    if answers is None:
+        answers = yield from answer_steps(values, result)
+    base_answers = yield from answer_steps(base, base_result)
     return {
         "mode": values["compare"],
         "baseline_query": to_query(base),

@@ -8,14 +8,15 @@ import json
 from urllib.parse import parse_qsl
 
 from . import report
-from .answers import answer
+from .answers import answer_steps
 from .applies import describe, ignored
-from .compare import compare
+from .compare import compare_steps
 from .errors import FieldError
 from .estimate import estimate_values, totals_only
 from .explain import formulas as explain_formulas
 from .fit import gpu_fit, gpu_fits
 from .schema import BY_KEY, DEFAULTS, parse, to_query
+from .steps import Steps, finish
 from .units import format_bytes
 
 MAX_QUERY = 200_000         # characters of a query string that are read at all
@@ -84,12 +85,12 @@ def _estimate(query: str, formulas: bool = True, explain: bool = True) -> "tuple
     return values, None, errors, base_raw
 
 
-def _answers(values: dict, result: dict, base_raw: dict, errors: dict) -> dict:
-    answers = answer(values, result)
+def _answers(values: dict, result: dict, base_raw: dict, errors: dict) -> "Steps[dict]":
+    answers = yield from answer_steps(values, result)
     answers["comparison"] = None
     if values["compare"] != "off":
         try:
-            answers["comparison"] = compare(values, result, base_raw, answers)
+            answers["comparison"] = yield from compare_steps(values, result, base_raw, answers)
         except FieldError as error:
             errors[error.key] = str(error)
     return answers
@@ -157,12 +158,22 @@ def _ignored(values: dict, query: str) -> "list[str]":
 def answers(query: str) -> str:
     """JSON with the answers (GPUs needed, plan, largest batch and sequence, cost, how to fit, comparison),
     the estimate's formulas (as ``run`` gives them) and any message about baseline inputs."""
+    return finish(answers_steps(query))
+
+
+def answers_steps(query: str) -> "Steps[str]":
+    """``answers`` in steps (pycore/steps.py): the page makes them a few at a time while a person types.
+    The estimate with its formulas and the JSON are steps of their own, a few milliseconds each."""
+    yield
     values, result, errors, base_raw = _estimate(query)
     if result is None:
         return _dumps({"answers": None, "formulas": None, "errors": errors})
-    found = _answers(values, result, base_raw, errors)
-    return _dumps({"answers": found, "display": report.display_answers(result, found),
-                   "formulas": explain_formulas(result), "errors": errors})
+    found = yield from _answers(values, result, base_raw, errors)
+    yield
+    formulas = explain_formulas(result)
+    yield
+    return _dumps({"answers": found, "display": report.display_answers(result, found), "formulas": formulas,
+                   "errors": errors})
 
 
 def csv(query: str) -> str:
@@ -170,7 +181,7 @@ def csv(query: str) -> str:
     values, result, errors, base_raw = _estimate(query)
     if result is None:
         return ""
-    return report.to_csv(values, result, _answers(values, result, base_raw, errors))
+    return report.to_csv(values, result, finish(_answers(values, result, base_raw, errors)))
 
 
 def fits(query: str) -> str:

@@ -624,8 +624,10 @@ function scheduleAnswers() {
   const round = ++answersRound;
   answersTimer = setTimeout(async () => {
     flushDetails();
+    aheadRound++;
     performance.mark("answers-start");      // benchmarks/page_speed.py reads the "answers" measure
-    const payload = JSON.parse(window.pycoreAnswers(requestQuery()));
+    const query = requestQuery();
+    const payload = JSON.parse(window.pycoreAnswersFor ? window.pycoreAnswersFor(query) : window.pycoreAnswers(query));
     if (payload.formulas) renderFormulas(payload.formulas);
     if (payload.answers) {
       renderAnswers(payload.answers, lastResult, payload.display);
@@ -642,6 +644,22 @@ function scheduleAnswers() {
 }
 
 let lastResult = null;
+
+// While a person types, the answers for the latest breakdown are made in slices of a few estimates
+// (main.py answers_slice; pycore/steps.py) between keystrokes, at background priority, so they are ready
+// when typing pauses; a keystroke stops them and its own details begin them anew.
+let aheadRound = 0;
+const later = (task) => (window.scheduler?.postTask ? window.scheduler.postTask(task, { priority: "background" }) : setTimeout(task));
+
+function answersAhead(query) {
+  if (!window.pycoreAnswersBegin) return;
+  window.pycoreAnswersBegin(query);
+  const round = ++aheadRound;
+  const slice = () => {
+    if (round === aheadRound && !window.pycoreAnswersSlice(4)) later(slice);
+  };
+  later(slice);
+}
 
 // A keystroke's own frame shows the total and its verdict (pycore.web.headline, a third of the work of
 // web.run); the details follow in the frame after, from web.run, so the key is answered within a frame
@@ -660,6 +678,7 @@ function flushDetails() {
   const payload = JSON.parse(run(query, false));
   lastResult = payload.result;
   renderDetails(payload);     // the headline for this query is drawn already (web.headline agrees with web.run)
+  if (payload.result) answersAhead(query);
 }
 
 /** After a change made by a button (not typing): the next keystroke starts a new history entry. */
@@ -671,6 +690,7 @@ function update(historyMode) {
   if (historyMode) scheduleUrl(historyMode);
   else document.getElementById("link-field").value = location.href;
   if (!run) { showApplies(); return; }
+  aheadRound++;
   const query = requestQuery();
   const payload = JSON.parse(headline(query));
   renderHeadline(payload);

@@ -1,16 +1,61 @@
 # Page glue: hands pycore's JSON entry point to the page script. All memory arithmetic is in pycore.
 import gc
 import random
+import time
 
-from js import document, window
+from js import document, navigator, window
 from pyodide.ffi import create_proxy
 
 from pycore import web
+from pycore.steps import finish
+
+# The answers for the latest breakdown, made a few estimates at a time in the gaps between keystrokes
+# (app.js answersAhead): when typing pauses they are ready to draw, and a key never waits for a search.
+ahead: dict = {"query": None, "steps": None, "json": None}
+
+
+def answers_begin(query: str) -> None:
+    ahead.update(query=query, steps=web.answers_steps(query), json=None)
+
+
+def answers_slice(ms: float) -> bool:
+    """Run the begun answers' steps for ``ms`` milliseconds at most, less when an input is waiting
+    (Chromium's isInputPending); True once they are done."""
+    steps = ahead["steps"]
+    if steps is None:
+        return True
+    deadline = time.perf_counter() + ms / 1000
+    scheduling = getattr(navigator, "scheduling", None)
+    try:
+        while True:
+            next(steps)
+            if time.perf_counter() >= deadline or (scheduling is not None and scheduling.isInputPending()):
+                return False
+    except StopIteration as done:
+        ahead.update(steps=None, json=done.value)
+        return True
+    except BaseException:
+        ahead.update(query=None, steps=None)
+        raise
+
+
+def answers_for(query: str) -> str:
+    """The answers' JSON for ``query``: those begun ahead when they are for it (finished now if need be),
+    else made now."""
+    if query != ahead["query"]:
+        return web.answers(query)
+    steps, made = ahead["steps"], ahead["json"]
+    ahead.update(query=None, steps=None, json=None)
+    return made if steps is None else finish(steps)
+
 
 random.seed()  # after a start from the build's memory snapshot (pyodide/start.mjs), random would repeat its state
 window.pycoreRun = create_proxy(web.run)
 window.pycoreHeadline = create_proxy(web.headline)
 window.pycoreAnswers = create_proxy(web.answers)
+window.pycoreAnswersBegin = create_proxy(answers_begin)
+window.pycoreAnswersSlice = create_proxy(answers_slice)
+window.pycoreAnswersFor = create_proxy(answers_for)
 window.pycoreCsv = create_proxy(web.csv)
 window.pycoreImport = create_proxy(web.import_config)
 window.pycoreFits = create_proxy(web.fits)

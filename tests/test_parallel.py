@@ -264,15 +264,16 @@ def test_largest_fitting_value_equals_plain_bisection(query, key):
     # The answers' search interpolates; plain bisection over the same estimate is the independent check.
     from pycore import answers as search
     from pycore.frameworks import apply
+    from pycore.steps import finish
     values, usable = apply(parse(query)), 85_520_809_984
 
     def fits(x):
-        return search._fits(values, usable, **{key: x})
+        return finish(search._fits(values, usable, **{key: x}))
     low, high = 1, 1 << 17
     while low < high:
         middle = (low + high + 1) // 2
         low, high = (middle, high) if fits(middle) else (low, middle - 1)
-    assert search._largest(values, key, usable, high=1 << 17) == low
+    assert finish(search._largest(values, key, usable, high=1 << 17)) == low
 
 
 @pytest.mark.parametrize("query", [
@@ -292,11 +293,12 @@ def test_fewest_shards_equal_a_plain_scan(query):
     # tensor parallelism: the line through dp = 2 and 4 alone (29) is far off.
     from pycore import answers as search
     from pycore.frameworks import apply
+    from pycore.steps import finish
     values, usable = apply(parse(query)), 85_520_809_984
     for tp in (1, 2, 8):
         changes = {"tp": tp, "pp": 1, "zero": "3", "fsdp": "none", "recompute": values["recompute"]}
-        scan = next((dp for dp in range(2, 1025) if search._fits(values, usable, **changes, dp=dp)), None)
-        assert search._smallest_dp(values, usable, changes) == scan, tp
+        scan = next((dp for dp in range(2, 1025) if finish(search._fits(values, usable, **changes, dp=dp))), None)
+        assert finish(search._smallest_dp(values, usable, changes)) == scan, tp
 
 
 def test_plan_finds_the_fewest_gpus_over_its_layouts():
@@ -305,13 +307,14 @@ def test_plan_finds_the_fewest_gpus_over_its_layouts():
     # fits, and the best uses 12: the plan must name one of those first.
     from pycore import answers as search
     from pycore.frameworks import apply
+    from pycore.steps import finish
     values, usable = apply(parse({"model": "llama-3.1-70b", "precision": "bf16", "fsdp": "FULL_SHARD",
                                   "dp": "8", "recompute": "full", "batch": "10"})), 85_520_809_984
     fewest = min(dp * tp * pp for tp in (1, 2, 4, 8) for pp in (1, 2, 4, 8)
-                 for dp in [next((d for d in range(1, 129) if search._fits(
-                     values, usable, tp=tp, pp=pp, dp=d, zero="3", fsdp="none", microbatches=max(pp, 1))), 10**6)])
+                 for dp in [next((d for d in range(1, 129) if finish(search._fits(
+                     values, usable, tp=tp, pp=pp, dp=d, zero="3", fsdp="none", microbatches=max(pp, 1)))), 10**6)])
     assert fewest == 12
-    assert search.plan(values, usable)[0]["gpus"] == fewest
+    assert finish(search.plan(values, usable))[0]["gpus"] == fewest
 
 
 @pytest.mark.parametrize("query", [
@@ -327,10 +330,11 @@ def test_plan_searches_only_layouts_that_could_be_shown(query):
     # are the same as the first five of a plan that searches every layout in full (a limit it never reaches).
     from pycore import answers as search
     from pycore.frameworks import apply
+    from pycore.steps import finish
     values, usable = apply(parse(query)), 85_520_809_984
-    full = search.plan(values, usable, limit=1000)
+    full = finish(search.plan(values, usable, limit=1000))
     assert len(full) > 5
-    assert search.plan(values, usable) == full[:5]
+    assert finish(search.plan(values, usable)) == full[:5]
 
 def test_fsdp2_mixed_precision_gathers_layers_in_bf16():
     # FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): fp32 shards and state, each layer

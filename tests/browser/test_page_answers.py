@@ -38,6 +38,25 @@ def test_formulas_show_the_users_numbers(shared):
     assert changed in page.locator("#formulas").inner_text()
 
 
+def test_answers_after_typing_are_those_of_the_last_input(shared):
+    # While a person types, each keystroke's answers are begun in slices between keys (site/main.py,
+    # pycore/steps.py) and dropped by the next key: once typing pauses the page shows pycore's answers
+    # for the last input, not those begun for an earlier one.
+    page = shared.page
+    show(page, "model=llama-3.1-70b&precision=bf16&fsdp=FULL_SHARD&dp=8&recompute=full&batch=1")
+    field = page.locator("#f-batch")
+    field.click()
+    field.press("End")
+    page.keyboard.type("26", delay=90)         # typing speed: keys 90 ms apart, under the 120 ms pause
+    page.wait_for_function("new URLSearchParams(location.search).get('batch') === '126'")
+    settled(page)
+    query = page.evaluate("location.search.slice(1)")
+    expected = json.loads(web.answers(query))
+    assert page.locator("#answers dd").all_inner_texts() == [row["text"] for row in expected["display"]]
+    assert page.locator("#plans button").all_inner_texts() == \
+        [option["label"] for option in expected["answers"]["plan"] if option["label"] != "as given"]
+
+
 def test_layouts_that_fit_are_buttons_that_set_the_inputs(shared):
     page = shared.page
     show(page, "model=llama-3.1-70b")

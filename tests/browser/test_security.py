@@ -21,7 +21,7 @@ window.__violations = [];
 document.addEventListener('securitypolicyviolation',
   e => window.__violations.push(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`));
 window.__queries = [];
-for (const name of ['pycoreRun', 'pycoreHeadline', 'pycoreAnswers', 'pycoreCsv']) {
+for (const name of ['pycoreRun', 'pycoreHeadline', 'pycoreAnswers', 'pycoreAnswersBegin', 'pycoreAnswersFor', 'pycoreCsv']) {
   let wrapped;
   Object.defineProperty(window, name, { configurable: true, get: () => wrapped,
     set: (f) => { wrapped = (q, ...rest) => { window.__queries.push(q); return f(q, ...rest); }; } });
