@@ -1,6 +1,7 @@
 """The questions people ask after the breakdown: how many GPUs and in which layout, what batch, how long,
 how much, and what to change when it does not fit. Each answer re-runs the estimate (totals only, no
-formulas) with some inputs changed; every search is bounded."""
+formulas) with some inputs changed; every search is bounded, and runs in steps of one estimate each
+(pycore/steps.py)."""
 
 import math
 from itertools import combinations
