@@ -15,6 +15,7 @@ export { version };
 const SNAPSHOT = new URL("./snapshot.bin.gz", import.meta.url).href;
 const output = { stdout: null, stderr: null };     // PyScript's own, once it asks for Python
 
+// sw.js asks the same before caching the snapshot.
 function snapshotWorthFetching() {
   const link = navigator.connection;
   return !(link && (link.saveData || /(^|-)2g$|^3g$/.test(link.effectiveType || "")));

@@ -7,11 +7,19 @@ const BUILD = {{BUILD_HASH}};
 const CACHE = `site-${BUILD}`;
 const PRECACHE = {{PRECACHE}};
 
+// The memory snapshot (6.6 MB) is left out where the browser asks to save data or reports a 2G/3G link,
+// as pyodide-start.mjs leaves it out of a first visit: Python then starts without it, offline too.
+function snapshotWorthFetching() {
+  const link = self.navigator.connection;
+  return !(link && (link.saveData || /(^|-)2g$|^3g$/.test(link.effectiveType || "")));
+}
+
 self.addEventListener("install", (event) => {
+  const files = PRECACHE.filter((url) => !url.endsWith("snapshot.bin.gz") || snapshotWorthFetching());
   // cache: "no-cache" revalidates each file with the server (a 304 reuses the HTTP cache's copy, which
   // the first visit has just filled), so an old file is never stored under the new build's name.
   event.waitUntil(caches.open(CACHE)
-    .then((cache) => cache.addAll(PRECACHE.map((url) => new Request(url, { cache: "no-cache" }))))
+    .then((cache) => cache.addAll(files.map((url) => new Request(url, { cache: "no-cache" }))))
     .then(() => self.skipWaiting()));
 });
 

@@ -69,13 +69,24 @@ def base_url(dist):
 
 
 @pytest.fixture(scope="session")
-def browser():
+def playwright():
+    with sync_playwright() as driver:
+        yield driver
+
+
+def launch(playwright, *flags):
+    """Chromium with the suite's arguments and any more ``flags``."""
     executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=ARGS) if executable \
-            else playwright.chromium.launch(args=ARGS)
-        yield launched
-        launched.close()
+    args = ARGS + list(flags)
+    return playwright.chromium.launch(executable_path=executable, args=args) if executable \
+        else playwright.chromium.launch(args=args)
+
+
+@pytest.fixture(scope="session")
+def browser(playwright):
+    launched = launch(playwright)
+    yield launched
+    launched.close()
 
 
 class Watched:

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import READY_MS, serving
+from conftest import READY_MS, launch, serving
 
 from pycore import web
 
@@ -157,6 +157,54 @@ def test_works_offline_after_the_first_visit_starting_from_the_memory_snapshot(b
         page.locator("#f-batch").fill("8")
         page.wait_for_function(f"document.documentElement.dataset.totalBytes === '{cpython_total('batch=8')}'")
         assert page.evaluate("navigator.onLine") is False
+    finally:
+        context.close()
+
+
+def started_without_the_snapshot(page, base_url):
+    page.goto(base_url + "?batch=4")
+    page.wait_for_selector("html.py-ready", timeout=READY_MS)
+    page.wait_for_function("document.documentElement.dataset.totalBytes !== undefined")
+    assert page.evaluate("document.documentElement.dataset.snapshot") is None
+    assert int(page.evaluate("document.documentElement.dataset.totalBytes")) == cpython_total("batch=4")
+    every_entry_point_answers(page)
+
+
+@pytest.mark.parametrize("link", ["2G", "3G"])
+def test_a_slow_link_never_downloads_the_snapshot_and_still_works_offline(playwright, base_url, link):
+    # The snapshot is 6.6 MB more on a first visit: over a link Chromium reports as 2G or 3G, Python starts
+    # the ordinary way (site/pyodide-start.mjs), the service worker caches the site without the snapshot
+    # (site/sw.js), and the page still works offline from that cache.
+    browser = launch(playwright, f"--force-effective-connection-type={link}")
+    context = browser.new_context()
+    requested = []
+    context.on("request", lambda request: requested.append(request.url))
+    try:
+        page = context.new_page()
+        assert page.evaluate("navigator.connection.effectiveType") == link.lower()
+        started_without_the_snapshot(page, base_url)
+        offline_ready(page)
+        assert not [url for url in requested if "snapshot" in url]
+        context.set_offline(True)
+        page.reload()
+        started_without_the_snapshot(page, base_url)
+    finally:
+        browser.close()
+
+
+def test_a_browser_asking_to_save_data_starts_python_without_the_snapshot(browser, base_url):
+    # navigator.connection.saveData is set by the system (Android's Data Saver), not by a Chromium flag:
+    # the page is told so here, before its scripts run (the service worker cannot be; it asks the same
+    # question as the page, which the 2G/3G test above covers).
+    context = browser.new_context()
+    context.add_init_script("Object.defineProperty(Navigator.prototype, 'connection', "
+                            "{ get: () => ({ saveData: true, effectiveType: '4g' }) });")
+    requested = []           # by the page (the service worker, not told, still caches the snapshot)
+    context.on("request", lambda request: request.service_worker or requested.append(request.url))
+    try:
+        page = context.new_page()
+        started_without_the_snapshot(page, base_url)
+        assert not [url for url in requested if "snapshot" in url]
     finally:
         context.close()
 
