@@ -43,7 +43,12 @@ self.addEventListener("fetch", (event) => {
     const cache = await caches.open(CACHE);
     const hit = page ? await cache.match(scope.href) : await cache.match(request);
     if (hit) return hit;
-    if (request.cache === "only-if-cached") return new Response(null, { status: 504 });
+    if (request.cache === "only-if-cached") {
+      // The snapshot left out on a slow link (install, above) is cached once the link allows: the page
+      // starts without it this time, from it the next.
+      if (url.pathname.endsWith("snapshot.bin.gz") && snapshotWorthFetching()) event.waitUntil(cache.add(url.href));
+      return new Response(null, { status: 504 });
+    }
     const response = await fetch(request);
     if (response.status === 200 && response.type === "basic" && !page) await cache.put(request, response.clone());
     return response;

@@ -74,12 +74,14 @@ def playwright():
         yield driver
 
 
-def launch(playwright, *flags):
-    """Chromium with the suite's arguments and any more ``flags``."""
+def launch(playwright, *flags, profile=None):
+    """Chromium with the suite's arguments and any more ``flags``; with ``profile`` (a folder), a context
+    whose storage (service worker, caches) outlives the browser, for the next launch with that folder."""
     executable = shutil.which("chromium") or shutil.which("chromium-browser")
-    args = ARGS + list(flags)
-    return playwright.chromium.launch(executable_path=executable, args=args) if executable \
-        else playwright.chromium.launch(args=args)
+    options = {"args": ARGS + list(flags), **({"executable_path": executable} if executable else {})}
+    if profile is not None:
+        return playwright.chromium.launch_persistent_context(str(profile), **options)
+    return playwright.chromium.launch(**options)
 
 
 @pytest.fixture(scope="session")
