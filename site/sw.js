@@ -45,8 +45,10 @@ self.addEventListener("fetch", (event) => {
     if (hit) return hit;
     if (request.cache === "only-if-cached") {
       // The snapshot left out on a slow link (install, above) is cached once the link allows: the page
-      // starts without it this time, from it the next.
-      if (url.pathname.endsWith("snapshot.bin.gz") && snapshotWorthFetching()) event.waitUntil(cache.add(url.href));
+      // starts without it this time, from it the next (or the one after, if this download fails).
+      if (url.pathname.endsWith("snapshot.bin.gz") && snapshotWorthFetching()) {
+        event.waitUntil(cache.add(url.href).catch(() => {}));
+      }
       return new Response(null, { status: 504 });
     }
     const response = await fetch(request);

@@ -197,28 +197,31 @@ def test_after_a_first_visit_on_a_slow_link_a_fast_one_caches_the_snapshot_for_t
     # One browser profile, three visits: over 3G the site is cached without the snapshot; over 4G Python
     # still starts without it (only the offline cache is read) while the service worker caches it; the
     # third visit starts from it.
+    opened = []
+
     def visit(link):
-        context = launch(playwright, f"--force-effective-connection-type={link}", profile=tmp_path / "profile")
-        page = context.pages[0] if context.pages else context.new_page()
+        for context in opened:
+            context.close()
+        opened[:] = [launch(playwright, f"--force-effective-connection-type={link}", profile=tmp_path / "profile")]
+        page = opened[0].pages[0] if opened[0].pages else opened[0].new_page()
         page.goto(base_url + "?batch=4")
         page.wait_for_selector("html.py-ready", timeout=READY_MS)
         assert int(page.evaluate("document.documentElement.dataset.totalBytes")) == cpython_total("batch=4")
-        return context, page
+        return page
 
-    context, page = visit("3G")
-    offline_ready(page)
-    context.close()
-    context, page = visit("4G")
-    assert page.evaluate("document.documentElement.dataset.snapshot") is None
-    # Each poll starts a look into the caches and reads what the previous one found (a polled function's
-    # promise is not awaited).
-    page.wait_for_function("""() => { (async () => { for (const key of await caches.keys())
-        if (await (await caches.open(key)).match('pyodide/snapshot.bin.gz')) window.__snapshotCached = true; })();
-        return window.__snapshotCached === true; }""", timeout=READY_MS)
-    context.close()
-    context, page = visit("4G")
-    assert page.evaluate("document.documentElement.dataset.snapshot") == "used"
-    context.close()
+    try:
+        offline_ready(visit("3G"))
+        page = visit("4G")
+        assert page.evaluate("document.documentElement.dataset.snapshot") is None
+        # Each poll starts a look into the caches and reads what the previous one found (a polled
+        # function's promise is not awaited).
+        page.wait_for_function("""() => { (async () => { for (const key of await caches.keys())
+            if (await (await caches.open(key)).match('pyodide/snapshot.bin.gz')) window.__snapshotCached = true; })();
+            return window.__snapshotCached === true; }""", timeout=READY_MS)
+        assert visit("4G").evaluate("document.documentElement.dataset.snapshot") == "used"
+    finally:
+        for context in opened:
+            context.close()
 
 
 def test_a_browser_asking_to_save_data_starts_python_without_the_snapshot(browser, base_url):
