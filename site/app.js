@@ -627,7 +627,7 @@ function scheduleAnswers() {
     aheadRound++;
     performance.mark("answers-start");      // benchmarks/page_speed.py reads the "answers" measure
     const query = requestQuery();
-    const payload = JSON.parse(window.pycoreAnswersFor ? window.pycoreAnswersFor(query) : window.pycoreAnswers(query));
+    const payload = JSON.parse(window.pycoreAnswersFor(query));    // made while typing, or now (main.py)
     if (payload.formulas) renderFormulas(payload.formulas);
     if (payload.answers) {
       renderAnswers(payload.answers, lastResult, payload.display);
@@ -652,7 +652,6 @@ let aheadRound = 0;
 const later = (task) => (window.scheduler?.postTask ? window.scheduler.postTask(task, { priority: "background" }) : setTimeout(task));
 
 function answersAhead(query) {
-  if (!window.pycoreAnswersBegin) return;
   window.pycoreAnswersBegin(query);
   const round = ++aheadRound;
   const slice = () => {

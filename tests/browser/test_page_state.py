@@ -171,20 +171,18 @@ def test_the_page_shows_pycores_own_text(watched, base_url):
 GIB = 2**30
 # Known chart data (answers.charts as CONTRACT.md describes it) put into pycore's answer, so the drawing can be
 # checked against numbers worked by hand.
-# The page takes the answers from pycoreAnswersFor (those made while typing) or else pycoreAnswers.
+# The page takes its answers from pycoreAnswersFor (site/main.py: those made while typing, or made then).
 CHARTS = """
+let realAnswers;
 const GIB = 2 ** 30;
 const chart = (x, step) => ({ x, usable_bytes: 10 * GIB, largest_fitting: x[2],
   series: [{ key: 'weights', label: 'Weights', bytes: x.map(() => 2 * GIB) },
            { key: 'activations', label: 'Activations', bytes: x.map((_, i) => (i + 1) * step * GIB) }] });
-for (const name of ['pycoreAnswers', 'pycoreAnswersFor']) {
-  let real;
-  Object.defineProperty(window, name, { configurable: true, get: () => real && ((q) => {
-    const p = JSON.parse(real(q));
-    if (p.answers) p.answers.charts = { batch: chart([1, 2, 4, 8, 16], 2), seq: chart([1024, 2048, 4096, 8192], 3) };
-    return JSON.stringify(p);
-  }), set: (f) => { real = f; } });
-}
+Object.defineProperty(window, 'pycoreAnswersFor', { configurable: true, get: () => realAnswers && ((q) => {
+  const p = JSON.parse(realAnswers(q));
+  if (p.answers) p.answers.charts = { batch: chart([1, 2, 4, 8, 16], 2), seq: chart([1024, 2048, 4096, 8192], 3) };
+  return JSON.stringify(p);
+}), set: (f) => { realAnswers = f; } });
 window.__violations = [];
 document.addEventListener('securitypolicyviolation', e => window.__violations.push(e.violatedDirective));
 """
