@@ -714,6 +714,7 @@ function flushTyping() {
   update(typingMode);
 }
 
+// Enter in a field submits that field's own form (build.py field_html): the page never leaves.
 form.addEventListener("submit", (event) => event.preventDefault());
 form.addEventListener("input", (event) => {
   if (!event.target.dataset.key) return;

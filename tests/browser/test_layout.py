@@ -10,7 +10,7 @@ from conftest import READY_MS
 pytestmark = pytest.mark.browser
 
 VIEWPORTS = [(360, 740, True), (390, 844, True), (768, 1024, True), (1440, 900, False)]
-CONTROLS = "form input:not([type=file]), form select, form textarea"
+CONTROLS = "#form input:not([type=file]), #form select, #form textarea"
 
 
 def _open(browser, base_url, width, height, touch):
@@ -36,7 +36,7 @@ def test_every_visible_input_takes_a_tap_and_an_edit(browser, base_url, width, h
     context, page = _open(browser, base_url, width, height, touch)
     try:
         lefts = _lefts(page)
-        for summary in page.locator("form details > summary").all():
+        for summary in page.locator("#form details > summary").all():
             if summary.is_visible():
                 _press(summary, touch)
         page.wait_for_function("[...document.querySelectorAll('form details')].filter(d => !d.hidden)"
