@@ -54,7 +54,7 @@ def main():
 
     for label, function in (("web.headline 70B FSDP (keystroke's own frame)",
                              lambda: (_totals_only.cache_clear(), web.headline(FSDP_70B))),
-                            ("web.run     70B FSDP (keystroke's details)", lambda: web.run(FSDP_70B, False)),
+                            ("web.run     70B FSDP (keystroke's next frame)", lambda: web.run(FSDP_70B, False)),
                             ("web.answers 70B FSDP (plans, searches, charts)", fresh(lambda: web.answers(FSDP_70B))),
                             ("web.answers default page", fresh(lambda: web.answers(""))),
                             ("web.fits    what fits on 2 × RTX 4090, serving", fresh(lambda: web.fits(

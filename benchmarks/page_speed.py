@@ -14,13 +14,13 @@ Prints, over RUNS runs (default 5; medians), against DIST (default dist/):
     (first answers drawn, service worker done): the browser's Event Timing duration of each keydown, from
     the key's timestamp to the next frame presented, the figure Interaction to Next Paint is made of.
     Chromium reports it in steps of 8 ms and leaves out those under 16 ms, counted here as 16. The key's
-    own frame shows the total and its verdict; the breakdown, bar and GPU list follow once the next frame has begun,
+    own frame shows the total and its verdict; the breakdown, bar and GPU list follow in the next frame,
     timed from the key to the second requestAnimationFrame after the page wrote them. And the same keystrokes on
     a page whose handler takes 6 ms and writes one line (the floor), typed in alternating rounds of 50;
   * the bytes transferred on a cold load;
   * after a pause in typing, the time to draw the answers, formulas and charts (70B FSDP), from the pause
     and from the input, and pycore's own time in Pyodide for the answers, what fits, and a keystroke's two
-    calls (its own frame's, then its details').
+    calls (its own frame's, then the next frame's).
 """
 
 import shutil
@@ -177,7 +177,7 @@ PAUSE_QUERIES = {
     "what fits on 2 x RTX 4090, serving": ("pycoreFits", "gpu=rtx-4090&gpus=2&mode=infer&seq=8192"),
     "keystroke's own frame (web.headline), 70B FSDP": ("pycoreHeadline",
                                                        "model=llama-3.1-70b&precision=bf16&fsdp=FULL_SHARD&dp=8"),
-    "keystroke's details (web.run), 70B FSDP": ("pycoreRun", "model=llama-3.1-70b&precision=bf16&fsdp=FULL_SHARD&dp=8"),
+    "keystroke's next frame (web.run), 70B FSDP": ("pycoreRun", "model=llama-3.1-70b&precision=bf16&fsdp=FULL_SHARD&dp=8"),
 }
 
 
@@ -274,7 +274,7 @@ def main():
           f"under 16 ms counted as 16): median {statistics.median(latencies):.0f} ms   "
           f"p95 {latencies[int(0.95 * len(latencies))]:.0f} ms   "
           f"over 20 ms: {sum(1 for d in latencies if d > 20)} of {len(latencies)}")
-    print(f"keystroke to the frame drawing the breakdown, bar and GPU list (after the key's own; "
+    print(f"keystroke to the frame drawing the breakdown, bar and GPU list (the frame after the key's own; "
           f"the second requestAnimationFrame after the page wrote them): median {statistics.median(details):.0f} ms   "
           f"p95 {details[int(0.95 * len(details))]:.0f} ms")
     print(f"the same keystrokes on a page whose handler takes 6 ms and writes one line: "

@@ -138,7 +138,7 @@ def run(query: str, formulas: bool = True) -> str:
 def headline(query: str) -> str:
     """What a keystroke's own frame shows: the total per GPU, its fit on the chosen GPU, and the inputs'
     errors; JSON shaped as ``run``'s payload with only those parts (``gpus`` holds the chosen GPU alone).
-    The page asks ``run`` for everything else once that frame is drawn, so a key is answered within a frame."""
+    The page asks ``run`` for everything else in the frame after, so a key is answered within a frame."""
     values, result, errors, _ = _estimate(query, explain=False)
     payload: dict = {"errors": errors}
     if result is not None:

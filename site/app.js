@@ -661,14 +661,12 @@ function answersAhead(query) {
 }
 
 // A keystroke's own frame shows the total and its verdict (pycore.web.headline, a third of the work of
-// web.run), so the key is answered within a frame (its Event Timing, benchmarks/page_speed.py). The details
-// follow from web.run once the next frame has begun, when the key's frame has been drawn: made right after
-// the key's frame was committed, they took the CPU its raster and drawing needed (keys 80 ms apart, 500 each,
-// interleaved: 53 -> 18 and 14 -> 6 over 20 ms). Typing fast draws the details once for the latest key.
+// web.run); the details follow in the frame after, from web.run, so the key is answered within a frame
+// (its Event Timing, benchmarks/page_speed.py) and typing fast draws the details once for the latest key.
 let pendingDetails = null;
 
 function detailsAfterFrame(query) {
-  if (pendingDetails === null) requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(flushDetails)));
+  if (pendingDetails === null) requestAnimationFrame(() => setTimeout(flushDetails));
   pendingDetails = query;
 }
 
