@@ -39,7 +39,7 @@ def test_every_visible_input_takes_a_tap_and_an_edit(browser, base_url, width, h
         for summary in page.locator("#form details > summary").all():
             if summary.is_visible():
                 _press(summary, touch)
-        page.wait_for_function("[...document.querySelectorAll('form details')].filter(d => !d.hidden)"
+        page.wait_for_function("[...document.querySelectorAll('#form details')].filter(d => !d.hidden)"
                                ".every(d => d.open)")
         assert _lefts(page) == lefts               # opening a folded section moves no fieldset sideways
 
