@@ -134,8 +134,9 @@ KEY_ROUNDS = 4
 
 def keystroke_latencies(browser, url, keystrokes=50, floor=False):
     """Event Timing durations (ms) of keystrokes typed into the batch field, a digit then Backspace, at
-    typing speed (80 ms apart, below the pause that asks for the answers); under 16 ms counts as 16.
-    With floor, the same keystrokes on KEY_FLOOR's page."""
+    typing speed (80 ms apart, below the pause that asks for the answers), under 16 ms counted as 16, and
+    each key's time to its details drawn; unsorted (main() sorts the rounds together). With floor, the
+    same keystrokes on KEY_FLOOR's page."""
     context = browser.new_context()
     context.add_init_script(OBSERVE)
     page = context.new_page()
@@ -167,7 +168,7 @@ def keystroke_latencies(browser, url, keystrokes=50, floor=False):
         raise SystemExit(f"{len(reported)} keydown timings for {keystrokes} keystrokes")
     if None in details:
         raise SystemExit(f"{details.count(None)} keystrokes without their details drawn")
-    return sorted(reported + [16.0] * (keystrokes - len(reported))), sorted(details)
+    return reported + [16.0] * (keystrokes - len(reported)), details
 
 
 # What follows a pause in typing, timed inside Pyodide (issue 13: within 50 ms for the 70B case).
@@ -253,7 +254,8 @@ def main():
                 latencies += page_keys
                 details += page_details
                 floor_latencies += keystroke_latencies(browser, url, floor=True)[0]
-            latencies.sort(); details.sort(); floor_latencies.sort()
+            for samples in (latencies, details, floor_latencies):
+                samples.sort()
             pauses = pause_timings(browser, url)
             drawn, drawn_from_input = drawn_after_pause(browser, url)
             browser.close()
