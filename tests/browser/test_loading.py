@@ -170,6 +170,12 @@ def started_without_the_snapshot(page, base_url):
     every_entry_point_answers(page)
 
 
+def on_link(page, link):
+    """Wait until Chromium reports the forced link type: it applies --force-effective-connection-type a
+    moment after start (one CI run read '4g' on the first blank page)."""
+    page.wait_for_function(f"navigator.connection.effectiveType === '{link.lower()}'")
+
+
 @pytest.mark.parametrize("link", ["2G", "3G"])
 def test_a_slow_link_never_downloads_the_snapshot_and_still_works_offline(playwright, base_url, link):
     # The snapshot is 6.6 MB more on a first visit: over a link Chromium reports as 2G or 3G, Python starts
@@ -181,7 +187,7 @@ def test_a_slow_link_never_downloads_the_snapshot_and_still_works_offline(playwr
     context.on("request", lambda request: requested.append(request.url))
     try:
         page = context.new_page()
-        assert page.evaluate("navigator.connection.effectiveType") == link.lower()
+        on_link(page, link)
         started_without_the_snapshot(page, base_url)
         offline_ready(page)
         assert not [url for url in requested if "snapshot" in url]
@@ -204,6 +210,7 @@ def test_after_a_first_visit_on_a_slow_link_a_fast_one_caches_the_snapshot_for_t
             context.close()
         opened[:] = [launch(playwright, f"--force-effective-connection-type={link}", profile=tmp_path / "profile")]
         page = opened[0].pages[0] if opened[0].pages else opened[0].new_page()
+        on_link(page, link)
         page.goto(base_url + "?batch=4")
         page.wait_for_selector("html.py-ready", timeout=READY_MS)
         assert int(page.evaluate("document.documentElement.dataset.totalBytes")) == cpython_total("batch=4")
