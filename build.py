@@ -50,8 +50,9 @@ SOURCE_DATE_EPOCH = "315532800"                     # 1980-01-01, the earliest t
 PRECACHE_SKIP = ("pyscript/codemirror", "pyscript/xterm", "prerendered/", "validation.md", ".nojekyll")
 
 sys.path.insert(0, str(ROOT))
-from pycore import applies, catalog, schema  # noqa: E402
-from pycore.architecture import ARCH_FIELDS as ARCH_KEYS  # noqa: E402
+from pycore.inputs import applies, schema  # noqa: E402
+from pycore.model import catalog  # noqa: E402
+from pycore.model.architecture import ARCH_FIELDS as ARCH_KEYS  # noqa: E402
 
 
 def fail(message):
@@ -148,7 +149,7 @@ def form_html():
                      for m, e in catalog.models().items())
     gpus = "".join(f'<option value="{html.escape(g)}">{html.escape(e["name"])}</option>'
                    for g, e in catalog.gpus().items())
-    # Which inputs apply when (pycore/applies.py), as data the page reads: CSP-safe, never executed.
+    # Which inputs apply when (pycore/inputs/applies.py), as data the page reads: CSP-safe, never executed.
     table = json.dumps(applies.APPLIES, sort_keys=True).replace("<", "\\u003c")
     return (columns + f'<datalist id="model-list">{models}</datalist><datalist id="gpu-list">{gpus}</datalist>'
             f'<script type="application/json" id="applies-table">{table}</script>')
@@ -231,7 +232,7 @@ def script_json(data):
 
 def prerendered(query):
     """What the page shows for a query before Python is ready: pycore's own answers, computed here."""
-    from pycore import web
+    from pycore.output import web
 
     answers = json.loads(web.answers(query))
     del answers["formulas"]                 # the run payload carries them already

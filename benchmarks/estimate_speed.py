@@ -13,10 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pycore import estimate  # noqa: E402
-from pycore import web  # noqa: E402
-from pycore.activations import per_token  # noqa: E402
-from pycore.estimate import _totals_only  # noqa: E402
-from pycore.model_states import model_states  # noqa: E402
+from pycore.output import web  # noqa: E402
+from pycore.memory.activations import per_token  # noqa: E402
+from pycore.memory.estimate import _totals_only  # noqa: E402
+from pycore.memory.model_states import model_states  # noqa: E402
 
 INPUTS = {
     "default (llama-3.1-8b training)": {},
@@ -46,7 +46,7 @@ def main():
     query = "&".join(f"{k}={v}" for k, v in INPUTS["gpt2, eager, full recompute"].items())
     median, p95 = timings(lambda: web.run(query))
     print(f"web.run   {'(estimate + formulas + JSON)':34s} median {1e3 * median:6.3f} ms   p95 {1e3 * p95:6.3f} ms")
-    # The searches remember totals (pycore.estimate.totals_only), model states and activations per token:
+    # The searches remember totals (pycore.memory.estimate.totals_only), model states and activations per token:
     # each call here starts with none, as a pause after a changed model does.
     def fresh(function):
         return lambda: (_totals_only.cache_clear(), model_states.cache_clear(), per_token.cache_clear(),

@@ -13,8 +13,8 @@ const FORM_KEYS = new Set(FIELDS.map((node) => node.dataset.key));
 const APPLIES = JSON.parse(document.getElementById("applies-table")?.textContent || "{}");
 const COLORS = ["#3b6fd8", "#8a5cd6", "#d6683b", "#2f9e7a", "#d6a93b", "#c2477a", "#5aa0c8", "#7a8b3b", "#999"];
 
-let run = null;          // pycore.web.run, once Python is ready
-let headline = null;     // pycore.web.headline: a keystroke's total and fit, for its own frame
+let run = null;          // pycore.output.web.run, once Python is ready
+let headline = null;     // pycore.output.web.headline: a keystroke's total and fit, for its own frame
 let pushNext = true;     // the first keystroke of an edit makes a history entry; the rest replace it
 
 const defaults = Object.fromEntries(FIELDS.map((el) => [el.dataset.key, el.value]));
@@ -261,7 +261,7 @@ function renderHeadline(payload) {
   setText(document.getElementById("mini-total"), `${number} ${unit}`);
   document.documentElement.dataset.totalBytes = String(r.total_bytes);
   document.documentElement.dataset.peakBytes = String(r.peak_bytes);
-  // A keystroke's payloads leave the formulas out (pycore.web.run(query, false)): the table below the
+  // A keystroke's payloads leave the formulas out (pycore.output.web.run(query, false)): the table below the
   // results is drawn once typing pauses, from the answers' payload. The build-time payloads carry them.
   // Until then the table still shows the last pause's numbers, dimmed.
   if (!payload.formulas) document.getElementById("formulas").classList.add("stale");
@@ -274,7 +274,7 @@ function renderDetails(payload) {
   const r = payload.result;
   const { totalBytes, totalText } = totalOf(payload);
   const active = r.params.active !== r.params.total ? ` (${numberText(r.params.active)} active per token)` : "";
-  // pycore words these sentences (pycore.report.summary), the same as the command line's table.
+  // pycore words these sentences (pycore.output.report.summary), the same as the command line's table.
   setText(document.getElementById("peak-line"), payload.summary?.peak ||
     `Peak tensors ${bytesText(r.peak_bytes)} during the ${r.peak_phase} phase, plus ${bytesText(r.overhead_bytes)} runtime overhead.`);
   setText(document.getElementById("params-line"), payload.summary
@@ -400,7 +400,7 @@ function filterGpus() {
   });
 }
 
-// ---- Only what applies: pycore/applies.py's table, written into the page by build.py.
+// ---- Only what applies: pycore/inputs/applies.py's table, written into the page by build.py.
 let kind = "transformer";
 
 function currentValues() {
@@ -646,7 +646,7 @@ function scheduleAnswers() {
 let lastResult = null;
 
 // While a person types, the answers for the latest breakdown are made in slices of a few estimates
-// (main.py answers_slice; pycore/steps.py) between keystrokes, at background priority, so they are ready
+// (main.py answers_slice; pycore/base/steps.py) between keystrokes, at background priority, so they are ready
 // when typing pauses; a keystroke stops them and its own details begin them anew.
 let aheadRound = 0;
 const later = (task) => (window.scheduler?.postTask ? window.scheduler.postTask(task, { priority: "background" }) : setTimeout(task));
@@ -660,7 +660,7 @@ function answersAhead(query) {
   later(slice);
 }
 
-// A keystroke's own frame shows the total and its verdict (pycore.web.headline, a third of the work of
+// A keystroke's own frame shows the total and its verdict (pycore.output.web.headline, a third of the work of
 // web.run); the details follow in the frame after, from web.run, so the key is answered within a frame
 // (its Event Timing, benchmarks/page_speed.py) and typing fast draws the details once for the latest key.
 let pendingDetails = null;

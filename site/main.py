@@ -6,8 +6,8 @@ import time
 from js import document, navigator, window
 from pyodide.ffi import create_proxy
 
-from pycore import web
-from pycore.steps import finish
+from pycore.output import web
+from pycore.base.steps import finish
 
 # The answers for the latest breakdown, made a few estimates at a time in the gaps between keystrokes
 # (app.js answersAhead): when typing pauses they are ready to draw, and a key never waits for a search.

@@ -1,10 +1,10 @@
-"""pycore.applies: the table of which inputs apply, checked against the schema and the estimate itself."""
+"""pycore.inputs.applies: the table of which inputs apply, checked against the schema and the estimate itself."""
 
 import pytest
 
 from pycore import estimate
-from pycore.applies import APPLIES, applies, describe, ignored
-from pycore.schema import BY_KEY
+from pycore.inputs.applies import APPLIES, applies, describe, ignored
+from pycore.inputs.schema import BY_KEY
 
 
 def test_every_key_and_condition_names_a_real_input_and_value():

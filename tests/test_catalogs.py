@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from pycore import catalog, estimate
-from pycore.architecture import count_parameters
+from pycore import estimate
+from pycore.model import catalog
+from pycore.model.architecture import count_parameters
 
 ROOT = Path(__file__).resolve().parent.parent
 COUNTS = json.loads((ROOT / "validation" / "param_counts.json").read_text())["counts"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pycore import web
+from pycore.output import web
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,7 +23,7 @@ def test_json_output_has_the_contract_fields():
     assert result["params"]["total"] == 8_030_261_248
     for key in ("weights", "gradients", "optimizer", "activations"):
         assert isinstance(result["components"][key], int)
-    # The breakdown records add up to the total (pycore.pools: live pools at the peak + overhead).
+    # The breakdown records add up to the total (pycore.memory.pools: live pools at the peak + overhead).
     assert sum(row["bytes"] for row in result["breakdown"]) == result["total_bytes"]
     assert {"key", "label", "bytes", "formula", "substituted", "source"} <= set(result["breakdown"][0])
     assert result["total_bytes"] == result["peak_bytes"] + result["overhead_bytes"]

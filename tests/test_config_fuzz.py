@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pycore.config_import import import_config
+from pycore.model.config_import import import_config
 
 CONFIGS = sorted((Path(__file__).resolve().parent / "configs").glob("*.json"))
 PUBLISHED = [json.loads(path.read_text()) for path in CONFIGS]

@@ -3,9 +3,9 @@
 import pytest
 
 from pycore import estimate
-from pycore.activations import korthikanti
-from pycore.architecture import Architecture
-from pycore.schema import InputError
+from pycore.inputs.schema import InputError
+from pycore.memory.activations import korthikanti
+from pycore.model.architecture import Architecture
 
 
 def static_bytes(result):
@@ -79,7 +79,7 @@ def test_activations_grow_linearly_with_batch():
 
 
 def test_fit_uses_usable_bytes():
-    from pycore.fit import gpu_fits
+    from pycore.answers.fit import gpu_fits
     # nvidia-smi reports 81,559 MiB for an H100 80GB (tests/test_catalogs.py): an estimate of exactly that
     # fits with no headroom, one byte more does not; the 80 GB on the box (74.5 GiB) is not the limit.
     usable = 81559 * 2**20
@@ -127,7 +127,7 @@ def test_bert_base_worked_example_of_the_multiplier_calculators():
 def test_a_bare_parameter_count_answers_with_model_states():
     result = estimate({"params": "7B"})
     # The Trainer trains in the checkpoint's dtype, bf16 where unknown: weights, gradients and two AdamW
-    # states of 2 bytes each (pycore/frameworks.py), plus the CUDA context allowance (pycore/device.py);
+    # states of 2 bytes each (pycore/inputs/frameworks.py), plus the CUDA context allowance (pycore/memory/device.py);
     # nothing is allocated and freed within the step, so the allocator's cache adds nothing.
     assert result["peak_bytes"] == 7 * 10**9 * 8                   # 56 GB: 4 tensors of 2 B a parameter
     assert result["reserved_bytes"] == result["peak_bytes"]        # no allocator cache

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from pycore import catalog, estimate, parse, web
-from pycore.answers import answer
-from pycore.estimate import estimate_values, kv_cache_bytes
-from pycore.finetune import adapter_params
-from pycore.quantization import bits_per_weight
+from pycore import estimate, parse
+from pycore.answers.answer import answer
+from pycore.memory.estimate import estimate_values, kv_cache_bytes
+from pycore.memory.finetune import adapter_params
+from pycore.memory.quantization import bits_per_weight
+from pycore.model import catalog
+from pycore.output import web
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from pycore import frameworks, optimizer, schema
+from pycore.inputs import frameworks, schema
+from pycore.memory import optimizer
 
 NAMES = sorted(frameworks.FRAMEWORKS)
 NEW_KEYS: dict = {}

@@ -10,9 +10,9 @@ from fuzz_counts import count_fuzz
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pycore import web
-from pycore.cli import main
-from pycore.schema import BY_KEY, FIELDS
+from pycore.inputs.schema import BY_KEY, FIELDS
+from pycore.output import web
+from pycore.output.cli import main
 
 EXAMPLES = 150
 BUDGET_S = 2.0
@@ -114,7 +114,7 @@ def test_baseline_errors_are_named_base_key():
 
 
 def test_csv_cells_never_start_a_formula():
-    from pycore import report
+    from pycore.output import report
     assert report._cell("=1+2") == "'=1+2" and report._cell("-5") == "'-5" and report._cell(5) == 5
     assert "\n'=1+2" not in web.csv("model=%3D1%2B2")  # an unknown model falls back; nothing echoed raw
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pycore import estimate
-from pycore.architecture import count_parameters, with_overrides
-from pycore.hf_config import architecture_from_dict
+from pycore.model.architecture import count_parameters, with_overrides
+from pycore.model.hf_config import architecture_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = json.loads((ROOT / "validation" / "head_counts.json").read_text())["counts"]

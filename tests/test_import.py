@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from pycore import catalog, estimate
-from pycore.architecture import count_parameters
-from pycore.config_import import import_config
-from pycore.hf_config import MAX_BYTES, architecture_from_dict, architecture_from_file
-from pycore.schema import InputError
+from pycore import estimate
+from pycore.inputs.schema import InputError
+from pycore.model import catalog
+from pycore.model.architecture import count_parameters
+from pycore.model.config_import import import_config
+from pycore.model.hf_config import MAX_BYTES, architecture_from_dict, architecture_from_file
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = ROOT / "tests" / "configs"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pycore import optimizer
+from pycore.memory import optimizer
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = json.loads((ROOT / "validation" / "measured_optimizer.json").read_text())

@@ -2,9 +2,11 @@
 
 import pytest
 
-from pycore import InputError, catalog, estimate, parallel, parse
-from pycore.answers import answer
-from pycore.estimate import estimate_values
+from pycore import InputError, estimate, parse
+from pycore.answers.answer import answer
+from pycore.memory import parallel
+from pycore.memory.estimate import estimate_values
+from pycore.model import catalog
 
 GB = 10**9
 
@@ -117,9 +119,9 @@ def test_offload_moves_the_optimizer_to_host_memory():
                                     {"pp": "4", "interleave": "2", "microbatches": "8"}, {"pp": "8", "tp": "2"}])
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "gemma-2-2b", "mixtral-8x7b-v0.1"])
 def test_totals_only_skip_no_stage_that_could_be_the_worst(model, layout):
-    # The searches' estimate leaves out stages another stage dominates (pycore.training); the explained
+    # The searches' estimate leaves out stages another stage dominates (pycore.memory.training); the explained
     # estimate, which keeps every stage, is the check.
-    from pycore.estimate import total_bytes
+    from pycore.memory.estimate import total_bytes
     values = parse({"model": model, "seq": "4096", **layout})
     explained = estimate_values(values)
     assert total_bytes(values) == explained["total_bytes"]
@@ -262,9 +264,9 @@ def test_combined_fixes_that_fit_for_big_models():
                                        ({"model": "qwen2.5-0.5b", "precision": "fp32"}, "seq")])
 def test_largest_fitting_value_equals_plain_bisection(query, key):
     # The answers' search interpolates; plain bisection over the same estimate is the independent check.
-    from pycore import answers as search
-    from pycore.frameworks import apply
-    from pycore.steps import finish
+    from pycore.answers import answer as search
+    from pycore.base.steps import finish
+    from pycore.inputs.frameworks import apply
     values, usable = apply(parse(query)), 85_520_809_984
 
     def fits(x):
@@ -291,9 +293,9 @@ def test_fewest_shards_equal_a_plain_scan(query):
     # The plan's ZeRO-3 search extends lines through estimates; counting shards up one at a time over the
     # same estimate is the independent check. Llama 70B at batch 10 needs over a hundred shards without
     # tensor parallelism: the line through dp = 2 and 4 alone (29) is far off.
-    from pycore import answers as search
-    from pycore.frameworks import apply
-    from pycore.steps import finish
+    from pycore.answers import answer as search
+    from pycore.base.steps import finish
+    from pycore.inputs.frameworks import apply
     values, usable = apply(parse(query)), 85_520_809_984
     for tp in (1, 2, 8):
         changes = {"tp": tp, "pp": 1, "zero": "3", "fsdp": "none", "recompute": values["recompute"]}
@@ -305,9 +307,9 @@ def test_plan_finds_the_fewest_gpus_over_its_layouts():
     # Llama 3.1 70B, FSDP, full recomputation, micro-batch 10 on H100s: every layout the plan may propose
     # (tp 1-8 in a node, pp 1-8, ZeRO-3 over dp), scanned shard by shard. No layout of 8 GPUs or fewer
     # fits, and the best uses 12: the plan must name one of those first.
-    from pycore import answers as search
-    from pycore.frameworks import apply
-    from pycore.steps import finish
+    from pycore.answers import answer as search
+    from pycore.base.steps import finish
+    from pycore.inputs.frameworks import apply
     values, usable = apply(parse({"model": "llama-3.1-70b", "precision": "bf16", "fsdp": "FULL_SHARD",
                                   "dp": "8", "recompute": "full", "batch": "10"})), 85_520_809_984
     fewest = min(dp * tp * pp for tp in (1, 2, 4, 8) for pp in (1, 2, 4, 8)
@@ -328,9 +330,9 @@ def test_plan_finds_the_fewest_gpus_over_its_layouts():
 def test_plan_searches_only_layouts_that_could_be_shown(query):
     # Once five layouts are found, a layout is searched only up to the fifth's GPU count: the five shown
     # are the same as the first five of a plan that searches every layout in full (a limit it never reaches).
-    from pycore import answers as search
-    from pycore.frameworks import apply
-    from pycore.steps import finish
+    from pycore.answers import answer as search
+    from pycore.base.steps import finish
+    from pycore.inputs.frameworks import apply
     values, usable = apply(parse(query)), 85_520_809_984
     full = finish(search.plan(values, usable, limit=1000))
     assert len(full) > 5
@@ -347,5 +349,5 @@ def test_fsdp2_mixed_precision_gathers_layers_in_bf16():
     assert fsdp2["weights_gathered"] == 218_112_000 * 2 and amp["weights_gathered"] == 218_112_000 * 4
     # the fp32 shards are the same; the gathered embeddings and head are bf16 too
     assert fsdp2["weights"] < amp["weights"] and "autocast_weight_copies" not in fsdp2
-    from pycore import frameworks
+    from pycore.inputs import frameworks
     assert frameworks.FRAMEWORKS["torchtitan"].defaults["precision"] == "fsdp2-bf16"

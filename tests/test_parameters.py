@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from pycore import catalog
-from pycore.architecture import count_parameters
-from pycore.estimate import resolve_architecture
-from pycore.hf_config import architecture_from_dict
-from pycore.schema import parse
+from pycore.inputs.schema import parse
+from pycore.memory.estimate import resolve_architecture
+from pycore.model import catalog
+from pycore.model.architecture import count_parameters
+from pycore.model.hf_config import architecture_from_dict
 
 MEASURED = json.loads((Path(__file__).resolve().parent.parent / "validation" / "measured.json").read_text())
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pycore import catalog
+from pycore.model import catalog
 
 DTYPES = {"bf16", "fp16", "fp32"}
 TRANSFORMERS = sorted(mid for mid, entry in catalog.models().items() if entry.get("kind", "decoder") != "generic")

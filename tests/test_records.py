@@ -1,4 +1,4 @@
-"""Every number the estimate shows comes with the record that made it (pycore.pools).
+"""Every number the estimate shows comes with the record that made it (pycore.memory.pools).
 
 Two properties, over every preset and a grid of setups: the breakdown (pools live at the peak plus the
 runtime overhead) has no negative row and adds up to the total exactly; and every formula row, evaluated
@@ -13,8 +13,9 @@ import re
 
 import pytest
 
-from pycore import FieldError, catalog, estimate
-from pycore.explain import formulas
+from pycore import FieldError, estimate
+from pycore.model import catalog
+from pycore.output.explain import formulas
 
 SETUPS = [
     {},
@@ -101,7 +102,7 @@ def test_the_keystroke_payload_and_the_formulas_after_it_are_the_full_estimate(s
     # typing pauses: together they must be exactly what one web.run(query) gives, bad inputs included.
     from urllib.parse import urlencode
 
-    from pycore import web
+    from pycore.output import web
 
     query = urlencode({"model": "llama-3.1-8b", **setup})
     full, light = json.loads(web.run(query)), json.loads(web.run(query, False))

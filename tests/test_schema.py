@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from pycore import schema
-from pycore.schema import InputError, parse
+from pycore.inputs import schema
+from pycore.inputs.schema import InputError, parse
 
 ROOT = Path(__file__).resolve().parent.parent
 

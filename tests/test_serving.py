@@ -5,9 +5,10 @@ import json
 
 import pytest
 
-from pycore import FieldError, estimate, web
-from pycore.answers import answer
-from pycore.schema import parse
+from pycore import FieldError, estimate
+from pycore.answers.answer import answer
+from pycore.inputs.schema import parse
+from pycore.output import web
 
 GIB = 2**30
 
@@ -20,7 +21,7 @@ def test_serving_loads_the_checkpoint_dtype_not_the_training_policy():
     # GPT-2's checkpoint is float32: transformers loads it as such, vLLM runs it in bf16.
     assert estimate({"model": "gpt2", "mode": "infer"})["setup"]["weight_dtype"] == "fp32"
     assert estimate({"model": "gpt2", "mode": "infer", "engine": "vllm"})["setup"]["weight_dtype"] == "bf16"
-    # Training with the Trainer's defaults keeps the checkpoint's dtype too (pycore/frameworks.py); with
+    # Training with the Trainer's defaults keeps the checkpoint's dtype too (pycore/inputs/frameworks.py); with
     # bf16=True (precision=amp-bf16) the weights are fp32 under autocast.
     assert estimate({"model": "llama-3.1-8b"})["components"]["weights"] == 8_030_261_248 * 2
     assert estimate({"model": "llama-3.1-8b", "precision": "amp-bf16"})["components"]["weights"] == 8_030_261_248 * 4
@@ -88,7 +89,7 @@ def test_vllm_capacity_against_a_published_start_up_log():
     #   GPU KV cache size: 157,936 tokens; Maximum concurrency for 131,072 tokens per request: 1.20x
     values = parse({"model": "llama-3.1-8b", "mode": "infer", "engine": "vllm", "gpu": "a100-40gb",
                     "seq": "131071", "new_tokens": "1", "max_batched_tokens": "8192"})
-    from pycore.estimate import estimate_values
+    from pycore.memory.estimate import estimate_values
     result = estimate_values(values)
     answers = answer(values, result)
     assert abs(result["components"]["weights"] / GIB - 14.99) / 14.99 < 0.01
@@ -103,7 +104,7 @@ def test_vllm_capacity_against_a_published_start_up_log():
 def test_context_answers_stop_at_the_models_positions():
     # GPT-2 has 1,024 learned positions (n_positions): no sequence answer goes past it.
     values = parse({"model": "gpt2", "mode": "infer", "seq": "128", "new_tokens": "1"})
-    from pycore.estimate import estimate_values
+    from pycore.memory.estimate import estimate_values
     answers = answer(values, estimate_values(values))
     assert answers["max_context"] <= 1024
     # A sequence beyond Llama 3.1's 131,072 positions is estimated with a visible warning.

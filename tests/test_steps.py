@@ -1,4 +1,4 @@
-"""The answers run in steps (pycore/steps.py): the page makes them a few at a time between keystrokes
+"""The answers run in steps (pycore/base/steps.py): the page makes them a few at a time between keystrokes
 (site/main.py answers_slice), checking the clock and waiting input between steps, so a step must stay
 small and stepping must give the very answers a single call gives."""
 
@@ -6,9 +6,9 @@ import importlib
 
 import pytest
 
-from pycore import web
+from pycore.output import web
 
-estimate_module = importlib.import_module("pycore.estimate")     # the package's name "estimate" is the function
+estimate_module = importlib.import_module("pycore.memory.estimate")     # the package's name "estimate" is the function
 
 QUERIES = [
     "model=llama-3.1-70b&precision=bf16&fsdp=FULL_SHARD&dp=8&recompute=full&batch=3",   # the 70B FSDP case

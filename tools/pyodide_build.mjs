@@ -5,7 +5,7 @@
 //       wheels it distributes): importing micropip from .pyc takes a tenth of the time from source.
 //       Hash-based, unchecked .pyc files and fixed zip timestamps keep OUT deterministic.
 //   node tools/pyodide_build.mjs snapshot WHEEL OUT
-//       A Pyodide memory snapshot taken once WHEEL is unpacked and `pycore.web` imported, with the
+//       A Pyodide memory snapshot taken once WHEEL is unpacked and `pycore.output.web` imported, with the
 //       presets read: loadPyodide({_loadSnapshot}) then starts with pycore already imported.
 import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -90,7 +90,7 @@ import pycore
 for module in pkgutil.iter_modules(pycore.__path__):
     if module.name != "__main__":
         importlib.import_module("pycore." + module.name)
-import pycore.web as web
+import pycore.output.web as web
 web.run(''); web.run('', False); web.answers('')
 `);
   writeFileSync(output, py.makeMemorySnapshot());

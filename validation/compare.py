@@ -104,9 +104,9 @@ VLLM = [
 
 def vllm_rows():
     """Our vLLM capacity next to the published logs: KV GiB and tokens, and the error in tokens."""
-    from pycore.answers import answer
-    from pycore.estimate import estimate_values
-    from pycore.schema import parse
+    from pycore.answers.answer import answer
+    from pycore.inputs.schema import parse
+    from pycore.memory.estimate import estimate_values
     out = []
     for label, query, kv_gib, tokens, source in VLLM:
         values = parse(dict(parse_qsl(query)))
@@ -118,7 +118,7 @@ def vllm_rows():
     return out
 
 
-# Published readings no one here made, each in the view it measures (pycore/device.py): label, our inputs,
+# Published readings no one here made, each in the view it measures (pycore/memory/device.py): label, our inputs,
 # their GiB, the view, the source, and why an error above 10% remains.
 READINGS = [
     ("bert-large-uncased classifier, V100, batch 4, seq 512, fp32, AdamW",
@@ -219,7 +219,7 @@ def markdown(record, table):
         "bf16 compute and fp32 master weights, here `precision=amp-bf16`; sequence 8192 unless stated). Their",
         "figure is `torch.cuda.max_memory_reserved()`, which adds the caching allocator's slack to the peak",
         "of live tensors; ours is `reserved_bytes`, the peak plus the allocator's cache with expandable segments",
-        "on (pycore/device.py), as torchtitan's run script sets them. Their runs also use torch.compile",
+        "on (pycore/memory/device.py), as torchtitan's run script sets them. Their runs also use torch.compile",
         "and Float8 linear layers, which this estimate does not model (both shrink saved activations and",
         "fuse the loss). The two differences pull in opposite directions.",
     ], "torchtitan table, run", TORCHTITAN)
@@ -234,7 +234,7 @@ def markdown(record, table):
               "`peak_bytes` is what `torch.cuda.max_memory_allocated()` reports, `reserved_bytes` what",
               "`max_memory_reserved()` reports (the caching allocator's cache added), `device_bytes` what",
               "nvidia-smi shows (plus the CUDA context and NCCL buffers). The allocator and context allowances",
-              "are fit to readings like these (pycore/device.py), not measured here.", "",
+              "are fit to readings like these (pycore/memory/device.py), not measured here.", "",
               "| run | view | theirs GiB | ours GiB | error | source | why the rest differs |",
               "|---|---|---:|---:|---:|---|---|"]
     for r in reading_rows():

@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "validation"))
 import count_configs  # noqa: E402
 import hf_models  # noqa: E402
-from pycore import catalog  # noqa: E402
+from pycore.model import catalog  # noqa: E402
 
 OUT = ROOT / "validation" / "param_counts.json"
 PRESETS = ROOT / "presets" / "models.json"

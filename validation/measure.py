@@ -45,8 +45,9 @@ sys.path.insert(0, str(ROOT / "validation"))
 import hf_models  # noqa: E402
 from cuda_autocast import cuda_autocast  # noqa: E402
 import compare  # noqa: E402
-from pycore import frameworks, schema  # noqa: E402
-from pycore.estimate import resolve_architecture  # noqa: E402
+from pycore.inputs import frameworks
+from pycore.inputs import schema  # noqa: E402
+from pycore.memory.estimate import resolve_architecture  # noqa: E402
 
 OUT = ROOT / "validation" / "measured.json"
 CONFIGS = ROOT / "tests" / "configs"

@@ -1,4 +1,4 @@
-"""Measure the temporaries of ``optimizer.step()`` for each optimizer kernel, for pycore/optimizer.py.
+"""Measure the temporaries of ``optimizer.step()`` for each optimizer kernel, for pycore/memory/optimizer.py.
 
 Dev-only: needs torch (never a dependency of pycore). For each optimizer shipped with torch that pycore
 names (adamw, adam, sgd, sgd-momentum, adafactor), Lion from lion-pytorch, and each kernel:

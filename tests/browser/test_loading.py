@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import READY_MS, launch, serving
 
-from pycore import web
+from pycore.output import web
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,8 @@ import json
 import pytest
 from conftest import seen_text, settled, show
 
-from pycore import estimate, web
+from pycore import estimate
+from pycore.output import web
 
 pytestmark = pytest.mark.browser
 
@@ -40,7 +41,7 @@ def test_formulas_show_the_users_numbers(shared):
 
 def test_answers_after_typing_are_those_of_the_last_input(shared):
     # While a person types, each keystroke's answers are begun in slices between keys (site/main.py,
-    # pycore/steps.py) and dropped by the next key: once typing pauses the page shows pycore's answers
+    # pycore/base/steps.py) and dropped by the next key: once typing pauses the page shows pycore's answers
     # for the last input, not those begun for an earlier one.
     page = shared.page
     show(page, "model=llama-3.1-70b&precision=bf16&fsdp=FULL_SHARD&dp=8&recompute=full&batch=1")

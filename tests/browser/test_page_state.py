@@ -34,7 +34,7 @@ def test_fields_that_do_not_apply_are_hidden(shared, base_url):
     unfold(page, "precision")
     assert visible(page, "new_tokens") and visible(page, "kv_dtype")
     assert not visible(page, "optimizer") and not visible(page, "recompute") and not visible(page, "grad_dtype")
-    # serving splits with tp, pp and ep (pycore.serving); data parallelism and sharding are training's
+    # serving splits with tp, pp and ep (pycore.memory.serving); data parallelism and sharding are training's
     unfold(page, "parallel")
     assert visible(page, "tp") and visible(page, "pp") and not visible(page, "zero") and not visible(page, "dp")
     show(page, "activations=multiplier")
@@ -153,7 +153,7 @@ def test_the_bar_is_to_scale(shared, base_url):
 def test_the_page_shows_pycores_own_text(watched, base_url):
     import json
 
-    from pycore import web
+    from pycore.output import web
     page = watched.open(base_url, "?model=llama-3.1-405b&batch=8")
     payload = json.loads(web.run("model=llama-3.1-405b&batch=8"))
     number, unit = payload["total"]["text"].rsplit(" ", 1)
@@ -217,7 +217,7 @@ def test_charts_stack_components_and_mark_the_usable_line_and_largest_fit(watche
 def test_charts_follow_pycores_chart_data(shared, base_url):
     import json
 
-    from pycore import web
+    from pycore.output import web
     page = shared.page
     show(page, "model=gpt2")
     expected = json.loads(web.answers("model=gpt2"))["answers"]["charts"]

@@ -7,7 +7,7 @@ import pytest
 from conftest import settled, show, total
 
 from pycore import estimate
-from pycore.schema import FIELDS
+from pycore.inputs.schema import FIELDS
 
 pytestmark = pytest.mark.browser
 

@@ -1,0 +1,385 @@
+"""The questions people ask after the breakdown: how many GPUs and in which layout, what batch, how long,
+how much, and what to change when it does not fit. Each answer re-runs the estimate (totals only, no
+formulas) with some inputs changed; every search is bounded, and runs in steps of one estimate each
+(pycore/base/steps.py)."""
+
+import math
+from itertools import combinations
+
+from pycore.base.errors import FieldError
+from pycore.base.steps import Steps, finish
+from pycore.base.units import duration_text, format_bytes, plural
+from pycore.inputs import frameworks
+from pycore.memory.estimate import total_bytes
+from pycore.memory.setup import resolve_architecture
+from pycore.model.catalog import gpus as gpu_catalog
+
+SEARCH_LIMIT = 1 << 20
+NODE = 8                         # GPUs per node: tensor parallelism stays inside one
+MAX_DP = 1 << 16
+# Compute each plan costs, relative to the plain step (the rule plans are ranked by after the GPU count):
+# full recomputation runs every layer's forward twice, 4/3 of a step's FLOPs (Korthikanti et al. 2022,
+# section 5: "full recomputation ... 30-40% overhead"); selective recomputation ~2.7% (their Table 4).
+RECOMPUTE_COST = {"none": 1.0, "selective": 1.03, "full": 4 / 3}
+
+
+def _total(values: dict, **changes: object) -> "Steps[int | None]":
+    yield                                        # a step: each estimate is one (pycore/base/steps.py)
+    try:
+        return total_bytes({**values, **changes})
+    except FieldError:
+        return None
+
+
+def _fits(values: dict, usable: int, **changes: object) -> "Steps[bool]":
+    total = yield from _total(values, **changes)
+    return total is not None and total <= usable
+
+
+def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEARCH_LIMIT) -> "Steps[int | None]":
+    """The largest value of an integer input that still fits, or None if even ``low`` does not.
+
+    Memory is piecewise linear in the batch and the sequence, and close to convex (a maximum over
+    moments, each about linear), so the search brackets the answer by doubling from the value given,
+    then narrows the bracket in turn by interpolating between its ends (on a convex curve a guess at or
+    below the answer), by extending the line through the two highest values that fit (at or above it; on
+    a straight piece the two guesses meet at the answer), and by bisecting (a bound on the number of
+    steps whatever the shape of the curve): a handful of estimates.
+    """
+    t_low = yield from _total(values, **{key: low})
+    if t_low is None or t_low > usable:
+        return None
+    x = max(low, min(values[key], high))
+    t_x = (yield from _total(values, **{key: x})) if x != low else t_low
+    t_hi: "int | None"
+    if t_x is not None and t_x <= usable:
+        lo, t_lo = x, t_x
+        while True:                                  # double until it does not fit (or the top fits)
+            if lo == high:
+                return high
+            hi = min(high, 2 * lo)
+            t_hi = yield from _total(values, **{key: hi})
+            if t_hi is None or t_hi > usable:
+                break
+            lo, t_lo = hi, t_hi
+    else:
+        lo, t_lo, hi, t_hi = low, t_low, x, t_x
+    below: "tuple[int, int] | None" = None      # the value that fitted before lo, and its total
+    step = 0
+    while hi - lo > 1:
+        middle = (lo + hi) // 2
+        if step % 3 == 0 and t_hi is not None and t_hi > t_lo:
+            middle = lo + (usable - t_lo) * (hi - lo) // (t_hi - t_lo)
+        elif step % 3 == 1 and below is not None and t_lo > below[1]:
+            middle = lo + (usable - t_lo) * (lo - below[0]) // (t_lo - below[1])
+        middle = min(hi - 1, max(lo + 1, middle))
+        step += 1
+        t_mid = yield from _total(values, **{key: middle})
+        if t_mid is not None and t_mid <= usable:
+            below, lo, t_lo = (lo, t_lo), middle, t_mid
+        else:
+            hi, t_hi = middle, t_mid
+    return lo
+
+
+def _valid_tp(values: dict, heads: int, kv_heads: int) -> "list[int]":
+    out = []
+    for tp in (1, 2, 4, NODE):
+        if heads and heads % tp == 0 and (kv_heads % tp == 0 or tp % kv_heads == 0):
+            out.append(tp)
+    return out or [1]
+
+
+def _smallest_dp(values: dict, usable: int, changes: dict, most: "int | None" = None) -> "Steps[int | None]":
+    """Fewest data-parallel ZeRO-3 shards that fit; None when the unsharded part alone does not fit, or
+    when more than ``most`` shards would be needed.
+
+    Memory is about ``fixed + sharded / dp``: the line through two estimates in 1/dp, extended to more
+    shards, guesses where it reaches the usable bytes. The search starts from two shard counts and moves
+    the line to the two most-sharded estimates until its guess fits. The allocator's cache follows the
+    peak moment, which can move as dp grows, so a guess that fits may overshoot: one shard fewer is
+    checked, and bisected below if it fits too (taking memory not to grow with more shards). With expert
+    parallelism in training, dp · cp must be a multiple of ep: only such counts are tried.
+    """
+    unit = 1
+    if values["mode"] == "train" and values["ep"] > 1:
+        unit = values["ep"] // math.gcd(values["ep"], values["cp"])
+    first = max(2, unit)
+    if most is not None:
+        most = most // unit * unit
+        if most < first or not (yield from _fits(values, usable, **changes, dp=most)):
+            return None
+    failed, fitted = first - unit, None      # the most shards known not to fit (or not tried), the fewest that do
+    line: "list[tuple[int, int]]" = []
+    for dp in (first, 2 * first if most is None else min(2 * first, most)):
+        t = yield from _total(values, **changes, dp=dp)
+        if t is None:
+            return None
+        if t <= usable:
+            fitted = dp
+            break
+        failed, line = dp, line + [(dp, t)]
+    for _ in range(8):
+        if fitted is not None:
+            break
+        (d1, t1), (d2, t2) = line
+        sharded = (t1 - t2) / (1 / d1 - 1 / d2)
+        fixed = t2 - sharded / d2
+        if fixed >= usable or sharded <= 0:
+            return None
+        dp = max(failed + unit, math.ceil(sharded / (usable - fixed) / unit) * unit)
+        if dp > MAX_DP:
+            return None
+        if most is not None:
+            dp = min(dp, most)               # known to fit (and remembered)
+        t = yield from _total(values, **changes, dp=dp)
+        if t is None:
+            return None
+        if t <= usable:
+            fitted = dp
+        else:
+            failed, line = dp, [(d2, t2), (dp, t)]
+    if fitted is None:
+        return None
+    if fitted - failed > unit:                  # one shard fewer first: usually it does not fit
+        if (yield from _fits(values, usable, **changes, dp=fitted - unit)):
+            fitted -= unit
+        else:
+            failed = fitted - unit
+    while fitted - failed > unit:               # bisect
+        middle = failed + (fitted - failed) // (2 * unit) * unit
+        if (yield from _fits(values, usable, **changes, dp=middle)):
+            fitted = middle
+        else:
+            failed = middle
+    return fitted
+
+
+def plan(values: dict, usable: int, limit: int = 5) -> "Steps[list[dict]]":
+    """Training layouts that fit the chosen GPU, fewest GPUs first, then by the compute they cost.
+
+    Tried: the layout as given; ZeRO-3 / FSDP FULL_SHARD over the fewest data-parallel GPUs, with tensor
+    parallelism inside a node (dividing heads and kv heads; a larger degree while it could use fewer GPUs
+    in all) and pipeline stages when a node is not enough; each with the recomputation given and with
+    full recomputation. Once ``limit`` layouts are found, a layout is searched only up to the GPUs of the
+    ``limit``-th fewest: one that needs more could not be shown.
+    """
+    arch = resolve_architecture(values)             # the model the estimate used: preset, config or overrides
+    heads, kv_heads, layers = arch.heads or 1, arch.kv_heads or 1, arch.layers or 1
+    generic = arch.kind == "generic"
+    options = []
+    given = yield from _total(values)
+    world = values["dp"] * values["tp"] * values["pp"] * values["cp"]
+    if given is not None and given <= usable:
+        options.append(_option("as given", {}, world, given, values["recompute"], values))
+    recomputes = [values["recompute"]] + (["full"] if values["recompute"] != "full" else [])
+    tps = [1] if generic else _valid_tp(values, heads, kv_heads)
+    for recompute in recomputes:
+        for pp in (1, 2, 4, 8):
+            if pp > 1 and (generic or pp > layers or any(o["gpus"] <= NODE for o in options)):
+                break
+            fewest = None                    # GPUs of this pp's best layout so far
+            for tp in tps:
+                if fewest is not None and fewest <= tp * pp * values["cp"]:
+                    break                    # a larger tp cannot use fewer GPUs than that layout
+                shown = sorted({o["label"]: o["gpus"] for o in options}.values())
+                most = shown[limit - 1] // (tp * pp * values["cp"]) if len(shown) >= limit else None
+                changes = {"recompute": recompute, "tp": tp, "pp": pp, "zero": "3", "fsdp": "none",
+                           "offload": "none", "microbatches": max(values["microbatches"], pp)}
+                dp: "int | None" = 1
+                if tp == 1 and pp == 1 and (yield from _fits(values, usable, **changes, dp=1)):
+                    dp = 1
+                else:
+                    dp = yield from _smallest_dp(values, usable, changes, most)
+                if dp is None:
+                    continue
+                changes = {**changes, "dp": dp}
+                if dp * values["cp"] == 1:      # nothing to shard over: ZeRO would change nothing
+                    changes.update(zero=values["zero"], fsdp=values["fsdp"])
+                total = yield from _total(values, **changes)
+                if total is not None:
+                    label = " ".join(f"{k}={changes[k]}" for k in ("zero", "dp", "tp", "pp", "recompute")
+                                     if changes[k] != values[k]) or "as given"
+                    gpus = dp * tp * pp * values["cp"]
+                    options.append(_option(label, changes, gpus, total, recompute, values))
+                    fewest = gpus if fewest is None else min(fewest, gpus)
+    options.sort(key=lambda o: (o["gpus"], o["compute_cost"], o["total_bytes"]))
+    seen, unique = set(), []
+    for option in options:
+        if option["label"] not in seen:
+            seen.add(option["label"])
+            unique.append(option)
+    return unique[:limit]
+
+
+def _option(label: str, changes: dict, gpus: int, total: int, recompute: str, values: dict) -> dict:
+    query = {k: str(v) for k, v in changes.items() if values.get(k) != v}
+    return {"label": label, "gpus": gpus, "total_bytes": total, "total_text": format_bytes(total)["text"],
+            "compute_cost": RECOMPUTE_COST[recompute], "query": query}
+
+
+def serving_plan(values: dict, usable: int) -> "Steps[list[dict]]":
+    """Serving layouts that fit: the smallest tensor-parallel degree inside a node, then pipeline stages."""
+    arch = resolve_architecture(values)
+    options = []
+    for pp in (1, 2, 4, 8):
+        if pp > arch.layers:
+            break
+        for tp in _valid_tp(values, arch.heads, arch.kv_heads):
+            total = yield from _total(values, tp=tp, pp=pp, dp=1, cp=1)
+            if total is not None and total <= usable:
+                options.append(_option(f"tp={tp}" + (f" pp={pp}" if pp > 1 else ""), {"tp": tp, "pp": pp},
+                                       tp * pp, total, "none", values))
+                break
+        if options:
+            break
+    return options
+
+
+def _cost(values: dict, result: dict, gpu: dict, gpus: "int | None") -> dict:
+    world = values["dp"] * values["tp"] * values["pp"] * values["cp"]
+    count = values["gpus"] or world
+    price = values["price"] if values["price"] is not None else gpu["price_usd_per_gpu_hour"]
+    flops = 6 * result["params"]["active"] * values["train_tokens"]
+    answer = {"gpus": count, "price_usd_per_gpu_hour": price, "train_flops": flops, "hours": None,
+              "cost_usd": None, "duration_text": "",
+              "formula": "hours = 6 · active params · tokens / (GPUs · peak bf16 FLOP/s · MFU)"}
+    if not values["train_tokens"]:
+        answer["why_not"] = "set train_tokens to get the training time and cost"
+    elif not gpu["bf16_dense_TFLOPS"]:
+        answer["why_not"] = f"{gpu['name']} has no published dense bf16 figure"
+    else:
+        seconds = flops / (count * gpu["bf16_dense_TFLOPS"] * 1e12 * values["mfu"])
+        answer["hours"] = seconds / 3600
+        answer["duration_text"] = duration_text(answer["hours"])
+        if price is not None:
+            answer["cost_usd"] = count * price * answer["hours"]
+        else:
+            answer["why_not"] = "no price: set one"
+    return answer
+
+
+def _how_to_fit(values: dict, usable: int, current: int) -> "Steps[list[dict]]":
+    """Changes that lower the total, alone, in pairs or threes, ranked: those that fit first (by the compute
+    they cost, then the fewest changes), then by the total they give."""
+    if values["mode"] == "infer":
+        candidates = [
+            ("kv_dtype=fp8", {"kv_dtype": "fp8"}),
+            ("quant=awq-int4", {"quant": "awq-int4"}),
+            ("quant=fp8", {"quant": "fp8"}),
+            (f"batch={max(values['batch'] // 2, 1)}", {"batch": max(values["batch"] // 2, 1)}),
+            (f"seq={max(values['seq'] // 2, 1)}", {"seq": max(values["seq"] // 2, 1)}),
+        ]
+    else:
+        candidates = _training_changes(values)
+    candidates = [(label, change) for label, change in candidates
+                  if not all(values.get(k) == v for k, v in change.items())]
+    rows = []
+    singles = []
+    for label, change in candidates:
+        total = yield from _total(values, **change)
+        if total is not None and total < current:
+            singles.append((label, change, total))
+            rows.append((1, _fix(label, change, total, usable)))
+    # Combinations of two of the four best single changes when none fits alone, of three when no pair
+    # fits either (ten more estimates at most), skipping those that set the same input twice.
+    best = sorted(singles, key=lambda s: s[2])[:4]
+    for size in (2, 3):
+        if any(r["fits"] for _, r in rows):
+            break
+        for combo in combinations(best, size):
+            keys = [k for _, change, _ in combo for k in change]
+            if len(keys) != len(set(keys)):
+                continue
+            change = {k: v for _, part, _ in combo for k, v in part.items()}
+            total = yield from _total(values, **change)
+            if total is not None and total < current:
+                rows.append((size, _fix(" + ".join(label for label, _, _ in combo), change, total, usable)))
+    # Those that fit first, by the compute they cost, then by how few changes they make.
+    rows.sort(key=lambda row: (not row[1]["fits"], row[1]["compute_cost"] if row[1]["fits"] else 0,
+                               row[0] if row[1]["fits"] else 0, row[1]["total_bytes"]))
+    return [row for _, row in rows[:12]]
+
+
+def _fix(label: str, change: dict, total: int, usable: int) -> dict:
+    cost = RECOMPUTE_COST.get(str(change.get("recompute", "none")), 1.0)
+    return {"change": label, "total_bytes": total, "total_text": format_bytes(total)["text"],
+            "fits": total <= usable, "compute_cost": cost, "query": {k: str(v) for k, v in change.items()}}
+
+
+def _training_changes(values: dict) -> "list[tuple[str, dict]]":
+    return [
+        ("recompute=full", {"recompute": "full"}),
+        ("recompute=selective", {"recompute": "selective"}),
+        ("attention=flash", {"attention": "flash"}),
+        ("precision=bf16 (no fp32 master or states)", {"precision": "bf16"}),
+        ("optimizer=adam-8bit", {"optimizer": "adam-8bit"}),
+        (f"batch={max(values['batch'] // 2, 1)}", {"batch": max(values["batch"] // 2, 1)}),
+        ("zero=3 over 8 GPUs", {"zero": "3", "fsdp": "none", "dp": max(values["dp"], 8)}),
+        (f"tp={values['tp'] * 2}", {"tp": values["tp"] * 2}),
+        ("offload=optimizer with zero=3" if values["zero"] != "3" else "offload=optimizer",
+         {"offload": "optimizer", "zero": "3", "fsdp": "none"}),
+    ]
+
+
+def answer(values: dict, result: dict) -> dict:
+    """fits, plan, gpus_needed, max_batch, max_seq, cost, how_to_fit and charts for the chosen GPU."""
+    return finish(answer_steps(values, result))
+
+
+def answer_steps(values: dict, result: dict) -> "Steps[dict]":
+    """``answer`` in steps (pycore/base/steps.py)."""
+    values = frameworks.apply(values)            # read concrete values, not "auto"
+    gpu = gpu_catalog()[values["gpu"]]
+    usable = gpu["usable_bytes"]
+    fits = result["total_bytes"] <= usable
+    out: dict = {"gpu": values["gpu"], "fits": fits, "notes": []}
+    limit = result["model"].get("max_positions") or SEARCH_LIMIT
+    if values["mode"] == "train":
+        out["plan"] = yield from plan(values, usable)
+        out["gpus_needed"] = out["plan"][0]["gpus"] if out["plan"] else None
+        out["cost"] = _cost(values, result, gpu, out["gpus_needed"])
+    else:
+        out["plan"] = yield from serving_plan(values, usable)
+        out["min_tp"] = int(out["plan"][0]["query"].get("tp", values["tp"])) if out["plan"] else None
+        out["gpus_needed"] = out["plan"][0]["gpus"] if out["plan"] else None
+    engine_vllm = values["mode"] == "infer" and values.get("engine") == "vllm"
+    if engine_vllm:
+        capacity = result.get("vllm") or {}
+        out["kv_cache_tokens"] = capacity.get("kv_cache_tokens")
+        out["max_concurrency"] = round(capacity.get("max_concurrency", 0.0), 2)
+        out["vllm_context"] = capacity.get("context")
+        out["vllm_log"] = [
+            f"Model weights took {_gib(result, 'weights')} GiB",
+            f"Available KV cache memory: {_gib(result, 'kv_cache')} GiB",
+            f"GPU KV cache size: {capacity.get('kv_cache_tokens', 0):,} tokens",
+            f"Maximum concurrency for {capacity.get('context', 0):,} tokens per request: "
+            f"{capacity.get('max_concurrency', 0.0):.2f}x",
+        ]
+        per_token = result.get("kv_bytes_per_token") or 0
+        tokens = capacity.get("kv_cache_tokens", 0)
+        out["max_context"] = min(tokens // max(values["batch"], 1), limit) if per_token else None
+    else:
+        out["max_batch"] = yield from _largest(values, "batch", usable)
+        kind = result["model"]["kind"]
+        out["max_seq"] = (yield from _largest(values, "seq", usable, high=limit)) if kind != "generic" else None
+        if values["mode"] == "infer":
+            # Sequences of prompt + new tokens served at once, and the longest context at this batch.
+            out["max_concurrency"] = out["max_batch"]
+            top = yield from _largest(values, "seq", usable, high=max(limit - values["new_tokens"], 1))
+            out["max_context"] = None if top is None else top + values["new_tokens"]
+        if out["max_seq"] is not None and out["max_seq"] == limit and limit != SEARCH_LIMIT:
+            out["notes"].append(f"sequence answers are capped at the model's {limit:,} positions")
+    out["how_to_fit"] = [] if fits else (yield from _how_to_fit(values, usable, result["total_bytes"]))
+    if not fits and out["plan"] and not any(f["fits"] for f in out["how_to_fit"]):
+        # Nothing on this many GPUs fits: the best layout is itself the change to make.
+        best = out["plan"][0]
+        out["how_to_fit"].insert(0, {**_fix(f"{best['label']} ({plural(best['gpus'], 'GPU')})", best["query"],
+                                            best["total_bytes"], usable), "gpus": best["gpus"]})
+    from pycore.answers.charts import charts
+    out["charts"] = (yield from charts(values, result, out, usable)) or None
+    return out
+
+
+def _gib(result: dict, key: str) -> str:
+    return f"{result['components'].get(key, 0) / 2**30:.2f}"

@@ -1,0 +1,59 @@
+"""Memory against micro-batch and against sequence length (context when serving), stacked by the pools
+live at each point's peak: the data the page draws once typing pauses. Each point is one estimate."""
+
+from pycore.base.errors import FieldError
+from pycore.base.steps import Steps
+from pycore.memory.estimate import totals_only
+
+POINTS = 9
+
+
+def _series(values: dict, key: str, xs: "list[int]") -> "Steps[dict]":
+    rows = []
+    for x in xs:
+        yield                            # a step: each point is an estimate (pycore/base/steps.py)
+        try:
+            result = totals_only({**values, key: x})
+        except FieldError:
+            continue
+        parts = {k: (label, size) for k, label, size in result["live"]}
+        rows.append((x, parts, result["total_bytes"]))
+    keys: dict = {}
+    for _, parts, _ in rows:
+        for k, (label, _) in parts.items():
+            keys.setdefault(k, label)
+    return {"x": [x for x, _, _ in rows], "total_bytes": [t for _, _, t in rows],
+            "series": [{"key": k, "label": label, "bytes": [parts.get(k, ("", 0))[1] for _, parts, _ in rows]}
+                       for k, label in keys.items()]}
+
+
+def _doubling(start: int, top: int) -> "list[int]":
+    """Powers of two from ``start`` up to ``top`` (at most POINTS of them, the last one ``top``)."""
+    xs: "list[int]" = []
+    x = max(1, start)
+    while x < top and len(xs) < POINTS - 1:
+        xs.append(x)
+        x *= 2
+    xs.append(max(top, 1))
+    return sorted(set(xs))
+
+
+def charts(values: dict, result: dict, answers: dict, usable: int) -> "Steps[dict]":
+    """{"batch": {...}, "seq": {...}}: x values, one series of bytes per component, the GPU's usable
+    bytes and the largest value that fits (from the answers); in steps (pycore/base/steps.py)."""
+    if values["mode"] == "infer" and values.get("engine") == "vllm":
+        return {}                       # vLLM pre-allocates: its memory does not follow batch or context
+    out = {}
+    largest_batch = answers.get("max_batch") or 0
+    batch_top = max(8, min(4096, 2 * largest_batch), values["batch"])
+    out["batch"] = {**(yield from _series(values, "batch", _doubling(1, batch_top))), "usable_bytes": usable,
+                    "largest_fitting": answers.get("max_batch"),
+                    "label": "concurrent sequences" if values["mode"] == "infer" else "micro-batch per GPU"}
+    if result["model"]["kind"] != "generic":
+        limit = result["model"].get("max_positions") or 1 << 20
+        seq_top = min(limit, max(4 * values["seq"], 2 * (answers.get("max_seq") or 0), 4096))
+        start = max(128, seq_top >> (POINTS - 1))
+        out["seq"] = {**(yield from _series(values, "seq", _doubling(start, seq_top))), "usable_bytes": usable,
+                      "largest_fitting": answers.get("max_seq"),
+                      "label": "prompt tokens" if values["mode"] == "infer" else "sequence length (tokens)"}
+    return out

@@ -1,0 +1,33 @@
+"""Which GPUs an estimate fits on: computed once, after the estimate, from its total bytes."""
+
+from functools import lru_cache
+
+from pycore.base.units import format_bytes
+from pycore.model.catalog import gpus as gpu_catalog
+
+TIGHT = 0.9     # above 90% of a GPU's memory the fit is "tight": fragmentation can tip it over
+
+
+@lru_cache(maxsize=None)
+def _usable_text(usable: int) -> str:
+    """A catalog GPU's usable memory as text (the same for every keystroke)."""
+    return format_bytes(usable)["text"]
+
+
+def gpu_fit(total_bytes: int, gpu_id: str, chosen: str) -> dict:
+    """One catalog GPU's status and headroom for a total per GPU."""
+    gpu = gpu_catalog()[gpu_id]
+    usable = gpu["usable_bytes"]
+    status = "fits" if total_bytes <= TIGHT * usable else "tight" if total_bytes <= usable else "no"
+    headroom = usable - total_bytes
+    return {"id": gpu_id, "name": gpu["name"], "memory_bytes": usable, "fits": total_bytes <= usable,
+            "status": status, "headroom_bytes": headroom, "chosen": gpu_id == chosen,
+            "memory_text": _usable_text(usable),
+            "headroom_text": f"{format_bytes(abs(headroom))['text']} {'free' if headroom >= 0 else 'short'}"}
+
+
+def gpu_fits(total_bytes: int, chosen: str) -> "list[dict]":
+    """Every catalog GPU with its status and headroom: the chosen one first, then by headroom."""
+    rows = [gpu_fit(total_bytes, gpu_id, chosen) for gpu_id in gpu_catalog()]
+    rows.sort(key=lambda r: (not r["chosen"], -r["headroom_bytes"]))
+    return rows

@@ -1,0 +1,87 @@
+"""Parsing and formatting of byte sizes and counts.
+
+Bytes are exact integers everywhere inside pycore. GiB (2**30) is the display unit; GB (10**9) is what
+GPU vendors print on the box, so both are offered.
+"""
+
+import math
+import re
+
+GIB = 2**30
+GB = 10**9
+
+_BYTE_UNITS = {
+    "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+_COUNT_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
+_NUMBER = r"(\d+(?:\.\d*)?|\.\d+)(?:e([+-]?\d+))?"
+
+
+def _finite_number(text):
+    match = re.fullmatch(_NUMBER, text)
+    if not match:
+        raise ValueError(text)
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
+def parse_size(text: str) -> int:
+    """Parse '2GiB', '512 MiB', '1.5e9', '0.215GiB' into an exact number of bytes.
+
+    A bare number is bytes. Raises ValueError on anything else.
+    """
+    match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([A-Za-z]*)\s*", text)
+    if not match:
+        raise ValueError(text)
+    number, unit = match.group(1).lower(), match.group(2).lower() or "b"
+    if unit not in _BYTE_UNITS:
+        raise ValueError(text)
+    return round(_finite_number(number) * _BYTE_UNITS[unit])
+
+
+def parse_count(text: str) -> int:
+    """Parse '7B', '350M', '7e9', '7000000000', '1.5k' into an integer count."""
+    match = re.fullmatch(r"\s*([0-9.eE+-]+?)\s*([kKmMbBtT]?)\s*", text)
+    if not match:
+        raise ValueError(text)
+    return round(_finite_number(match.group(1).lower()) * _COUNT_SUFFIXES[match.group(2).lower()])
+
+
+def gib(num_bytes: float) -> float:
+    """Bytes as GiB (2**30), a float for display only."""
+    return num_bytes / GIB
+
+
+def format_gib(num_bytes: float, digits: int = 2) -> str:
+    return f"{num_bytes / GIB:,.{digits}f} GiB"
+
+
+def format_count(count: float) -> str:
+    """A parameter count in the short form people write: 8.03B, 124.4M."""
+    for suffix, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
+        if abs(count) >= scale:
+            return f"{count / scale:.3g}{suffix}" if count / scale < 100 else f"{count / scale:.4g}{suffix}"
+    return str(count)
+
+
+def format_bytes(num_bytes: float) -> dict:
+    """The one display form of a byte count: GiB with separators (TiB above 1,024 GiB), and the vendors'
+    GB beside it (always GB, the unit on the box)."""
+    binary = f"{num_bytes / 2**40:,.2f} TiB" if abs(num_bytes) >= 1024 * GIB else f"{num_bytes / GIB:,.2f} GiB"
+    decimal = f"{num_bytes / GB:,.2f} GB"
+    return {"text": binary, "gb_text": decimal}
+
+
+def plural(count: int, noun: str) -> str:
+    """"1 GPU", "2 GPUs"."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def duration_text(hours: "float | None") -> str:
+    """Hours under two days, days beyond."""
+    if hours is None:
+        return ""
+    return f"{hours:,.1f} hours" if hours < 48 else f"{hours / 24:,.1f} days"

@@ -1,0 +1,123 @@
+"""Which inputs apply in which situation: one data table read by the page (to hide what does not
+apply) and by Python (to name inputs that were given but are ignored).
+
+A condition is a mapping of input key to the values under which the key applies; every condition of a
+key must hold. ``kind`` is not an input: it is the model's kind, ``"generic"`` for a network known only
+by its parameter count (``params=7B``, ResNet-50, ViT) and ``"transformer"`` otherwise. The page knows
+it from the last estimate; Python callers pass it in ``values`` or let :func:`model_kind` guess it.
+
+Values are compared as strings, so the same table works on the page's form values and on
+``pycore.inputs.schema.parse``'s typed values. A condition ``{"pp": {"not": ["1"]}}`` holds for any other value.
+
+Standard library only, and no other pycore module: the table is also written into the page by build.py.
+"""
+
+from typing import Any
+
+TRAIN = {"mode": ["train"]}
+INFER = {"mode": ["infer"]}
+TRANSFORMER = {"kind": ["transformer"]}
+ADAPTERS = {"method": ["lora", "qlora"]}
+
+# Inputs that mean nothing for a generic network (params only).
+TRANSFORMER_ONLY = ("heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", "experts_per_token", "expert_ffn",
+                    "tied", "seq", "new_tokens", "mode", "kv_dtype", "attention", "recompute", "method", "lora_rank",
+                    "lora_targets", "lora_dtype", "quant", "group_size", "tp", "pp", "cp", "ep", "sp",
+                    "interleave", "loss_chunks")
+
+APPLIES: "dict[str, dict[str, Any]]" = {
+    # Training only: the optimizer and everything a backward pass or a training run brings.
+    "optimizer": TRAIN, "grad_dtype": TRAIN, "master_dtype": TRAIN, "opt_dtype": TRAIN,
+    "train_tokens": TRAIN, "mfu": TRAIN, "microbatches": {**TRAIN, **TRANSFORMER}, "activations": TRAIN,
+    "recompute": {**TRAIN, **TRANSFORMER},
+    "loss_chunks": {**TRAIN, **TRANSFORMER},
+    # Serving splits the model with tp, pp and ep (pycore.memory.serving); data parallelism and sharding are
+    # training's.
+    "dp": TRAIN, "zero": TRAIN, "fsdp": TRAIN, "offload": TRAIN, "optimizer_impl": TRAIN,
+    "tp": TRANSFORMER, "pp": TRANSFORMER, "cp": {**TRAIN, **TRANSFORMER},
+    "ep": TRANSFORMER, "sp": {**TRAIN, **TRANSFORMER},
+    "shard_group": {**TRAIN, "fsdp": ["HYBRID_SHARD"]},
+    "interleave": {**TRAIN, **TRANSFORMER, "pp": {"not": ["1"]}},
+    # Serving only: the generated tokens and their KV cache.
+    "new_tokens": {**INFER, **TRANSFORMER},
+    "kv_dtype": {**INFER, **TRANSFORMER},
+    "engine": {**INFER, **TRANSFORMER},
+    "gpu_util": {**INFER, "engine": ["vllm"]},
+    "max_batched_tokens": {**INFER, "engine": ["vllm"]},
+    # Fine-tuning adapters.
+    "lora_rank": {**ADAPTERS, **TRANSFORMER},
+    "lora_targets": {**ADAPTERS, **TRANSFORMER},
+    "lora_dtype": {**ADAPTERS, **TRANSFORMER},
+    "group_size": {**TRANSFORMER, "quant": {"not": ["none"]}},
+    # The activation model's own parameter.
+    "act_multiplier": {**TRAIN, "activations": ["multiplier"]},
+    "act_per_sample": {**TRAIN, "activations": ["per-sample"]},
+}
+for _key in TRANSFORMER_ONLY:
+    APPLIES.setdefault(_key, TRANSFORMER)
+
+DEFAULT_VALUES = {"mode": "train", "method": "full", "activations": "detailed", "fsdp": "none", "pp": "1",
+                  "quant": "none", "kind": "transformer"}
+
+
+def _text(value):
+    return "" if value is None else str(value)
+
+
+def model_kind(values: dict) -> str:
+    """``"generic"`` when the inputs describe a network by its parameter count only, else ``"transformer"``.
+
+    Without the catalog this cannot see that a preset (ResNet-50) is generic: pass ``values["kind"]``
+    from an estimate's ``result["model"]["kind"]`` when you have one.
+    """
+    if values.get("kind"):
+        return "generic" if values["kind"] == "generic" else "transformer"
+    if values.get("params") and values.get("model") in (None, "", "llama-3.1-8b") and not values.get("config"):
+        return "generic"
+    return "transformer"
+
+
+def applies(key: str, values: dict) -> bool:
+    """Whether input ``key`` changes the estimate, given the other inputs.
+
+    Args:
+        key: an input key (``lora_rank``); keys with no entry in ``APPLIES`` always apply.
+        values: input key -> value (strings or parsed values); missing keys take their defaults.
+    Returns:
+        True if the key applies.
+    """
+    for other, allowed in APPLIES.get(key, {}).items():
+        current = model_kind(values) if other == "kind" else _text(values.get(other, DEFAULT_VALUES.get(other)))
+        if current == "":
+            current = DEFAULT_VALUES.get(other, "")
+        if isinstance(allowed, dict):
+            if current in allowed["not"]:
+                return False
+        elif current not in allowed:
+            return False
+    return True
+
+
+def ignored(values: dict, given_keys: list) -> list:
+    """The keys among ``given_keys`` that do not apply to ``values``, in the order given.
+
+    Args:
+        values: input key -> value, as for :func:`applies`.
+        given_keys: the keys the user set (a URL's or command line's keys).
+    Returns:
+        A list of keys, e.g. ``["lora_rank"]`` for ``method=full lora_rank=64``.
+    """
+    return [key for key in given_keys if not applies(key, values)]
+
+
+def describe(key: str, values: dict) -> str:
+    """A plain-text note saying why ``key`` is ignored, e.g. ``"lora_rank is ignored: method=full"``."""
+    for other, allowed in APPLIES.get(key, {}).items():
+        if other == "kind":
+            if model_kind(values) not in allowed:
+                return f"{key} is ignored: a generic network (params only) has no transformer shape"
+            continue
+        current = _text(values.get(other)) or DEFAULT_VALUES.get(other, "")
+        if (current in allowed["not"]) if isinstance(allowed, dict) else (current not in allowed):
+            return f"{key} is ignored: {other}={current}"
+    return ""

@@ -1,0 +1,342 @@
+"""The one schema of named inputs: URL query, command-line KEY=VALUE, form fields and CSV rows.
+
+Every key is declared once here with its meaning, accepted values, default and the source of that
+default. ``docs/inputs.md`` is generated from this table (``python -m pycore schema``) and a test keeps
+the two equal.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from pycore.base.errors import FieldError, InputError  # noqa: F401  (InputError: the first version's name)
+from pycore.base.units import parse_count, parse_size
+
+PRECISIONS = ("auto", "fp32", "amp-bf16", "amp-fp16", "bf16-master", "fp16-master", "bf16", "fp16", "fsdp2-bf16")
+PRECISION_ALIASES = {"32-true": "fp32", "32": "fp32", "bf16-mixed": "amp-bf16", "16-mixed": "amp-fp16",
+                     "bf16-true": "bf16", "16-true": "fp16"}
+DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "none")
+OPTIMIZERS = ("adamw", "adam", "adam-8bit", "sgd", "sgd-momentum", "adafactor", "lion")
+
+
+
+@dataclass(frozen=True)
+class Field:
+    key: str
+    kind: str            # choice, int, count, size, overhead, float, text, dtype
+    default: object
+    meaning: str
+    accepts: str = ""
+    choices: tuple = ()
+    default_source: str = ""
+    group: str = "model"
+    unit: str = ""
+    minimum: float = 0
+    maximum: float = 10**15         # the plausible range's top; beyond it the value is refused by name
+
+    def parse(self, raw: object) -> Any:
+        """The typed value of ``raw`` (a string); raises InputError naming the key."""
+        text = str(raw).strip()
+        value: Any
+        if text == "" and self.kind in ("text",):
+            if self.default is not None:
+                raise FieldError(self.key, f"empty; accepts {self.accepts}")
+            return None
+        try:
+            if self.kind in ("choice", "dtype"):
+                value = text.lower()
+                if self.key == "precision":
+                    value = PRECISION_ALIASES.get(value, value)
+                canonical = {choice.lower(): choice for choice in self.choices}
+                if value not in canonical:
+                    raise ValueError
+                return canonical[value]
+            if self.kind == "int":
+                if not text.isdigit():
+                    raise ValueError
+                value = int(text)
+            elif self.kind == "count":
+                value = parse_count(text)
+            elif self.kind == "size":
+                value = parse_size(text)
+            elif self.kind == "float":
+                value = float(text)
+                if not (value == value and abs(value) != float("inf")) or (self.key == "mfu" and value > 1):
+                    raise ValueError
+            elif self.kind == "overhead":
+                if text.endswith("%"):
+                    percent = float(text[:-1])
+                    if not 0 <= percent <= 1000:
+                        raise ValueError
+                    return ("percent", percent)
+                amount = parse_size(text)
+                if not 0 <= amount <= 2**50:
+                    raise ValueError
+                return ("bytes", amount)
+            else:
+                if len(text) > 200:
+                    raise ValueError
+                return text
+        except (ValueError, TypeError, OverflowError):
+            raise InputError(self.key, f"got {_shorten(text)!r}; accepts {self.accepts}") from None
+        if not self.minimum <= value <= self.maximum:
+            raise FieldError(self.key, f"got {_shorten(text)!r}; accepts {self.range_text()}")
+        return value
+
+    def range_text(self) -> str:
+        """The accepted range in words: "1 to 10,000"."""
+        def show(x: float) -> str:
+            return f"{x:,}" if float(x).is_integer() else f"{x:g}"
+        return f"{show(self.minimum)} to {show(self.maximum)}"
+
+
+def _shorten(text, limit=40):
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _choice(key, default, choices, meaning, group, source="", accepts=None):
+    return Field(key, "choice", default, meaning, accepts or " | ".join(choices), tuple(choices), source, group)
+
+
+def _int(key, default, meaning, group, source="", minimum=1, unit="", maximum=10**6):
+    return Field(key, "int", default, meaning, f"a whole number from {minimum:,} to {maximum:,}", (), source,
+                 group, unit, minimum, maximum)
+
+
+def _dtype(key, meaning):
+    return Field(key, "dtype", None, meaning, " | ".join(DTYPES), DTYPES, "the precision policy", "precision",
+                 "")
+
+
+ARCH_HINT = "override the preset's value"
+FIELDS = (
+    Field("model", "text", "llama-3.1-8b", "architecture preset from presets/models.json",
+          "a preset id or alias (python -m pycore models)", (), "a common 8B model", "model"),
+    Field("config", "text", None, "path to a Hugging Face config.json (command line); replaces model",
+          "a readable JSON file", (), "", "model"),
+    _int("layers", None, "transformer layers (num_hidden_layers); " + ARCH_HINT, "model", maximum=10_000),
+    _int("hidden", None, "hidden size (hidden_size); " + ARCH_HINT, "model"),
+    _int("heads", None, "attention heads (num_attention_heads); " + ARCH_HINT, "model", maximum=100_000),
+    _int("kv_heads", None, "key/value heads (num_key_value_heads): heads for MHA, 1 for MQA; " + ARCH_HINT,
+         "model", maximum=100_000),
+    _int("head_dim", None, "size of one attention head; default hidden / heads", "model"),
+    _int("ffn", None, "MLP intermediate size (intermediate_size), per expert for MoE; " + ARCH_HINT, "model",
+         maximum=10_000_000),
+    _int("vocab", None, "vocabulary size (vocab_size); " + ARCH_HINT, "model", maximum=10_000_000),
+    _int("experts", None, "routed experts per layer (0 = dense); " + ARCH_HINT, "model", minimum=0,
+         maximum=100_000),
+    _int("experts_per_token", None, "experts each token is routed to; " + ARCH_HINT, "model", minimum=0,
+         maximum=100_000),
+    _int("expert_ffn", None, "intermediate size of one routed expert (moe_intermediate_size); " + ARCH_HINT,
+         "model", maximum=10_000_000),
+    _int("max_positions", None, "maximum positions (max_position_embeddings): caps every sequence answer; "
+         "learned position tables (GPT-2, BERT) count toward the parameters; " + ARCH_HINT, "model",
+         maximum=100_000_000),
+    _choice("head", None, ("causal-lm", "masked-lm", "classification", "none"),
+            "task head: causal-lm (next-token logits over the vocabulary), masked-lm (BERT's MLM head), "
+            "classification (num_labels logits: *ForSequenceClassification), none (the base model)", "model",
+            "the preset's own class (config.json architectures)"),
+    _int("num_labels", 2, "labels of a classification head", "model", "transformers PretrainedConfig default (2)",
+         maximum=1_000_000),
+    _choice("tied", None, ("yes", "no"), "output head shares the embedding matrix (tie_word_embeddings); "
+            + ARCH_HINT, "model"),
+    Field("params", "count", None, "parameter count of a generic network (used when no transformer is given)",
+          "a count such as 7B, 350M, 7e9 or 7000000000", (), "", "model", "parameters", 1, 10**14),
+    _choice("mode", "train", ("train", "infer"), "a training step, or serving with generate()", "workload"),
+    _int("batch", 1, "micro-batch size per GPU (sequences)", "workload", "", 1, "sequences"),
+    _int("seq", 2048, "sequence length in tokens (prompt length when serving)", "workload",
+         "Llama 3 pre-training context", 1, "tokens", 100_000_000),
+    _choice("engine", "hf", ("hf", "vllm"), "serving engine: hf (transformers generate(), memory grows with "
+            "the batch) or vllm (pre-allocates gpu_util of the GPU and gives the rest to the KV cache)", "workload"),
+    Field("gpu_util", "float", 0.9, "vLLM gpu_memory_utilization: the share of the GPU vLLM may use",
+          "a number from 0.05 to 1", (), "vLLM's default (EngineArgs.gpu_memory_utilization)", "workload", "",
+          0.05, 1),
+    _int("max_batched_tokens", 8192, "vLLM max_num_batched_tokens: tokens in its profiling run", "workload",
+         "vLLM V1's default for the LLM class (EngineArgs)", 1, "tokens", 10_000_000),
+    _choice("compare", "off", ("off", "baseline", "serving"), "compare with fp32 and no memory savers, or with "
+            "serving the same model; base.KEY=VALUE changes any baseline input", "workload"),
+    _int("new_tokens", 256, "tokens generated per sequence when serving", "workload", "", 0, "tokens", 100_000_000),
+    _choice("precision", "auto", PRECISIONS,
+            "precision policy: auto (training: as the framework does, the Trainer in the checkpoint's dtype; serving: "
+            "the checkpoint's own dtype); fp32; amp-* autocast "
+            "with fp32 weights; *-master 16-bit weights with fp32 master and optimizer; bf16/fp16 everything 16-bit; "
+            "fsdp2-bf16 FSDP2's MixedPrecisionPolicy (fp32 shards, each layer gathered and computed in bf16)",
+            "precision", "training: Hugging Face Trainer with bf16=True (fp32 weights under autocast); serving: "
+            "the checkpoint's torch_dtype, as transformers 5 and vLLM load it",
+            " | ".join(PRECISIONS) + " (or Lightning's 32-true, bf16-mixed, 16-mixed, bf16-true, 16-true)"),
+    _dtype("weight_dtype", "dtype of the weights the model computes with"),
+    _dtype("grad_dtype", "dtype of the gradients"),
+    _dtype("master_dtype", "dtype of master weights kept by the optimizer (none = no master copy)"),
+    _dtype("opt_dtype", "dtype of the optimizer state"),
+    _dtype("act_dtype", "dtype of the activations saved for backward"),
+    _dtype("kv_dtype", "dtype of the KV cache when serving"),
+    _choice("optimizer", "adamw", OPTIMIZERS, "optimizer, which sets the state kept per parameter", "precision",
+            "the usual choice for transformers"),
+    _choice("optimizer_impl", "auto", ("auto", "fused", "foreach", "for-loop"),
+            "optimizer kernel: auto (as the framework does), fused (one kernel, no temporaries), foreach "
+            "(PyTorch's default on CUDA: one state-sized temporary for all parameters at once), for-loop (one "
+            "parameter at a time)", "precision", "the framework's (pycore/inputs/frameworks.py)"),
+    _choice("framework", "hf-trainer", ("hf-trainer", "pytorch", "accelerate", "lightning", "torchtune",
+                                        "torchtitan", "megatron", "deepspeed", "axolotl"),
+            "training framework whose defaults fill every input left at auto: precision, optimizer kernel, "
+            "attention, recomputation, loss chunks", "precision",
+            "the Hugging Face Trainer, transformers 5.23 (pycore/inputs/frameworks.py cites each default)"),
+    _choice("method", "full", ("full", "lora", "qlora"), "what is trained: every weight, LoRA adapters, or LoRA "
+            "adapters on an NF4-quantized base (QLoRA)", "finetune"),
+    _int("lora_rank", 16, "LoRA rank r: each adapted layer gains r·(in + out) parameters", "finetune",
+         "PEFT LoraConfig default (r=8) doubled, as common recipes use"),
+    _choice("lora_targets", "qv", ("qv", "attention", "all-linear"), "which linear layers carry adapters: q and v "
+            "projections, all attention projections, or every linear layer", "finetune",
+            "PEFT's default target modules for Llama (q_proj, v_proj)"),
+    _choice("lora_dtype", "fp32", ("fp32", "bf16", "fp16"), "dtype of the adapters, their gradients and states",
+            "finetune", "PEFT upcasts 16-bit adapters to fp32 (autocast_adapter_dtype=True)"),
+    _choice("quant", "none", ("none", "int8", "fp8", "fp8-channel", "gptq-int4", "awq-int4", "nf4", "nf4-dq",
+                              "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k"),
+            "quantized weight storage (qlora defaults to nf4-dq); bits per weight in the formulas", "finetune"),
+    _int("group_size", 128, "weights per scale for GPTQ/AWQ", "finetune", "GPTQ and AWQ default"),
+    _choice("recompute", "auto", ("auto", "none", "selective", "full"),
+            "activation recomputation: auto (as the framework does), none, selective (attention core only), "
+            "full (every layer)", "savers", "the framework's: off except torchtune (full)"),
+    _choice("attention", "auto", ("auto", "flash", "flash-repeat", "eager"),
+            "auto (as the framework does); flash: fused kernel (SDPA / FlashAttention) that never stores the s×s "
+            "scores and keeps grouped-query K/V per kv head; flash-repeat: the same with K/V expanded to every "
+            "head first (a padding mask, CPU, torchtune); eager: stores the scores", "savers",
+            "every framework's default is SDPA or FlashAttention"),
+    _int("loss_chunks", None, "compute the output head and cross-entropy in this many sequence chunks, as "
+         "torchtune's CEWithChunkedOutputLoss (8) does; 1 = transformers' loss; default: the framework's",
+         "savers", maximum=100_000),
+    _choice("activations", "detailed", ("detailed", "korthikanti", "multiplier", "per-sample"),
+            "activation model: detailed (ours), korthikanti (2022 paper), multiplier, per-sample", "savers"),
+    Field("act_multiplier", "float", 17.0, "multiplier model: bytes = batch·seq·hidden·layers·this·act bytes",
+          "a number from 0 to 10,000", (), "Korthikanti et al. 2022: 34 bytes per s·b·h at 16 bit = 17 × 2 bytes", "savers", "", 0, 10_000),
+    Field("act_per_sample", "size", 0, "per-sample model: activation bytes of one sample",
+          "a size such as 0.215GiB, 512MiB or a number of bytes", (), "", "savers", "bytes", 0, 2**50),
+    Field("overhead", "overhead", None, "runtime overhead on top of the peak of live tensors; default: modelled as "
+          "the allocator's cache, the CUDA context and NCCL buffers (pycore/memory/device.py)",
+          "a size (2GiB, 800MiB) or a percent of the peak (10%)", (), "pycore/memory/device.py", "hardware", ""),
+    _choice("expandable_segments", "no", ("no", "yes"), "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: "
+            "the caching allocator grows segments in place and strands far less memory", "hardware",
+            "PyTorch's default (off); torchtitan's run_train.sh turns it on"),
+    _int("dp", 1, "data-parallel degree (replicas, or ZeRO/FSDP shards)", "parallel"),
+    _int("tp", 1, "tensor-parallel degree (Megatron-style, within a node)", "parallel", maximum=1024),
+    _int("pp", 1, "pipeline-parallel stages", "parallel", maximum=1024),
+    _int("cp", 1, "context-parallel degree (the sequence split across GPUs)", "parallel", maximum=1024),
+    _int("ep", 1, "expert-parallel degree (routed experts split across GPUs)", "parallel", maximum=100_000),
+    _choice("zero", "0", ("0", "1", "2", "3"), "ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also "
+            "weights, over dp × cp", "parallel", "DeepSpeed's default"),
+    _choice("fsdp", "none", ("none", "NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD"),
+            "PyTorch FSDP sharding strategy; sets the ZeRO stage (0, 2, 3, 3 within shard_group)", "parallel"),
+    _int("shard_group", None, "HYBRID_SHARD: GPUs one shard spans (default min(dp × cp, 8), a node)",
+         "parallel"),
+    _choice("sp", "no", ("no", "yes"), "sequence parallelism with tensor parallelism (Korthikanti et al. 2022)",
+            "parallel"),
+    _int("microbatches", 1, "micro-batches per optimizer step (gradient accumulation; pipeline micro-batches)",
+         "parallel"),
+    _int("interleave", 1, "virtual pipeline stages per GPU (interleaved 1F1B)", "parallel", maximum=128),
+    _choice("offload", "none", ("none", "optimizer", "params"), "keep optimizer state (and with params, the "
+            "weights) in CPU memory, as ZeRO-Offload and FSDP CPU offload do", "parallel"),
+    _int("gpus", None, "GPUs you have (for time and cost); default: the layout's dp × tp × pp × cp", "hardware",
+         maximum=10_000_000),
+    Field("train_tokens", "count", 0, "tokens to train on, for time and cost (such as 1T or 15e12)",
+          "a count such as 2B, 1T or 15e12", (), "", "hardware", "tokens", 0, 10**17),
+    Field("mfu", "float", 0.4, "model FLOPs utilisation you expect (0-1)", "a number from 0.001 to 1", (),
+          "typical large-model training reaches 0.35-0.45 (Chowdhery et al. 2022, PaLM: 0.46)", "hardware", "",
+          0.001, 1),
+    Field("price", "float", None, "$ per GPU-hour; default: the catalog's on-demand price",
+          "a number of dollars", (), "presets/gpus.json", "hardware", "$/GPU-h", 0, 10_000),
+    Field("gpu", "text", "h100-sxm-80gb", "GPU for fit, count and cost", "a GPU id (python -m pycore gpus)",
+          (), "the most rented training GPU", "hardware"),
+)
+BY_KEY = {f.key: f for f in FIELDS}
+
+# Short labels for the form; the meaning above is the hint under each field.
+LABELS = {
+    "model": "Model preset", "config": "config.json path", "layers": "Layers", "hidden": "Hidden size",
+    "heads": "Attention heads", "kv_heads": "KV heads", "head_dim": "Head dim", "ffn": "FFN size",
+    "vocab": "Vocabulary", "experts": "Experts", "experts_per_token": "Experts per token",
+    "expert_ffn": "Expert FFN size", "max_positions": "Max positions", "head": "Task head", "num_labels": "Labels",
+    "tied": "Tied embeddings",
+    "params": "Parameters (generic network)", "mode": "Workload", "batch": "Micro-batch per GPU",
+    "seq": "Sequence length", "new_tokens": "New tokens", "precision": "Precision policy",
+    "weight_dtype": "Weights dtype", "grad_dtype": "Gradients dtype", "master_dtype": "Master weights dtype",
+    "opt_dtype": "Optimizer state dtype", "act_dtype": "Activations dtype", "kv_dtype": "KV cache dtype",
+    "optimizer": "Optimizer", "recompute": "Activation recomputation", "attention": "Attention kernel",
+    "activations": "Activation model", "act_multiplier": "Activation multiplier",
+    "compare": "Compare with", "engine": "Serving engine", "gpu_util": "GPU memory utilisation (vLLM)",
+    "max_batched_tokens": "Max batched tokens (vLLM)", "optimizer_impl": "Optimizer kernel", "framework": "Framework",
+    "loss_chunks": "Loss chunks", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
+    "lora_dtype": "Adapter dtype", "quant": "Weight quantization", "group_size": "Quantization group size",
+    "dp": "Data parallel (dp)", "tp": "Tensor parallel (tp)", "pp": "Pipeline stages (pp)",
+    "cp": "Context parallel (cp)", "ep": "Expert parallel (ep)", "zero": "ZeRO stage", "fsdp": "FSDP strategy",
+    "shard_group": "Shard group", "sp": "Sequence parallel", "microbatches": "Micro-batches per step",
+    "interleave": "Interleaved stages", "offload": "CPU offload", "gpus": "GPUs available",
+    "train_tokens": "Tokens to train", "mfu": "MFU", "price": "Price",
+    "act_per_sample": "Activation bytes per sample", "overhead": "Runtime overhead", "gpu": "GPU",
+    "expandable_segments": "Expandable segments",
+}
+GROUPS = (("model", "Model"), ("workload", "Workload"), ("precision", "Precision and optimizer"),
+          ("savers", "Memory savers"), ("finetune", "Fine-tuning and quantization"), ("parallel", "Parallelism"),
+          ("hardware", "Hardware and cost"))
+DEFAULTS = {f.key: f.default for f in FIELDS}
+
+
+def parse(raw: dict, strict: bool = True) -> Any:
+    """Typed values for a mapping of key -> string, with defaults filled in.
+
+    Args:
+        raw: key -> value strings (URL query, command line, CSV row).
+        strict: raise InputError on the first bad key or value; otherwise skip it.
+    Returns:
+        (values, errors) when not strict, else values. ``errors`` maps key -> message.
+    """
+    values, errors = dict(DEFAULTS), {}
+    for key, text in raw.items():
+        field = BY_KEY.get(key)
+        try:
+            if field is None:
+                raise InputError(key, f"unknown key; accepted keys are {', '.join(BY_KEY)}")
+            values[key] = field.parse(text)
+        except InputError as error:
+            if strict:
+                raise
+            errors[key] = str(error)
+    return values if strict else (values, errors)
+
+
+def to_query(values: dict) -> list:
+    """The non-default inputs as ordered (key, text) pairs, the form used by URL, CLI and CSV."""
+    pairs = []
+    for field in FIELDS:
+        value = values.get(field.key, field.default)
+        if value is None or value == field.default:
+            continue
+        pairs.append((field.key, format_value(field, value)))
+    return pairs
+
+
+def format_value(field: Field, value: Any) -> str:
+    if field.kind == "overhead":
+        kind, amount = value
+        if kind == "percent":
+            return f"{amount:g}%"
+        for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+            if amount and amount % scale == 0:
+                return f"{amount // scale}{unit}"
+        return str(amount)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def markdown_table() -> str:
+    """The documentation table of every key (docs/inputs.md)."""
+    lines = ["# Inputs", "",
+             "Generated by `python -m pycore schema` from `pycore/inputs/schema.py`; do not edit by hand.",
+             "The same keys are the page's URL query, the command line's `KEY=VALUE` arguments and the CSV's",
+             "input rows.", "",
+             "| key | meaning | accepts | default | why that default |", "|---|---|---|---|---|"]
+    for f in FIELDS:
+        default = "—" if f.default is None else format_value(f, f.default)
+        if f.kind == "dtype":
+            default = "from precision"
+        lines.append(f"| `{f.key}` | {f.meaning} | {f.accepts} | {default} | {f.default_source} |")
+    return "\n".join(lines) + "\n"

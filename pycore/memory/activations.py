@@ -1,0 +1,283 @@
+"""Activation memory: the tensors a training step saves for backward.
+
+``detailed`` lists, per transformer layer and per token, every tensor that autograd keeps alive in the
+transformers implementation of the architecture (checked against MemTracker in validation/). The other
+models reproduce the formulas people already know:
+
+- ``korthikanti``: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+  Models", eq. (1)-(2): s·b·h·L·(34 + 5·a·s/h) bytes at 16 bit; 34·s·b·h·L with selective recompute;
+  2·s·b·h·L (the layer inputs) with full recompute.
+- ``multiplier``: batch·seq·hidden·layers·act_multiplier·act bytes, as the simple calculators write it
+  (multipliers of 8-12 are typical there; 17 at 2 bytes is Korthikanti's 34 bytes per s·b·h).
+- ``per-sample``: act_per_sample·batch.
+"""
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pycore.base.remember import remembered
+
+if TYPE_CHECKING:
+    from pycore.memory.precision import Policy
+    from pycore.memory.setup import Setup
+    from pycore.model.architecture import Architecture
+
+
+@dataclass(frozen=True)
+class Term:
+    """One saved tensor (or a group of same-shaped ones) of a layer, in bytes per token."""
+
+    name: str
+    bytes_per_token: float
+    formula: str
+    replicated: bool = False    # outside the tensor-parallel region (norms, residual path): split only by SP
+    feeds: str = ""             # the linear layers that read it (qkv, o, gate_up, down): kept only if trainable
+
+
+def _norm_terms(arch, e, amp, consumers, label, feeds=""):
+    """A pre-norm saves its fp32 input, the normalised tensor, and what its consumers read.
+
+    All of it sits outside the tensor-parallel region; the output is what the next linear layers read.
+    """
+    h = arch.hidden
+
+    def saved(name: str, size: float, formula: str) -> Term:
+        return Term(f"{label} {name}", size, formula, replicated=True)
+    if arch.norm == "layernorm":
+        # native_layer_norm saves its input and fp32 mean and rstd; consumers save its output.
+        terms = [saved("input", (4 if amp else e) * h, f"{4 if amp else e}·h"), saved("mean, rstd", 8, "8")]
+    elif arch.norm_weight_fp32:
+        # Gemma: x.float(), normalise in fp32, multiply by (1 + weight) in fp32, cast back.
+        terms = [saved("fp32 input", 4 * h, "4·h"), saved("normalised", 4 * h, "4·h"), saved("rsqrt", 4, "4")]
+    else:
+        # Llama RMSNorm: x.to(fp32) saved by pow and mul, normalised x cast back, saved by ·weight.
+        norm_bytes = 4 if amp else e
+        terms = [saved("fp32 input", 4 * h, "4·h"), saved("normalised", norm_bytes * h, f"{norm_bytes:g}·h"),
+                 saved("rsqrt", 4, "4")]
+    if not consumers:
+        return terms                        # a post-norm feeds the residual sum, which saves nothing
+    if amp:
+        # autocast casts the (fp32) norm output once per consuming linear layer.
+        terms.append(Term(f"{label} output cast ×{consumers}", consumers * 2 * h, f"{consumers}·2·h", True, feeds))
+    else:
+        terms.append(Term(f"{label} output", e * h, f"{e:g}·h", True, feeds))
+    return terms
+
+
+def _qk_norm_terms(arch, e, amp):
+    """Qwen3 and Gemma 3 normalise each query and key head (RMSNorm over head_dim), OLMo 2 the whole query
+    and key: the fp32 input, the normalised value (fp32 where the weight multiplies in fp32: autocast,
+    Gemma, OLMo 2) and one rsqrt per normalised row."""
+    elements = arch.q_dim + arch.kv_dim
+    rows = arch.heads + arch.kv_heads if arch.qk_norm == "head" else 2
+    fp32_out = amp or arch.norm_weight_fp32 or arch.qk_norm == "full"
+    out = 4 if fp32_out else e
+    return [Term("q/k norm fp32 input", 4 * elements, "4·(a + k)·d"),
+            Term("q/k norm normalised", out * elements, f"{out:g}·(a + k)·d"),
+            Term("q/k norm rsqrt", 4 * rows, "4 per normalised row")]
+
+
+def _mla_terms(arch, e, amp):
+    """Multi-head latent attention's own tensors (transformers DeepseekV2/V3Attention): the compressed
+    latent and rotary key from kv_a_proj, its RMSNorm, kv_b_proj's input; the query's down-projection and
+    its norm when q_lora_rank is set; DeepSeek-V2's rotary in fp32 complex numbers."""
+    r, rope = arch.kv_lora_rank, arch.qk_rope_dim
+    norm_out = 4 if amp else e
+    terms = [Term("kv latent and rotary key", e * (r + rope), "e·(r_kv + d_rope)"),
+             Term("kv latent norm (fp32 input, normalised, rsqrt)", 4 * r + norm_out * r + 4, "4·r_kv + e·r_kv + 4"),
+             Term("kv_b_proj input", e * r, "e·r_kv")]
+    if arch.q_lora_rank:
+        q = arch.q_lora_rank
+        terms += [Term("q latent", e * q, "e·r_q"),
+                  Term("q latent norm (fp32 input, normalised, rsqrt)", 4 * q + norm_out * q + 4, "4·r_q + e·r_q + 4"),
+                  Term("q_b_proj input", e * q, "e·r_q")]
+    if arch.rope_fp32:
+        terms.append(Term("rotary q and k in fp32 (complex)", 4 * (arch.heads + 1) * rope, "4·(a + 1)·d_rope"))
+    return terms
+
+
+def _attention_terms(arch, e, amp, attention, recompute, seq):
+    q, kv, a = arch.q_dim, arch.kv_dim, arch.heads
+    # transformers' sdpa_attention_forward passes grouped-query K/V to SDPA as they are (enable_gqa) when
+    # there is no attention mask and the head size is at most 256 (integrations/sdpa_attention.py,
+    # use_gqa_in_sdpa, v5.23); CUDA's flash kernel then saves one K/V head per group. attention=flash-repeat
+    # is the other path: K/V expanded to every head first (a padding mask, CPU's SDPA, torchtune's attention).
+    native_gqa = attention == "flash" and arch.dim_head <= 256 and not arch.sdpa_math
+    repeated = arch.kv_heads != arch.heads and not native_gqa
+    k_saved = q if repeated else kv
+    k_formula = "a·d" if repeated else "k·d"
+    terms = []
+    if recompute == "selective":
+        # Only the core's inputs (before repeat_kv) and its output survive the forward.
+        return [Term("q, k, v (core inputs)", (4 if amp else e) * q + 2 * e * kv, "e·q + 2·e·k·d"),
+                Term("attention output", e * q, "e·a·d"),
+                Term("o_proj input", e * q, "e·a·d", feeds="o")]
+    if attention in ("flash", "flash-repeat") and arch.sdpa_math:
+        # transformers' Falcon hands SDPA one K/V head without enable_gqa and a materialised mask: the
+        # math kernel (aten _scaled_dot_product_attention_math) keeps, per head and key, _safe_softmax's
+        # softmax output, the masked copy the second matmul saves, and a 1-byte mask: 2·e + 1 bytes
+        # (validation/measured.json, falcon-7b 4L: 5.0 bytes measured at bf16).
+        terms += [Term("q (scaled)", e * q, "e·a·d"),
+                  Term("k, v (expanded)", 2 * e * q, "2·e·a·d"),
+                  Term("attention probabilities (math kernel)", (2 * e + 1) * a * seq, f"(2·{e:g} + 1)·a·s")]
+    elif attention in ("flash", "flash-repeat"):
+        terms += [Term("q (rotated)", e * q, "e·a·d"),
+                  Term("k, v (repeated for GQA)" if repeated else "k, v", 2 * e * k_saved, f"2·e·{k_formula}"),
+                  Term("attention output", e * q, "e·a·d"),
+                  Term("logsumexp", 4 * a, "4·a")]
+    else:
+        # Llama-style eager attention takes softmax in fp32 and casts back; GPT-2 and BERT take it in
+        # the scores' dtype. Autocast feeds the second matmul a 16-bit copy. Dropout keeps a 1-byte mask
+        # and its output; without dropout the matmul keeps the probabilities themselves.
+        softmax_bytes = 4 if (amp or arch.softmax_fp32) else e
+        probs_bytes = 2 if amp else e
+        terms += [Term("q", e * q, "e·a·d"),
+                  Term("k (repeated)" if repeated else "k", e * k_saved, f"e·{k_formula}"),
+                  Term("softmax output", softmax_bytes * a * seq, f"{softmax_bytes:g}·a·s"),
+                  *([Term("score soft-capping tanh", e * a * seq, f"{e:g}·a·s")] if arch.attn_softcap else []),
+                  Term("v (repeated)" if repeated else "v", e * k_saved, f"e·{k_formula}")]
+        if arch.attention_dropout:
+            terms.append(Term("attention dropout mask and output", (1 + probs_bytes) * a * seq,
+                              f"(1 + {probs_bytes:g})·a·s"))
+        elif probs_bytes != softmax_bytes:
+            terms.append(Term("probabilities cast", probs_bytes * a * seq, f"{probs_bytes:g}·a·s"))
+    terms.append(Term("o_proj input", e * q, "e·a·d", feeds="o"))
+    if arch.qk_norm != "none":
+        terms += _qk_norm_terms(arch, e, amp)
+    if arch.attention == "mla":
+        terms += _mla_terms(arch, e, amp)
+    return terms
+
+
+def _mlp_terms(arch, e, amp=False):
+    # Routed experts are expert_ffn wide (Qwen3-MoE's moe_intermediate_size); each token passes k of them.
+    f = (arch.expert_ffn or arch.ffn) if arch.experts else arch.ffn
+    tokens = arch.experts_per_token if arch.experts else 1
+    if arch.mlp == "gated":
+        terms = [Term("gate, up", 2 * e * f * tokens, "2·e·f"),
+                 Term("activation output", e * f * tokens, "e·f"),
+                 Term("down_proj input", e * f * tokens, "e·f", feeds="down")]
+    elif arch.activation == "gelu_new" and amp:
+        # GPT-2's NewGELU written out in Python under CUDA autocast: pow runs in fp32, so x is cast to fp32
+        # and tanh and 1 + tanh stay fp32; only 0.5·x is 16-bit (validation/measured.json, gpt2 amp cases).
+        terms = [Term("fc output and GELU intermediates (fp32 under autocast)", 14 * f, "(4 + 4 + 4 + 2)·f"),
+                 Term("proj input", e * f, "e·f", feeds="down")]
+    elif arch.activation == "gelu_new":
+        # GPT-2's NewGELU is written out in Python; autograd keeps four f-sized intermediates.
+        terms = [Term("fc output and GELU intermediates", 4 * e * f, "4·e·f"),
+                 Term("proj input", e * f, "e·f", feeds="down")]
+    else:
+        terms = [Term("fc output", e * f, "e·f"), Term("proj input", e * f, "e·f", feeds="down")]
+    if arch.experts:
+        # each routed expert gathers its tokens' inputs and returns weighted outputs (index_add)
+        terms += [Term("router logits and weights", 4 * 3 * arch.experts, "12·E"),
+                  Term("expert inputs and weighted outputs", 2 * e * arch.hidden * tokens, "2·e·h·k")]
+        if arch.shared_width:
+            s = arch.shared_width
+            terms += [Term("shared expert gate, up, activation, down input", 4 * e * s, "4·e·f_shared")]
+    return terms
+
+
+def layer_terms(arch: "Architecture", policy: "Policy", attention: str, recompute: str, seq: int) -> list[Term]:
+    """Saved tensors of one layer (bytes per token), without full recomputation."""
+    e = policy.bytes("act")
+    amp = policy.autocast
+    terms = _norm_terms(arch, e, amp, 3 if arch.norm == "rmsnorm" else 1, "attention norm", "qkv")
+    terms += _attention_terms(arch, e, amp, attention, recompute, seq)
+    if arch.norms_per_layer == 4:           # Gemma 2/3: norms on the attention and MLP outputs too
+        terms += _norm_terms(arch, e, amp, 0, "post-attention norm")
+    terms += _norm_terms(arch, e, amp, 2 if arch.mlp == "gated" else 1, "MLP norm", "gate_up")
+    terms += _mlp_terms(arch, e, amp)
+    if arch.norms_per_layer == 4:
+        terms += _norm_terms(arch, e, amp, 0, "post-MLP norm")
+    if arch.dropout:
+        terms.append(Term("residual dropout masks", 2 * arch.hidden, "2·h", replicated=True))
+    return terms
+
+
+def layer_input_bytes(arch: "Architecture", policy: "Policy") -> float:
+    """Bytes per token of one layer's input, what full recomputation keeps."""
+    return (4 if policy.autocast else policy.bytes("act")) * arch.hidden
+
+
+def korthikanti(arch: "Architecture", batch: int, seq: int, recompute: str, act_bytes: float, tp: int = 1, sp: bool = False) -> float:
+    """Korthikanti et al. 2022 eq. (1)-(2) and Table 2, scaled from 16-bit to ``act_bytes`` per element.
+
+    Per layer: sbh(34 + 5as/h) with no parallelism; sbh(10 + 24/t + 5as/(ht)) with tensor parallelism;
+    sbh(34/t + 5as/(ht)) with sequence parallelism too. Selective recompute drops the 5as/h term; full
+    recompute keeps the layer input, 2sbh (2sbh/t with sequence parallelism).
+    """
+    sbh = seq * batch * arch.hidden
+    scores = 0 if recompute == "selective" else 5 * arch.heads * seq / (arch.hidden * tp)
+    if recompute == "full":
+        per_layer = 2 * sbh / (tp if sp else 1)
+    elif sp:
+        per_layer = sbh * (34 / tp + scores)
+    else:
+        per_layer = sbh * (10 + 24 / tp + scores)
+    return round(per_layer * act_bytes / 2 * arch.layers)
+
+
+@remembered(lambda setup: (setup.arch, setup.policy, setup.finetune, setup.workload.attention,
+                           setup.workload.recompute, setup.workload.seq, setup.layout.tp,
+                           setup.layout.sp))           # all it reads
+def per_token(setup: "Setup") -> tuple:
+    """(saved bytes per token per layer, terms, final-norm bytes per token, working bytes per token).
+
+    With tensor parallelism the terms inside the parallel region split t ways, and the norm and residual
+    terms too with sequence parallelism (Korthikanti et al. 2022, section 4.2). Remembered: the answers'
+    searches ask again with only the batch, the data or pipeline parallelism changed.
+    """
+    from pycore.memory import finetune
+    arch, policy, work, lay = setup.arch, setup.policy, setup.workload, setup.layout
+    e = policy.bytes("act")
+    attention = work.attention
+    terms = layer_terms(arch, policy, attention, work.recompute, work.seq)
+    if setup.finetune.adapters:
+        # Frozen linear layers need no input to compute their (absent) weight gradient.
+        kept = finetune.adapted_inputs(setup.finetune.targets)
+        terms = [t for t in terms if not t.feeds or t.feeds in kept]
+        adapters = finetune.adapter_activation_bytes_per_token(arch, setup.finetune.rank, setup.finetune.targets,
+                                                               e) / arch.layers
+        terms.append(Term("LoRA A outputs", adapters, "r·e per adapted layer"))
+
+    def split(t: Term) -> float:
+        return t.bytes_per_token / (lay.tp if (not t.replicated or lay.sp) else 1)
+    per_layer = sum(split(t) for t in terms)
+    if arch.kind == "encoder-decoder":
+        # Approximation, not yet measured: decoder blocks as encoder blocks plus one more attention
+        # block (cross-attention), target as long as the source.
+        cross = sum(split(t) for t in _attention_terms(arch, e, policy.autocast, attention, work.recompute,
+                                                         work.seq))
+        per_layer = (per_layer * (arch.layers + arch.decoder_layers) + cross * arch.decoder_layers) / arch.layers
+    final = sum(split(t) for t in _norm_terms(arch, e, policy.autocast, 1, "final norm"))
+    width = max(arch.ffn * max(arch.experts_per_token, 1), arch.q_dim) / lay.tp
+    working = 3 * e * width
+    if attention == "eager":
+        working += (4 + e) * arch.heads / lay.tp * work.seq
+    if work.recompute == "full":
+        working += per_layer           # one layer's activations rebuilt during its backward
+        per_layer = layer_input_bytes(arch, policy) / (lay.tp if lay.sp else 1)
+    return per_layer, terms, final, working
+
+
+def whole_model(setup: "Setup", tokens: int) -> float:
+    """Activation bytes of the whole model under the korthikanti, multiplier or per-sample models."""
+    from pycore.base.errors import FieldError
+    arch, work, lay = setup.arch, setup.workload, setup.layout
+    e = setup.policy.bytes("act")
+    model = work.activation_model
+    if model == "none":             # a bare parameter count: activations not counted (said in warnings)
+        return 0
+    if model == "detailed":         # a generic preset with measured bytes per sample
+        per_sample = arch.act_per_sample_fp32 if e == 4 else arch.act_per_sample_16
+        return per_sample * work.batch
+    needs = {"korthikanti": ("layers", "hidden", "heads"), "multiplier": ("layers", "hidden")}.get(model, ())
+    for key in needs:
+        if not getattr(arch, key):
+            raise FieldError(key, f"the {model} activation model needs {', '.join(needs)}; give {key}")
+    if model == "korthikanti":
+        return korthikanti(arch, work.batch, work.seq // lay.cp, work.recompute, e, lay.tp, lay.sp)
+    if model == "multiplier":
+        return round(tokens * arch.hidden * arch.layers * work.act_multiplier * e / lay.tp)
+    return work.act_per_sample * work.batch

@@ -1,0 +1,104 @@
+"""Memory pools as records: each pool knows its bytes, its formula, its source and the moments it is live.
+
+A moment's total is the sum of the pools live in it, so the breakdown at the peak adds up by
+construction. ``report`` and ``explain`` only format these records.
+"""
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pycore.base.expr import Q, rnd
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One memory pool of one GPU."""
+
+    key: str                    # stable id: weights, gradients, kv_cache, ...
+    label: str                  # what people call it
+    bytes: int                  # per GPU, exact
+    quantity: Q                 # the arithmetic that made ``bytes``: its formula in symbols and in numbers
+    symbols: str                # what each symbol stands for, "P = parameters on this GPU; ..."
+    source: str                 # where the rule comes from
+    moments: tuple[str, ...]    # the moments of the step in which it is live
+    group: str = ""             # the component it belongs to (CSV "component" rows); its key by default
+
+    @property
+    def formula(self) -> str:
+        return self.quantity.symbols
+
+    @property
+    def substituted(self) -> str:
+        return self.quantity.numbers
+
+    def as_dict(self) -> dict:
+        return {"key": self.key, "label": self.label, "bytes": self.bytes, "formula": self.formula,
+                "substituted": self.substituted, "symbols": self.symbols, "source": self.source,
+                "moments": list(self.moments), "group": self.group or self.key}
+
+
+def make(key: str, label: str, q: Q, moments: "tuple[str, ...]", source: str, symbols: str = "",
+         group: str = "") -> Pool:
+    """A Pool from a quantity; the bytes are its rounded value."""
+    q = rnd(q)
+    return Pool(key, label, int(q.value), q, symbols, source, tuple(dict.fromkeys(moments)), group or key)
+
+
+def moment_totals(pools: "list[Pool]", moments: "tuple[str, ...]") -> dict:
+    """Bytes live in each moment: the sum of the pools live in it."""
+    totals = dict.fromkeys(moments, 0)
+    for p in pools:
+        for m in p.moments:
+            if m in totals:
+                totals[m] += p.bytes
+    return totals
+
+
+def live(pools: "list[Pool]", moment: str) -> "list[Pool]":
+    """The pools live at ``moment`` with any bytes, in the order they were made."""
+    return [p for p in pools if moment in p.moments and p.bytes]
+
+
+def components(pools: "list[Pool]", moments: "tuple[str, ...]") -> dict:
+    """Each group's largest live size over the moments (the size of that component at its largest)."""
+    out: dict = {}
+    for p in pools:
+        out.setdefault(p.group, 0)
+    for group in out:
+        members = [p for p in pools if p.group == group]
+        out[group] = max((sum(p.bytes for p in members if m in p.moments) for m in moments), default=0)
+    return out
+
+
+@lru_cache(maxsize=None)               # a few dozen moment names in all
+def phase_of(moment: str) -> str:
+    """The coarse phase a moment belongs to: forward, backward or optimizer (prefill, decode when serving)."""
+    return moment.split()[0].rstrip(",")
+
+
+def peak_of(pools: "list[Pool]", moments: "tuple[str, ...]") -> dict:
+    """Each moment's total, each phase's largest moment, and the peak (the first largest moment)."""
+    totals = moment_totals(pools, moments)
+    peak_moment = max(moments, key=lambda m: totals[m])
+    phases: dict = {}
+    for m in moments:
+        phases[phase_of(m)] = max(phases.get(phase_of(m), 0), totals[m])
+    return {"moments": totals, "phases": phases, "peak_moment": peak_moment, "peak_phase": phase_of(peak_moment),
+            "peak_bytes": totals[peak_moment]}
+
+
+def worst_stage(results: "list[dict]") -> dict:
+    """The pipeline stage with the highest peak, carrying every stage's summary when there are several
+    (with its pools: ``stage_components`` turns them into components where the estimate is explained)."""
+    worst = max(results, key=lambda r: r["peak_bytes"])
+    if len(results) > 1:
+        worst["stages"] = [{"stage": r["stage"], "layers": r["layers"], "peak_bytes": r["peak_bytes"],
+                            "peak_phase": r["peak_phase"], "pools": r["pools"], "moments": tuple(r["moments"])}
+                           for r in results]
+    return worst
+
+
+def stage_components(stages: "list[dict]") -> "list[dict]":
+    """Stage summaries with each stage's components in place of its pools."""
+    return [{**{k: v for k, v in s.items() if k not in ("pools", "moments")},
+             "components": components(s["pools"], s["moments"])} for s in stages]

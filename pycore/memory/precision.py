@@ -1,0 +1,79 @@
+"""Precision policies: which dtype each memory pool is kept in."""
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pycore.model.architecture import Architecture
+
+# Bits per element. int4/nf4 storage scales are added by the weights model, not here.
+BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "nf4": 4, "none": 0}
+
+
+@dataclass(frozen=True)
+class Policy:
+    weight: str
+    grad: str
+    master: str
+    opt: str
+    act: str
+    kv: str
+    autocast: bool          # fp32 weights computed in 16 bit by torch.autocast
+    gather: str = ""        # dtype FSDP all-gathers the weights in to compute ("": the weights' own)
+
+    def bytes(self, pool: str) -> float:
+        """Bytes per element of a pool ('weight', 'grad', ...), as a float (int4 is 0.5)."""
+        if pool == "gather":
+            return BITS[self.gather or self.weight] / 8
+        return BITS[getattr(self, pool)] / 8
+
+
+POLICIES = {
+    "fp32": Policy("fp32", "fp32", "none", "fp32", "fp32", "fp32", False),
+    "amp-bf16": Policy("fp32", "fp32", "none", "fp32", "bf16", "bf16", True),
+    "amp-fp16": Policy("fp32", "fp32", "none", "fp32", "fp16", "fp16", True),
+    "bf16-master": Policy("bf16", "bf16", "fp32", "fp32", "bf16", "bf16", False),
+    "fp16-master": Policy("fp16", "fp16", "fp32", "fp32", "fp16", "fp16", False),
+    "bf16": Policy("bf16", "bf16", "none", "bf16", "bf16", "bf16", False),
+    "fp16": Policy("fp16", "fp16", "none", "fp16", "fp16", "fp16", False),
+    # FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) (torch/distributed/fsdp/_fully_shard/
+    # _fsdp_api.py; torchtitan's default): fp32 shards, gradients and state; each layer all-gathered in bf16
+    # and computed in bf16 without autocast; no persistent 16-bit copy of the shards.
+    "fsdp2-bf16": Policy("fp32", "fp32", "none", "fp32", "bf16", "bf16", False, gather="bf16"),
+}
+
+
+# precision=auto: training follows the framework (pycore/inputs/frameworks.py: the Hugging Face Trainer trains in
+# the checkpoint's dtype; torchtitan in amp-bf16; Megatron and DeepSpeed in fp32 unless told); serving
+# loads the checkpoint's own dtype, as transformers 5 (dtype="auto" by default) and vLLM (--dtype auto) do.
+# vLLM runs fp32 checkpoints in bf16 (vllm/config/model.py, _resolve_auto_dtype).
+TRAINING_DEFAULT = "amp-bf16"
+
+
+def serving_dtype(arch_dtype: str, engine: str = "hf") -> str:
+    """The dtype a serving engine loads a checkpoint in when none is given; bf16 where unknown."""
+    dtype = arch_dtype or "bf16"
+    if engine == "vllm" and dtype == "fp32":
+        return "bf16"
+    return dtype
+
+
+def named_policy(values: dict, arch: "Architecture | None" = None) -> str:
+    """The precision name in force: the one given, or what precision=auto resolves to."""
+    if values["precision"] != "auto":
+        return values["precision"]
+    if values["mode"] == "infer":
+        return serving_dtype(getattr(arch, "dtype", ""), values.get("engine", "hf"))
+    from pycore.inputs.frameworks import CHECKPOINT_DTYPE, FRAMEWORKS, framework_name
+    name = framework_name(values)
+    if name in CHECKPOINT_DTYPE:
+        return getattr(arch, "dtype", "") or "bf16"
+    return FRAMEWORKS[name].defaults.get("precision", TRAINING_DEFAULT)
+
+
+def policy(values: dict, arch: "Architecture | None" = None) -> Policy:
+    """The policy for parsed inputs: the named precision with any *_dtype overrides applied."""
+    base = POLICIES[named_policy(values, arch)]
+    changes = {pool: values[f"{pool}_dtype"] for pool in ("weight", "grad", "master", "opt", "act", "kv")
+               if values.get(f"{pool}_dtype")}
+    return Policy(**{**base.__dict__, **changes}) if changes else base

@@ -1,0 +1,186 @@
+"""Serving on one GPU of a tensor/pipeline/expert-parallel layout, with transformers or vLLM.
+
+transformers ``generate()`` (engine=hf): weights, the KV cache at its final length (prompt + new tokens
+− 1; the last token is never cached), and the larger of the prefill working set and the decode step
+(DynamicCache appends with torch.cat, so one layer's keys and values exist twice for a moment).
+
+vLLM (engine=vllm) pre-allocates: it takes ``gpu_util`` of the GPU's memory, subtracts the weights, the
+memory outside PyTorch and the activation peak of a profiling run at ``max_batched_tokens``, and gives
+the rest to the paged KV cache in blocks of 16 tokens (vllm/v1/worker/gpu_worker.py
+``determine_available_memory``; vllm/v1/core/kv_cache_utils.py).
+
+Per GPU: tensor parallelism splits the attention and MLP matrices and the vocabulary-parallel embedding
+and head t ways (norms replicated), and the KV cache by key/value heads — replicated when there are fewer
+kv heads than t, as vLLM does; multi-head latent attention caches one latent per token on every rank.
+Pipeline stages hold their own layers and their own layers' cache; expert parallelism splits the routed
+experts.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from pycore.base.expr import Q, ceil, floor, num, rnd, split, sym
+from pycore.memory import parallel
+from pycore.memory.model_states import stored_weights
+from pycore.memory.pools import Pool, make, peak_of, worst_stage
+from pycore.memory.setup import Setup
+
+if TYPE_CHECKING:
+    from pycore.model.architecture import Architecture
+
+MOMENTS = ("prefill", "decode")
+VLLM_MOMENTS = ("serving",)
+BLOCK_TOKENS = 16               # vLLM's default block size (CacheConfig.block_size)
+# Memory outside PyTorch's allocator that vLLM's profiler subtracts: cuBLAS/NCCL workspaces and the like
+# measured as an increase over the start-up baseline; with tp > 1 NCCL's buffers add to it.
+# vLLM >= 0.11 measures it as the increase over a start-up snapshot taken after the CUDA context and NCCL
+# exist (vllm/v1/worker/gpu_worker.py, vllm/utils memory_profiling), so neither is charged here.
+VLLM_NON_TORCH = 256 * 2**20
+
+
+def cached_layers(arch: "Architecture", first: int, count: int, tokens: int) -> Q:
+    """Token-layers cached by layers ``first`` .. ``first + count - 1`` for a sequence of ``tokens``.
+
+    Sliding-window layers (Mistral 7B v0.1; Gemma 2 every other layer; Gemma 3 five layers in six) keep at
+    most the window; the others keep every token.
+    """
+    if not arch.sliding_window:
+        return sym("Ls", count) * sym("n", tokens)
+    if arch.global_every:
+        global_layers = sum(1 for i in range(first, first + count) if (i + 1) % arch.global_every == 0)
+    else:
+        global_layers = 0
+    local = count - global_layers
+    return sym("Lg", global_layers) * sym("n", tokens) + sym("Lw", local) * sym("min(n, W)", min(tokens, arch.sliding_window))
+
+
+def kv_values_per_token(arch: "Architecture", engine: str, tp: int) -> Q:
+    """Cached values per token and layer on one GPU.
+
+    Grouped-query and multi-query attention cache keys and values of kv_heads heads; with tensor
+    parallelism each GPU keeps ceil(kv_heads / t) of them (one replicated head when kv_heads < t, vLLM's
+    ``get_num_kv_heads``). Multi-head latent attention: vLLM and SGLang cache the compressed latent and
+    the shared rotary key (kv_lora_rank + qk_rope_dim, the same on every rank); transformers caches the
+    decompressed keys (heads × (nope + rope)) and values (heads × v_head_dim), split by t.
+    """
+    if arch.attention == "mla":
+        if engine == "vllm":
+            return sym("r_kv", arch.kv_lora_rank) + sym("d_rope", arch.qk_rope_dim)
+        per_head = arch.qk_nope_dim + arch.qk_rope_dim + arch.v_head_dim
+        return split(sym("a", arch.heads), "t", tp) * sym("d_qk+d_v", per_head)
+    return num(2) * split(sym("k", arch.kv_heads), "t", tp) * sym("d", arch.dim_head)
+
+
+def kv_cache_bytes(arch: "Architecture", tokens: int, kv_bytes: float, engine: str = "hf", tp: int = 1) -> float:
+    """KV-cache bytes of one sequence of ``tokens`` tokens over the whole model, on one tensor-parallel rank."""
+    return rnd(kv_values_per_token(arch, engine, tp) * cached_layers(arch, 0, arch.layers, tokens) * kv_bytes).value
+
+
+def serving(setup: Setup, gpu: dict) -> dict:
+    """Pools and moments of serving on the worst pipeline stage (every stage's summary when pp > 1)."""
+    stages = parallel.stages(setup.arch, setup.layout)
+    first = 0
+    results = []
+    for stage in stages:
+        results.append(_stage(setup, stage, first, gpu))
+        first += stage.layers
+    return worst_stage(results)
+
+
+def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: dict) -> dict:
+    arch, policy, work, lay = setup.arch, setup.policy, setup.workload, setup.layout
+    engine = work.engine
+    stored = stored_weights(setup, stage)
+    weights_label = f"Weights ({setup.quant if setup.quant != 'none' else policy.weight})"
+    weight_symbols = "P = parameters; S = parameters on this GPU (tensor/pipeline/expert part); Pq = parameters " \
+                     "in quantized matrices; bits = bits per quantized weight"
+    kv_bytes = policy.bytes("kv")
+    per_value = kv_values_per_token(arch, engine, lay.tp)
+    kv_symbols = ("k = key/value heads; t = tensor-parallel degree; d = head size; Ls = layers on this GPU; "
+                  "n = tokens per sequence; Lg/Lw = full/sliding-window layers; W = window; B = sequences")
+    per_token = rnd(per_value * cached_layers(arch, first_layer, stage.layers, 1) * kv_bytes)
+    e = policy.bytes("act")
+    batch, prompt, new = work.batch, work.seq, work.new_tokens
+    width = max(3 * arch.ffn * max(arch.experts_per_token, 1), 4 * arch.q_dim + 2 * arch.kv_dim)
+    result: dict = {"tokens": batch * prompt, "layers": stage.layers, "stage": stage.index,
+                    "params_per_gpu": stage.params, "activation_terms": [], "host": [], "host_bytes": 0,
+                    "kv_bytes_per_token": per_token.value}
+    moments: "tuple[str, ...]"
+    if engine == "vllm":
+        pools = _vllm_pools(setup, stage, gpu, stored, weights_label, weight_symbols, per_token, width, e)
+        moments = VLLM_MOMENTS
+    else:
+        final_tokens = prompt + max(new - 1, 0)
+        kv_cache = sym("B", batch) * rnd(per_value * cached_layers(arch, first_layer, stage.layers, final_tokens)
+                                         * kv_bytes)
+        prompt_cache = sym("B", batch) * rnd(per_value * cached_layers(arch, first_layer, stage.layers, prompt)
+                                             * kv_bytes)
+        tokens = sym("B", batch) * sym("n", prompt)
+        working = (split(sym("wf", width), "t", lay.tp, None) + sym("h", 3 * arch.hidden)) * e * tokens
+        if stage.has_head:
+            working = working + split(sym("V", arch.output_width), "t", lay.tp) * sym("B", batch) * 8
+        if work.attention == "eager":
+            working = working + rnd(split(sym("a", (4 + e) * arch.heads), "t", lay.tp, None) * sym("n", prompt) * tokens)
+        kv_source = "keys and values of every cached layer (transformers DynamicCache)"
+        pools = [make("weights", weights_label, stored, MOMENTS, "parameters counted layer by layer",
+                      weight_symbols),
+                 make("kv_cache_prompt", "KV cache of the prompt", prompt_cache, ("prefill",), kv_source, kv_symbols,
+                      group="kv_cache"),
+                 make("prefill_working", "Prefill working set", working, ("prefill",),
+                      "one layer's MLP or attention intermediates + last-token logits (validation/measured.json)",
+                      "wf = widest intermediate per token; h = hidden; e = activation bytes; V = vocabulary"),
+                 make("kv_cache", "KV cache", kv_cache, ("decode",), kv_source, kv_symbols),
+                 make("cache_append_copy", "Cache append copy (one layer)",
+                      ceil(kv_cache / sym("Ls", max(stage.layers, 1))), ("decode",),
+                      "DynamicCache appends with torch.cat: one layer's keys and values exist twice", kv_symbols,
+                      group="decode_working")]
+        moments = MOMENTS
+    result.update(pools=pools, **peak_of(pools, moments))
+    return result
+
+
+def _vllm_pools(setup, stage, gpu, stored, weights_label, weight_symbols, per_token, width, e) -> "list[Pool]":
+    """vLLM's start-up arithmetic: requested memory minus weights, non-torch memory and the profiling
+    run's activation peak is the KV cache, in whole blocks."""
+    arch, lay, work = setup.arch, setup.layout, setup.workload
+    requested = floor(sym("M", gpu["usable_bytes"]) * sym("u", work.gpu_util))
+    non_torch = sym("N", VLLM_NON_TORCH)
+    tokens = sym("Tb", work.max_batched_tokens)
+    activation = rnd((split(sym("wf", width), "t", lay.tp, None) + sym("h", 3 * arch.hidden)) * e * tokens)
+    if stage.has_head:
+        # The sampler's warm-up (_dummy_sampler_run): fp32 logits of max_num_seqs requests over the
+        # gathered vocabulary, sorted for top-k/top-p: about three fp32 copies (approximate, not measured).
+        # max_num_seqs is 1024 on GPUs of 70 GiB or more other than the A100, else 256
+        # (vllm/engine/arg_utils.py _set_default_args_v1, v0.10-v0.11).
+        seqs = 1024 if gpu["usable_bytes"] >= 70 * 2**30 and "a100" not in gpu["id"] else 256
+        activation = activation + sym("V", arch.output_width) * sym("seqs", seqs) * 12
+    left = requested - stored - non_torch - activation
+    block = per_token * BLOCK_TOKENS
+    if left.value > 0 and block.value > 0:
+        kv = floor(left / block) * block
+    else:
+        kv = num(0)
+    source = "vllm/v1/worker/gpu_worker.py determine_available_memory (vLLM 0.11)"
+    return [
+        make("weights", weights_label, stored, VLLM_MOMENTS, "parameters counted layer by layer", weight_symbols),
+        make("non_torch", "Memory outside PyTorch (cuBLAS, NCCL)", non_torch, VLLM_MOMENTS, source,
+             "N = non-torch memory vLLM's profiler charges (cuBLAS workspaces, kernels; not the CUDA context)"),
+        make("profile_activations", "Activation peak of the profiling run", activation, VLLM_MOMENTS, source,
+             "Tb = max_batched_tokens; wf = widest intermediate per token; h = hidden; V = vocabulary; "
+             "seqs = sequences sampled (max_num_seqs); 12 = three fp32 copies of the logits"),
+        make("kv_cache", "KV cache (pre-allocated blocks)", kv, VLLM_MOMENTS,
+             "vllm/v1/core/kv_cache_utils.py: whole blocks of 16 tokens",
+             "M = GPU memory; u = gpu_util; per-token bytes × 16 per block"),
+    ]
+
+
+def vllm_capacity(result: dict, work: Any) -> dict:
+    """vLLM's start-up log figures: "GPU KV cache size: N tokens" and "Maximum concurrency"."""
+    per_token = result["kv_bytes_per_token"]
+    kv = result["components"].get("kv_cache", 0)
+    blocks = kv // (per_token * BLOCK_TOKENS) if per_token else 0
+    context = work.seq + work.new_tokens
+    # vllm/v1/core/kv_cache_utils.py: tokens = blocks × block size; concurrency = blocks / cdiv(L, 16)
+    return {"kv_cache_tokens": blocks * BLOCK_TOKENS, "kv_cache_blocks": blocks, "context": context,
+            "max_concurrency": blocks / -(-context // BLOCK_TOKENS) if context else 0.0}
+
+

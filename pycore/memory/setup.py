@@ -1,0 +1,151 @@
+"""A resolved, typed setup: the inputs parsed once into the objects every later module takes.
+
+``resolve(values)`` turns the schema's parsed values into frozen dataclasses (architecture, parameter
+counts, precision policy, parallel layout, workload, fine-tuning, quantization, optimizer) and checks the
+combinations that cannot work, raising a FieldError that names the key to change.
+"""
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pycore.base.errors import FieldError
+from pycore.inputs import frameworks
+from pycore.inputs.schema import DEFAULTS
+from pycore.memory import parallel
+from pycore.memory.parallel import Layout
+from pycore.memory.precision import Policy
+from pycore.memory.precision import policy as precision_policy
+from pycore.model.architecture import ARCH_FIELDS, Architecture, ParameterCount, count_parameters, with_overrides
+from pycore.model.catalog import architecture as preset_architecture
+from pycore.model.catalog import gpus as gpu_catalog
+from pycore.model.hf_config import architecture_from_file
+
+
+@dataclass(frozen=True)
+class Workload:
+    mode: str                   # train | infer
+    batch: int                  # micro-batch per GPU (sequences); concurrent sequences when serving
+    seq: int                    # tokens per sequence (the prompt when serving)
+    new_tokens: int
+    recompute: str              # none | selective | full
+    attention: str              # flash | eager
+    activation_model: str       # detailed | korthikanti | multiplier | per-sample
+    act_multiplier: float
+    act_per_sample: int
+    loss_chunks: int
+    engine: str = "hf"          # serving engine: hf (transformers generate()) | vllm
+    gpu_util: float = 0.9       # vLLM gpu_memory_utilization
+    max_batched_tokens: int = 8192
+
+    @property
+    def training(self) -> bool:
+        return self.mode == "train"
+
+
+@dataclass(frozen=True)
+class FineTune:
+    method: str                 # full | lora | qlora
+    rank: int
+    targets: str
+    dtype: str                  # adapters, their gradients and states
+
+    @property
+    def adapters(self) -> bool:
+        return self.method != "full"
+
+
+@dataclass(frozen=True)
+class Setup:
+    arch: Architecture
+    counts: ParameterCount
+    policy: Policy
+    layout: Layout
+    workload: Workload
+    finetune: FineTune
+    quant: str                  # storage format of the weights (pycore.memory.quantization.FORMATS)
+    group_size: int
+    optimizer: str
+    optimizer_impl: str         # foreach | fused | for-loop
+    gpu: str
+    overhead: "tuple | None"    # ("bytes", n) or ("percent", x); None: modelled (pycore.memory.device)
+    expandable_segments: str = "no"
+
+
+def resolve_architecture(values: dict) -> Architecture:
+    """The Architecture named by parsed inputs: config file, else preset, else a bare parameter count."""
+    if values.get("config"):
+        return _with_overrides(architecture_from_file(values["config"]), values)
+    return _named_architecture(values["model"], values.get("params") or 0, values.get("layers") or 0,
+                               values.get("hidden") or 0, values.get("heads") or 0,
+                               tuple((k, values[k]) for k in ARCH_FIELDS if values.get(k) is not None))
+
+
+# The answers and charts re-estimate one setup dozens of times with another batch or sequence length:
+# its architecture is looked up once (presets never change while running; count_parameters keeps its own).
+@lru_cache(maxsize=256)
+def _named_architecture(model: str, params: int, layers: int, hidden: int, heads: int,
+                        overrides: tuple) -> Architecture:
+    if params and model == DEFAULTS["model"]:
+        return Architecture(name="generic", kind="generic", params_override=params, layers=layers, hidden=hidden,
+                            heads=heads)
+    try:
+        arch = preset_architecture(model)
+    except KeyError:
+        raise FieldError("model", f"unknown preset {model[:40]!r}; see python -m pycore models") from None
+    return _with_overrides(arch, dict(overrides))
+
+
+def _with_overrides(arch: Architecture, values: dict) -> Architecture:
+    overrides = {k: values.get(k) for k in ARCH_FIELDS if values.get(k) is not None}
+    try:
+        return with_overrides(arch, overrides)
+    except ValueError as error:
+        key, _, message = str(error).partition(": ")
+        # Blame an override the user gave, not a preset field they never touched.
+        if key not in overrides:
+            key = next((k for k in ("heads", "hidden", "kv_heads", "experts", "experts_per_token")
+                        if k in overrides), key)
+        raise FieldError(key, message) from None
+
+
+def quantization_of(values: dict) -> str:
+    """The weight storage format: quant, or NF4 with double quantization for QLoRA (Dettmers et al. 2023)."""
+    if values["quant"] == "none" and values["method"] == "qlora":
+        return "nf4-dq"
+    return values["quant"]
+
+
+def resolve(values: dict) -> Setup:
+    """The typed Setup of parsed values; FieldError names the key when a combination cannot work."""
+    values = frameworks.apply(values)
+    if values["gpu"] not in gpu_catalog():
+        raise FieldError("gpu", f"unknown GPU {values['gpu'][:40]!r}; see python -m pycore gpus")
+    arch = resolve_architecture(values)
+    counts = count_parameters(arch)
+    mode = values["mode"]
+    activation_model = values["activations"]
+    if arch.kind == "generic" and activation_model == "detailed" and not arch.act_per_sample_fp32:
+        # A bare parameter count: the multiplier model when layers and hidden size are given, else the
+        # model states alone (estimate's warnings say that activations are not counted).
+        activation_model = "multiplier" if arch.layers and arch.hidden else "none"
+    if arch.kind == "generic" and mode == "infer":
+        raise FieldError("mode", "serving needs a transformer architecture (model or config), not params")
+    quant = quantization_of(values)
+    if mode == "train" and values["method"] == "full" and quant != "none":
+        raise FieldError("quant", "quantized weights are trained through adapters: set method=lora or qlora")
+    if mode == "train" and values["method"] == "qlora" and quant not in ("nf4", "nf4-dq"):
+        raise FieldError("quant", "QLoRA stores the base in NF4: quant=nf4 or nf4-dq")
+    if mode == "train" and values["method"] != "full" and arch.kind != "decoder":
+        raise FieldError("method", "LoRA is modelled for decoder transformers (the presets' causal LMs)")
+    layout = parallel.layout(values, arch)
+    policy = precision_policy(values, arch)
+    workload = Workload(mode, values["batch"], values["seq"], values["new_tokens"], values["recompute"],
+                        "eager" if arch.kind == "encoder-decoder" else values["attention"],
+                        activation_model, values["act_multiplier"], values["act_per_sample"],
+                        values["loss_chunks"], values.get("engine", "hf"), values.get("gpu_util", 0.9),
+                        values.get("max_batched_tokens", 8192))
+    finetune = FineTune(values["method"] if mode == "train" else "full", values["lora_rank"],
+                        values["lora_targets"], values["lora_dtype"])
+    return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
+                 values["optimizer"], values["optimizer_impl"], values["gpu"],
+                 values["overhead"], values.get("expandable_segments", "no"))

@@ -1,0 +1,200 @@
+"""A training step on one GPU as moments, each the sum of the pools live in it.
+
+The moments, as ``torch.cuda.max_memory_allocated()`` sees them after a warm-up step with
+``zero_grad(set_to_none=True)``:
+
+- forward end: weights, optimizer state and every saved activation, while the loss is computed (logits,
+  their fp32 copy and log-softmax alive); gradients do not exist yet;
+- backward start: the loss gradients next to every activation;
+- backward, first layer: activations still saved, the head's weight gradient, one layer's working tensors;
+- backward, last layer: activations freed, every gradient made, one layer's working tensors;
+- backward end: every gradient plus the buffers that exist only at the end (tied-embedding gradient sum,
+  FSDP's root reduce-scatter buffer);
+- optimizer step: weights, gradients, state and the step's own temporaries.
+
+Saved activations shrink and gradients grow monotonically through backward, so its peak is at one of
+the four backward moments. Every pipeline stage is estimated and the worst one reported.
+"""
+
+from dataclasses import replace
+
+from pycore.base.expr import floor, maximum, num, rnd, split, sym
+from pycore.memory import activations as act
+from pycore.memory import parallel
+from pycore.memory.model_states import STATIC, model_states
+from pycore.memory.pools import Pool, make, peak_of, worst_stage
+from pycore.memory.setup import Setup
+
+MOMENTS = STATIC
+SAVED = ("forward end", "backward start", "backward, first layer")
+WORKING = ("backward, first layer", "backward, last layer")
+GENERIC_MOMENTS = ("forward end", "backward", "optimizer step")
+
+
+def training(setup: Setup, every_stage: bool = True) -> dict:
+    """Pools, moments and phases of the worst pipeline stage; every stage's summary when pp > 1.
+
+    ``every_stage=False`` (totals only) leaves out a stage when another holds the same layers with more
+    micro-batches in flight, or as many and comes first: only the activations depend on the micro-batches
+    in flight, so its peak cannot be the worst."""
+    per_token = None
+    if setup.arch.kind != "generic" and setup.workload.activation_model == "detailed":
+        per_token = act.per_token(setup)            # the same for every stage
+    stages = parallel.stages(setup.arch, setup.layout)
+    if not every_stage:
+        stages = _most_loaded_of_each_kind(stages)
+    return worst_stage([stage_estimate(setup, stage, per_token) for stage in stages])
+
+
+def _most_loaded_of_each_kind(stages: "list[parallel.Stage]") -> "list[parallel.Stage]":
+    """Of the stages that differ only in index and micro-batches in flight, the first with the most."""
+    most: dict = {}
+    for stage in stages:
+        kind = replace(stage, index=0, in_flight=0)
+        if kind not in most or stage.in_flight > most[kind].in_flight:
+            most[kind] = stage
+    return sorted(most.values(), key=lambda stage: stage.index)
+
+
+def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "tuple | None" = None) -> dict:
+    """Every pool of one stage, the total of each moment and the peak."""
+    arch, lay, work, policy = setup.arch, setup.layout, setup.workload, setup.policy
+    states = model_states(setup, stage)
+    pools: "list[Pool]" = list(states.pools)
+    tokens = work.batch * work.seq // lay.cp
+    generic = arch.kind == "generic"
+    sharded3 = lay.zero == 3 and lay.shard_group > 1
+    T = sym("T", tokens)
+    terms: list = []
+    saved_moments = ("forward end", "backward") if generic else SAVED
+    if generic or work.activation_model != "detailed":
+        whole = act.whole_model(setup, tokens)
+        if generic:
+            saved = sym("A", whole)
+        else:
+            saved = rnd(sym("A", whole) * sym("Ls", stage.layers) / sym("L", arch.layers) * sym("m", stage.in_flight))
+        pools.append(make("activations", "Activations (saved for backward)", saved, saved_moments,
+                          _model_source(work.activation_model),
+                          "A = activation bytes of the whole model (" + work.activation_model + " model); "
+                          "Ls = layers on this GPU; L = layers; m = micro-batches in flight"))
+    else:
+        per_layer, terms, final, working = per_token or act.per_token(setup)
+        saved = sym("a", per_layer) * sym("Ls", stage.layers) * sym("m", stage.in_flight) * T
+        if stage.has_head:
+            saved = saved + sym("f", final) * T
+        pools.append(make("activations", "Activations (saved for backward)", saved, saved_moments,
+                          "tensors autograd saves in the transformers layer, term by term below; "
+                          "checked in docs/validation.md",
+                          "a = bytes saved per token per layer (the terms below); Ls = layers on this GPU; "
+                          "m = micro-batches in flight (1F1B); T = tokens per micro-batch on this GPU; "
+                          "f = final norm bytes per token"
+                          + ("; full recompute keeps each layer's input only" if work.recompute == "full" else "")))
+        working_q = rnd(sym("w", working) * T)
+        if setup.quant != "none" and setup.finetune.adapters:
+            # bitsandbytes dequantizes one layer's weights at a time to compute in 16 bit
+            working_q = working_q + sym("Pl", stage.largest_layer) * 2
+        pools.append(make("backward_working", "Backward working tensors (one layer)", working_q, WORKING,
+                          "one layer's gradient buffers and rebuilt activations during its backward",
+                          "w = working bytes per token of one layer; T = tokens; Pl = parameters of the largest layer"))
+    if not generic and stage.has_head and work.mode == "train" and arch.output_width:
+        pools += _loss_pools(setup, tokens)
+    if not generic and stage.has_head and not setup.finetune.adapters and arch.output_width:
+        # The head's weight gradient appears first in backward. With tied embeddings autograd holds it
+        # until the embedding's own gradient arrives at the very end, then sums the two into a third
+        # tensor: three vocab × hidden gradients exist for a moment.
+        head_q = rnd(split(sym("V", arch.output_width), "t", lay.tp) * sym("h", arch.hidden) * states.grad_bytes)
+        pools.append(make("head_gradient", "Output head's weight gradient", head_q, ("backward, first layer",),
+                          "the first gradient backward produces", "V = vocabulary; t = tensor-parallel degree; "
+                          "h = hidden size", group="gradient_buffers"))
+        tied = head_q * 2 if arch.tied_embeddings and stage.has_embedding else None
+    else:
+        tied = None
+    root = rnd(sym("R", stage.root_params) * states.grad_bytes) if sharded3 and stage.root_params else None
+    ends = [q for q in (tied, root) if q is not None and q.value]
+    if ends:
+        pools.append(make("end_of_backward_buffers", "Gradient buffers at the end of backward", maximum(*ends),
+                          ("backward end",), "tied embeddings: the head and embedding gradients and their sum; "
+                          "FSDP2: the root group's full-size gradient before its reduce-scatter",
+                          "R = root-group parameters", group="gradient_buffers"))
+    if lay.zero >= 2 and lay.shard_group > 1 and not setup.finetune.adapters:
+        pools.append(make("gradient_buckets", "Unsharded gradient of the layer being reduced",
+                          rnd(sym("Pl", stage.largest_layer) * states.grad_bytes), ("backward, last layer", "backward end"),
+                          "ZeRO-2/3 and FSDP reduce-scatter one layer's full gradient at a time",
+                          "Pl = parameters of the largest layer", group="gradient_buffers"))
+    if sharded3:
+        pools.append(make("gathered_layer", "Gathered layer (ZeRO-3/FSDP)",
+                          rnd(sym("Pl", stage.largest_layer) * policy.bytes("gather")),
+                          ("backward start",) + WORKING, "FSDP2 all-gathers one layer at a time",
+                          "Pl = parameters of the largest layer", group="weights_gathered"))
+    # Autocast's 16-bit weight copies live until backward. Under ZeRO-3/FSDP the gathered layer is cast
+    # and freed layer by layer (FSDP2's mixed precision casts at all-gather), so only one layer's copy.
+    # bitsandbytes' 4-bit matmul saves the quantized weight and dequantizes again in backward.
+    if policy.autocast and not generic and setup.quant == "none":
+        cast = sym("Pl", stage.largest_layer) if sharded3 else sym("Pm", stage.matrix_params)
+        pools.append(make("autocast_weight_copies", "Autocast 16-bit weight copies", cast * 2, SAVED,
+                          "torch.autocast casts each weight once per forward and autograd keeps the copy",
+                          "Pm = parameters in matrices on this GPU; Pl = parameters of the largest layer"))
+    moments = GENERIC_MOMENTS if generic else MOMENTS
+    if generic:
+        pools = [_generic_moments(p) for p in pools]
+    return {"pools": pools, "host": list(states.host), **peak_of(pools, moments), "activation_terms": terms,
+            "tokens": tokens, "layers": stage.layers, "stage": stage.index,
+            "params_per_gpu": stage.params, "host_bytes": sum(p.bytes for p in states.host)}
+
+
+def _generic_moments(pool: Pool) -> Pool:
+    """A generic network has no layer structure to follow: gradients and activations share one backward
+    moment, the plain sum (validation/vision_measured.json: the peak at any batch is weights, gradients
+    and optimizer state plus a per-sample figure)."""
+    from dataclasses import replace
+    moments = set()
+    for m in pool.moments:
+        moments.add("backward" if m.startswith("backward") else m)
+    return replace(pool, moments=tuple(m for m in GENERIC_MOMENTS if m in moments))
+
+
+def _loss_pools(setup: Setup, tokens: int) -> "list[Pool]":
+    """Logits and cross-entropy buffers (transformers' causal-LM loss; torchtune's chunked loss)."""
+    arch, policy, work, lay = setup.arch, setup.policy, setup.workload, setup.layout
+    e = policy.bytes("act")
+    vocab_tokens = split(sym("V", arch.output_width), "t", lay.tp) * sym("T", tokens)
+    logits_bytes = 2 if policy.autocast else e
+    # transformers' causal-LM loss upcasts logits to fp32; autocast runs log_softmax in fp32; BERT's
+    # masked-LM loss stays in the logits' dtype.
+    loss_bytes = 4 if (arch.loss_fp32 or policy.autocast) else e
+    chunks = work.loss_chunks
+    symbols = "V = vocabulary; t = tensor-parallel degree; T = tokens per micro-batch on this GPU; " \
+              "c = loss chunks"
+    source = "transformers ForCausalLMLoss: logits.float() then cross_entropy (log_softmax saved for backward)"
+    pools = [make("logits", f"Logits ({_bytes_name(logits_bytes)})", vocab_tokens * num(logits_bytes), ("forward end",),
+                  source, symbols, group="logits_and_loss"),
+             make("log_softmax", f"Log-softmax saved for backward ({_bytes_name(loss_bytes)})",
+                  vocab_tokens * num(loss_bytes), ("forward end", "backward start"), source, symbols,
+                  group="logits_and_loss")]
+    if arch.final_softcap:
+        # Gemma 2: logits = cap · tanh(logits / cap); the tanh output is saved for backward
+        # (validation/measured.json, gemma-2-2b cases).
+        pools.append(make("logit_softcap", "Logit soft-capping tanh", vocab_tokens * num(logits_bytes),
+                          ("forward end", "backward start"), "transformers Gemma2ForCausalLM final_logit_softcapping",
+                          symbols, group="logits_and_loss"))
+    # Chunked loss: every chunk's log-softmax is still saved, but the upcast copy and the two gradient
+    # buffers exist for one chunk at a time.
+    if logits_bytes != loss_bytes:
+        pools.append(make("logits_upcast", "Logits upcast to fp32", split(vocab_tokens * num(loss_bytes), "c", chunks, floor),
+                          ("forward end",), source, symbols, group="logits_and_loss"))
+    pools.append(make("loss_gradients", "Loss gradients (nll and log-softmax)",
+                      split(vocab_tokens * num(loss_bytes) * 2, "c", chunks, floor), ("backward start",),
+                      source + "; torchtune CEWithChunkedOutputLoss when c > 1", symbols, group="logits_and_loss"))
+    return pools
+
+
+def _bytes_name(element_bytes: float) -> str:
+    return "fp32" if element_bytes == 4 else "16-bit" if element_bytes == 2 else f"{element_bytes:g} B"
+
+
+def _model_source(model: str) -> str:
+    return {"korthikanti": "Korthikanti et al. 2022, eq. 1-2 and Table 2",
+            "multiplier": "batch · seq · hidden · layers · multiplier · bytes, as simple calculators write it",
+            "per-sample": "user-supplied bytes per sample",
+            "detailed": "measured bytes per sample (validation/vision_measured.json)",
+            "none": "not counted: a bare parameter count has no layers to size them by"}[model]

@@ -1,0 +1,282 @@
+"""Model architectures: the fields pycore reads, and exact parameter counts.
+
+An Architecture describes a transformer the way its Hugging Face ``config.json`` does, plus the few
+implementation facts that change memory (gated MLP, norm type, biases, tied embeddings). Counts follow
+the module layout of the matching ``transformers`` class, so they agree to the parameter with
+``sum(p.numel() for p in model.parameters())`` (checked in validation/measured.json).
+"""
+
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str
+    kind: str = "decoder"           # decoder (causal LM), encoder (masked LM), generic (no transformer shape)
+    hf_class: str = ""              # transformers class the counts follow
+    layers: int = 0
+    hidden: int = 0
+    heads: int = 0
+    kv_heads: int = 0
+    head_dim: int = 0               # 0 means hidden // heads
+    ffn: int = 0                    # MLP intermediate size (per expert for MoE)
+    vocab: int = 0
+    norm: str = "rmsnorm"           # rmsnorm (weight only) or layernorm (weight and bias, unless norm_bias is off)
+    norm_bias: bool = True          # layernorm: False for Cohere's weight-only LayerNorm
+    parallel_block: bool = False    # attention and MLP read the same normed input (GPT-NeoX, Falcon, Phi, Cohere);
+                                    # the norm count per layer is norms_per_layer
+    norm_weight_fp32: bool = False  # Gemma: RMSNorm multiplies by (1 + weight) in fp32 before casting back
+    mlp: str = "gated"              # gated: act(gate(x)) * up(x); plain: act(fc(x))
+    activation: str = "silu"        # silu, gelu, gelu_tanh (fused), gelu_new (GPT-2, written out)
+    softmax_fp32: bool = True       # eager attention's softmax in fp32 (Llama family) or in the scores' dtype
+    loss_fp32: bool = True          # the loss upcasts 16-bit logits to fp32 (transformers' causal-LM loss)
+    qkv_bias: bool = False
+    out_bias: bool = False
+    mlp_bias: bool = False
+    positions: str = "rotary"       # rotary or learned (a max_positions x hidden table)
+    max_positions: int = 0
+    type_vocab: int = 0             # BERT token-type embeddings
+    tied_embeddings: bool = False
+    head_bias: bool = False         # the output head has a bias (Phi-1/2's lm_head)
+    embedding_norm: bool = False    # LayerNorm right after the embeddings (BERT)
+    mlm_head: bool = False          # BERT's dense + LayerNorm transform before the tied decoder
+    head: str = ""                  # task head: causal-lm, masked-lm, classification, none ("" = the preset's LM head)
+    num_labels: int = 2             # classification: labels the score/classifier layer outputs
+    experts: int = 0                # routed experts per MoE layer; 0 = dense
+    experts_per_token: int = 0
+    expert_ffn: int = 0             # intermediate size of one routed expert; 0 means ffn (Mixtral)
+    shared_experts: int = 0         # experts every token goes through (DeepSeek), each expert_ffn wide
+    shared_expert_ffn: int = 0      # width of one shared expert given directly (Qwen2-MoE) when it is not a
+                                    # multiple of expert_ffn; 0 means shared_experts x expert_ffn
+    shared_expert_gate: bool = False  # a hidden -> 1 sigmoid gate on the shared expert (Qwen2-MoE)
+    router_bias: bool = False       # the router's linear layer has a bias (gpt-oss)
+    dense_layers: int = 0           # layers with a dense MLP of size ffn instead of experts: DeepSeek's leading
+                                    # first_k_dense_replace, Qwen-MoE's mlp_only_layers (the count is what matters)
+    norms_per_layer: int = 2        # Gemma 2/3 add post-attention and post-MLP norms: 4
+    qk_norm: str = "none"           # none; head (RMSNorm over head_dim: Qwen3, Gemma 3); full (over q and k: OLMo 2)
+    attention: str = "gqa"          # gqa (MHA/GQA/MQA by kv_heads) or mla (DeepSeek multi-head latent attention)
+    attention_sinks: bool = False   # one learned sink logit per head and layer (gpt-oss)
+    q_lora_rank: int = 0            # MLA: query down-projection rank (0 = no down-projection)
+    kv_lora_rank: int = 0           # MLA: compressed key/value width (what an MLA-aware engine caches)
+    qk_rope_dim: int = 0            # MLA: rotary part of each query/key head
+    qk_nope_dim: int = 0            # MLA: non-rotary part of each query/key head
+    v_head_dim: int = 0             # MLA: value head size
+    dropout: float = 0.0            # hidden/residual dropout probability used in training
+    attention_dropout: float = 0.0
+    sliding_window: int = 0         # tokens a local-attention layer attends to (and caches); 0 = none
+    global_every: int = 0           # with sliding_window: every Nth layer is global (0 = none is)
+    decoder_layers: int = 0         # encoder-decoder (T5): decoder blocks; layers counts the encoder's
+    relative_buckets: int = 0       # T5 relative-position buckets (a buckets x heads table per stack)
+    params_override: int = 0        # generic networks: a bare parameter count
+    act_per_sample_fp32: int = 0    # generic presets: measured peak bytes one more sample adds, fp32
+    act_per_sample_16: int = 0      # the same in bf16 (validation/vision_measured.json)
+    dtype: str = ""                 # checkpoint dtype (config.json torch_dtype): what serving loads by default
+    final_softcap: bool = False     # Gemma 2: logits = cap · tanh(logits / cap), the tanh saved for backward
+    attn_softcap: bool = False      # Gemma 2: attention scores soft-capped the same way (eager attention)
+    sdpa_math: bool = False         # Falcon: K/V of fewer heads and a materialised mask send SDPA to its math kernel
+    rope_fp32: bool = False         # DeepSeek-V2: rotary applied through fp32 complex numbers
+    source: str = ""
+
+    def __post_init__(self):
+        if self.kind == "generic":
+            return
+        for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: must be a positive integer, got {getattr(self, name)}")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"kv_heads: must divide heads ({self.heads}), got {self.kv_heads}")
+        if not self.head_dim and self.hidden % self.heads:
+            raise ValueError(f"heads: must divide hidden ({self.hidden}) unless head_dim is given, got {self.heads}")
+        if self.experts and not 0 < self.experts_per_token <= self.experts:
+            raise ValueError(f"experts_per_token: must be 1..experts ({self.experts}), got {self.experts_per_token}")
+        if self.experts_per_token and not self.experts:
+            raise ValueError("experts_per_token: needs experts > 0")
+
+    @property
+    def dim_head(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def q_dim(self) -> int:
+        return self.heads * self.dim_head
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.dim_head
+
+    @property
+    def task_head(self) -> str:
+        """The head in force: the one given, else the language-model head of the preset's class."""
+        return self.head or ("masked-lm" if self.kind == "encoder" else "causal-lm")
+
+    @property
+    def output_width(self) -> int:
+        """Logits per token the head computes: the vocabulary, the labels, or none."""
+        return {"classification": self.num_labels, "none": 0}.get(self.task_head, self.vocab)
+
+    @property
+    def norm_params(self) -> int:
+        return self.hidden * self.norm_factor
+
+    @property
+    def norm_factor(self) -> int:
+        """Parameters per normalised element: weight, plus bias for a biased LayerNorm."""
+        return 2 if self.norm == "layernorm" and self.norm_bias else 1
+
+    @property
+    def shared_width(self) -> int:
+        """Total intermediate width of the shared expert(s), 0 if none."""
+        return self.shared_expert_ffn or self.shared_experts * self.expert_ffn
+
+
+@dataclass(frozen=True)
+class ParameterCount:
+    """Parameter counts, split the way memory is placed (embeddings, layers, head)."""
+
+    embedding: int
+    per_layer: int
+    layers_total: int
+    head: int                       # output head and final norm (0 for the head weight when tied)
+    total: int
+    active: int                     # parameters a token touches (differs from total for MoE)
+    largest_tensor: int             # numel of the biggest single parameter (optimizer step temporaries)
+    parts: dict = field(default_factory=dict)
+
+
+def _mla_params(arch):
+    """DeepSeek-V2/V3 multi-head latent attention (transformers DeepseekV3Attention)."""
+    h, a = arch.hidden, arch.heads
+    qk_head = arch.qk_nope_dim + arch.qk_rope_dim
+    if arch.q_lora_rank:
+        query = h * arch.q_lora_rank + arch.q_lora_rank + arch.q_lora_rank * a * qk_head
+    else:
+        query = h * a * qk_head
+    kv = h * (arch.kv_lora_rank + arch.qk_rope_dim) + arch.kv_lora_rank + \
+        arch.kv_lora_rank * a * (arch.qk_nope_dim + arch.v_head_dim)
+    biases = ((arch.q_lora_rank if arch.q_lora_rank else 0) + arch.kv_lora_rank + arch.qk_rope_dim + h) \
+        if arch.out_bias else 0                     # DeepSeek-V2's attention_bias: q_a, kv_a and o projections
+    return query + kv + a * arch.v_head_dim * h + biases
+
+
+def _attention_params(arch):
+    if arch.attention == "mla":
+        return _mla_params(arch)
+    weights = arch.hidden * arch.q_dim + 2 * arch.hidden * arch.kv_dim + arch.q_dim * arch.hidden
+    qk_norm = {"none": 0, "head": 2 * arch.dim_head, "full": arch.q_dim + arch.kv_dim}[arch.qk_norm]
+    weights += qk_norm * arch.norm_factor            # Phi's qk_layernorm carries a bias too
+    biases = (arch.q_dim + 2 * arch.kv_dim if arch.qkv_bias else 0) + (arch.hidden if arch.out_bias else 0)
+    sinks = arch.heads if arch.attention_sinks else 0
+    return weights + biases + sinks
+
+
+def _mlp_params(arch, width):
+    matrices = 3 if arch.mlp == "gated" else 2
+    biases = ((2 if arch.mlp == "gated" else 1) * width + arch.hidden) if arch.mlp_bias else 0
+    return matrices * arch.hidden * width + biases
+
+
+def is_dense_layer(arch: Architecture, index: int) -> bool:
+    """Whether layer ``index`` has a dense MLP: every layer of a dense model; the leading ``dense_layers``
+    of a mixture of experts (DeepSeek's first_k_dense_replace; Qwen2-MoE's read as such by hf_config)."""
+    return not arch.experts or index < arch.dense_layers
+
+
+def layer_params(arch: Architecture, index: int, tp: int = 1, ep: int = 1, active: bool = False) -> int:
+    """Parameters of decoder/encoder layer ``index`` on one GPU of a tensor- and expert-parallel layout.
+
+    The one place layers are counted: ``count_parameters`` (tp = ep = 1, exact against transformers) and
+    the pipeline split (``pycore.memory.parallel.stages``) both call it. Tensor parallelism splits the attention
+    and MLP matrices (Megatron's column/row parallel linears); norms, routers and Qwen2-MoE's shared-expert
+    gate are replicated; routed experts split ep ways and tp ways inside each. ``active``: only the
+    experts one token passes through (for FLOPs).
+    """
+    attention = _attention_params(arch)
+    norms = arch.norms_per_layer * arch.norm_params
+    if is_dense_layer(arch, index):
+        return -(-(attention + _mlp_params(arch, arch.ffn)) // tp) + norms
+    expert = _mlp_params(arch, arch.expert_ffn or arch.ffn)
+    shared = _mlp_params(arch, arch.shared_width) if arch.shared_width else 0
+    router = arch.hidden * arch.experts + (arch.experts if arch.router_bias else 0) + \
+        (arch.hidden if arch.shared_expert_gate else 0)
+    experts = arch.experts_per_token if active else arch.experts
+    return -(-attention // tp) + norms + router + -(-(experts * expert) // (ep * tp)) + -(-shared // tp)
+
+
+@lru_cache(maxsize=512)
+def count_parameters(arch: Architecture) -> ParameterCount:
+    """Exact parameter count of the transformers model that ``arch`` describes."""
+    if arch.kind == "generic":
+        n = arch.params_override
+        return ParameterCount(0, 0, n, 0, n, n, n, {"model": n})
+    if arch.kind == "encoder-decoder":
+        return _count_encoder_decoder(arch)
+    h, vocab = arch.hidden, arch.vocab
+    embedding = vocab * h
+    if arch.positions == "learned":
+        embedding += arch.max_positions * h
+    embedding += arch.type_vocab * h
+    if arch.embedding_norm:
+        embedding += arch.norm_params
+
+    attention = _attention_params(arch)
+    norms = arch.norms_per_layer * arch.norm_params
+    dense_layer = layer_params(arch, 0) if not arch.experts or arch.dense_layers else 0
+    moe_layer = layer_params(arch, arch.layers - 1)
+    active_moe = layer_params(arch, arch.layers - 1, active=True)
+    dense_count = arch.dense_layers if arch.experts else arch.layers
+    layers_total = dense_count * dense_layer + (arch.layers - dense_count) * moe_layer
+    active_layers = dense_count * dense_layer + (arch.layers - dense_count) * active_moe
+    per_layer = moe_layer
+
+    head = arch.norm_params if arch.kind == "decoder" else 0        # final norm
+    task = arch.task_head
+    if task in ("causal-lm", "masked-lm"):
+        if arch.mlm_head:
+            head += h * h + h + arch.norm_params + vocab             # transform dense, its norm, decoder bias
+        head_weight = 0 if arch.tied_embeddings else vocab * h
+        head += head_weight + (vocab if arch.head_bias else 0)
+    else:
+        if arch.kind == "encoder":
+            head += h * h + h                                        # BertModel's pooler (dense + tanh)
+        if task == "classification":
+            # BertForSequenceClassification's classifier has a bias; the decoders' score layer has none
+            head += h * arch.num_labels + (arch.num_labels if arch.kind == "encoder" else 0)
+    total = embedding + layers_total + head
+    active = embedding + active_layers + head
+    largest = max(vocab * h, h * arch.ffn, h * arch.q_dim)
+    parts = {"embedding": embedding, "attention": arch.layers * attention,
+             "mlp": layers_total - arch.layers * (attention + norms), "norms": arch.layers * norms,
+             "head": head}
+    return ParameterCount(embedding, per_layer, layers_total, head, total, active, largest, parts)
+
+
+def _count_encoder_decoder(arch):
+    """T5ForConditionalGeneration: shared embedding, encoder and decoder stacks, optional untied head."""
+    h = arch.hidden
+    attention = 4 * h * arch.q_dim
+    mlp = _mlp_params(arch, arch.ffn)
+    bias_table = arch.relative_buckets * arch.heads
+    encoder = arch.layers * (attention + mlp + 2 * arch.norm_params) + bias_table + arch.norm_params
+    decoder = arch.decoder_layers * (2 * attention + mlp + 3 * arch.norm_params) + bias_table + arch.norm_params
+    embedding = arch.vocab * h
+    head = 0 if arch.tied_embeddings else arch.vocab * h
+    total = embedding + encoder + decoder + head
+    layers_total = encoder + decoder
+    return ParameterCount(embedding, layers_total // (arch.layers + arch.decoder_layers), layers_total, head,
+                          total, total, max(arch.vocab * h, h * arch.ffn),
+                          {"embedding": embedding, "encoder": encoder, "decoder": decoder, "head": head})
+
+
+ARCH_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "experts",
+               "experts_per_token", "expert_ffn", "tied", "max_positions", "head", "num_labels")
+
+
+def with_overrides(arch: Architecture, overrides: dict) -> Architecture:
+    """A copy of ``arch`` with fields replaced by the schema's architecture keys."""
+    changes = {k: v for k, v in overrides.items() if k in ARCH_FIELDS and v is not None}
+    if "tied" in changes:
+        changes["tied_embeddings"] = changes.pop("tied") == "yes"
+    if "heads" in changes and "kv_heads" not in changes and arch.kv_heads == arch.heads:
+        changes["kv_heads"] = changes["heads"]      # multi-head attention stays multi-head
+    return replace(arch, **changes) if changes else arch

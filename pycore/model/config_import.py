@@ -1,0 +1,141 @@
+"""A pasted, uploaded or fetched config.json as the schema's inputs: its family's preset plus overrides.
+
+The page's import (``web.import_config`` wraps :func:`import_config`) and the tests call this. It reads nothing
+from ``web`` or ``estimate``: an import is checked by counting the parameters of the preset with the overrides
+applied, which must equal the count of the config itself, so the URL it produces describes the same model.
+"""
+
+from typing import Any
+
+from pycore.inputs.schema import InputError
+from pycore.model.architecture import ARCH_FIELDS, count_parameters, with_overrides
+from pycore.model.catalog import architecture as preset_architecture
+from pycore.model.catalog import models
+from pycore.model.hf_config import FAMILIES, FAMILY_PRESETS, LLAMA_STYLE, architecture_from_dict, parse_config_text
+
+# Fields that change the parameter count but have no schema key: named when an import cannot express them.
+_FEATURES = {
+    "norm": "the norm type", "norm_bias": "LayerNorm bias", "mlp": "the MLP type", "qkv_bias": "q/k/v biases",
+    "out_bias": "the attention output bias", "mlp_bias": "MLP biases", "positions": "position embeddings",
+    "max_positions": "learned position table size", "type_vocab": "token-type embeddings",
+    "embedding_norm": "the embedding norm", "mlm_head": "the masked-LM head", "head_bias": "the output head bias",
+    "shared_experts": "the number of shared experts", "shared_expert_ffn": "the shared expert width",
+    "shared_expert_gate": "the shared expert gate", "router_bias": "the router bias",
+    "dense_layers": "the number of dense (non-MoE) layers", "norms_per_layer": "norms per layer",
+    "qk_norm": "query/key norms", "attention": "the attention type", "attention_sinks": "attention sinks",
+    "q_lora_rank": "the MLA query rank", "kv_lora_rank": "the MLA key/value rank",
+    "qk_rope_dim": "the MLA rotary head size", "qk_nope_dim": "the MLA non-rotary head size",
+    "v_head_dim": "the MLA value head size",
+}
+
+
+# Fields that change the memory estimate but not the count and have no schema key: an import that differs from its
+# preset in one of them is estimated with the preset's value, and says so.
+_CARRIED = {"sliding_window": "sliding window", "global_every": "global-layer period",
+            "activation": "activation", "softmax_fp32": "fp32 softmax", "dropout": "dropout",
+            "attention_dropout": "attention dropout", "parallel_block": "parallel attention/MLP block"}
+
+
+def _family(config):
+    """The model_type whose preset an imported config is expressed against."""
+    if isinstance(config.get("text_config"), dict):
+        inner = config["text_config"].get("model_type")
+        return inner if inner in FAMILIES else "gemma3_text"
+    model_type = config.get("model_type")
+    return model_type if model_type in FAMILIES else LLAMA_STYLE
+
+
+def _overrides(arch, preset):
+    """(key, text) pairs of the schema's architecture keys where ``arch`` differs from ``preset``."""
+    pairs = []
+    for key in ARCH_FIELDS:
+        field = "tied_embeddings" if key == "tied" else key
+        ours, theirs = getattr(arch, field), getattr(preset, field)
+        if key == "head_dim" and not arch.head_dim:
+            if preset.head_dim and preset.head_dim != arch.dim_head:
+                pairs.append((key, str(arch.dim_head)))     # the preset's explicit head_dim would stick
+            continue
+        if key == "max_positions" and not ours:
+            continue                                        # the config does not say: the preset's stands
+        follows = key == "kv_heads" and preset.kv_heads == preset.heads and arch.heads != preset.heads
+        if ours != theirs or (follows and arch.kv_heads != arch.heads):
+            # with_overrides keeps a multi-head preset multi-head when heads change: say kv_heads if it is not
+            pairs.append((key, ("yes" if ours else "no") if key == "tied" else str(ours)))
+    return pairs
+
+
+def _inexpressible(arch, preset):
+    """Plain words for the count-changing fields in which ``arch`` and ``preset`` differ."""
+    learned = arch.positions == "learned" or preset.positions == "learned"
+    return [f"{words} ({field} {getattr(arch, field)!r}, the preset has {getattr(preset, field)!r})"
+            for field, words in _FEATURES.items()
+            if getattr(arch, field) != getattr(preset, field) and (field != "max_positions" or learned)]
+
+
+def _candidates(family, arch):
+    """Preset ids to express an import against: the family's own first, then the others of its class."""
+    first = FAMILY_PRESETS[family]
+    others = sorted(model_id for model_id, entry in models().items()
+                    if entry.get("hf_class") == arch.hf_class and model_id != first)
+    return [first] + others
+
+
+def import_config(text: str) -> dict:
+    """A config.json's text as schema inputs.
+
+    Args:
+        text: the contents of a Hugging Face config.json.
+    Returns:
+        {"query": [[key, value], ...], "params": int, "message": str, "warnings": [str]} where query is the
+        family's preset plus the architecture keys that differ, or {"error": str} with one plain sentence naming
+        what is wrong (invalid JSON, a field's type or range, a missing field, a feature the inputs cannot express).
+    """
+    warnings: list = []
+    try:
+        config = parse_config_text(text)
+        arch = architecture_from_dict(config, warnings=warnings)
+        family = _family(config)
+        expected = count_parameters(arch).total
+        for number, model_id in enumerate(_candidates(family, arch)):
+            candidate = preset_architecture(model_id)
+            pairs = [list(pair) for pair in _overrides(arch, candidate)]
+            try:
+                count = count_parameters(with_overrides(candidate, {k: _typed(k, v) for k, v in pairs})).total
+            except ValueError:                      # these overrides do not fit this preset: try the next
+                count = None
+            if number == 0:
+                preset, query, expressed = candidate, [["model", model_id]] + pairs, count
+            if count == expected:
+                preset, query, expressed = candidate, [["model", model_id]] + pairs, count
+                break
+    except InputError as error:
+        return {"error": "config.json: " + _plain(error)}
+    except (ValueError, KeyError, TypeError, RecursionError, MemoryError) as error:
+        # A guard: every known problem is an InputError above; anything else still answers in one line.
+        return {"error": f"config.json could not be read ({type(error).__name__})"}
+    if expressed != expected:
+        features = _inexpressible(arch, preset)
+        detail = "; ".join(features) if features else "a feature the inputs have no key for"
+        expressed_text = f"{expressed:,}" if expressed is not None else "not a valid model"
+        return {"error": f"config.json: this {family} model has {expected:,} parameters, but the inputs can only "
+                         f"express it as {preset.name} with overrides ({expressed_text}). Not expressible: {detail}."}
+    for field, words in _CARRIED.items():
+        ours, theirs = getattr(arch, field), getattr(preset, field)
+        unknown = field in ("max_positions", "sliding_window", "global_every") and not ours or \
+            field == "max_positions" and not theirs         # not read from this family's config, or not in the preset
+        if ours != theirs and not unknown:
+            warnings.append(f"The config's {words} ({field} {ours!r}) has no input key: the estimate uses "
+                            f"{preset.name}'s ({theirs!r}).")
+    shown: Any = config.get("model_type") if isinstance(config.get("model_type"), str) else family
+    message = (f"Imported a {shown[:40]} config: {expected:,} parameters, expressed as {preset.name} with "
+               f"{len(query) - 1} override{'s' if len(query) != 2 else ''}.")
+    return {"query": query, "params": expected, "message": message, "warnings": warnings}
+
+
+def _typed(key, value):
+    return value if key == "tied" else int(value)
+
+
+def _plain(error):
+    message = str(error)
+    return message[len("config: "):] if message.startswith("config: ") else message

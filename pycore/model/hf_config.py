@@ -1,0 +1,453 @@
+"""Architectures from Hugging Face ``config.json`` files.
+
+Every number read from a config is checked for type and a plausible range before it is used, and every
+problem is reported as one message naming the config field (``InputError("config", ...)``). A config whose
+``model_type`` is not known but has the standard keys is read as a Llama-style decoder, with a warning.
+"""
+
+import json
+import math
+import re
+from typing import Any
+
+from pycore.inputs.schema import InputError
+from pycore.model.architecture import Architecture
+
+MAX_BYTES = 2_000_000       # a real config.json is a few KB (DeepSeek-V3's: 1.7 KB); 2 MB leaves room for comments
+MAX_DEPTH = 64              # real configs nest 3 levels (quantization_config.config_groups...); json.loads recurses
+MAX_DIGITS = 40             # no architecture number needs more; Python refuses ints over 4,300 digits anyway
+
+GEMMA = {"activation": "gelu_tanh", "norm_weight_fp32": True}
+BIASED = {"qkv_bias": True, "out_bias": True, "mlp_bias": True}
+LAYERNORM_PLAIN = {"norm": "layernorm", "mlp": "plain"}
+SOFTMAX_16 = {"softmax_fp32": False}       # eager attention's softmax stays in the scores' dtype (GPT-2, Falcon, gpt-oss)
+
+# model_type -> (transformers class, fields that differ from the Llama defaults)
+FAMILIES = {
+    "llama": ("LlamaForCausalLM", {}),
+    "mistral": ("MistralForCausalLM", {}),
+    "qwen2": ("Qwen2ForCausalLM", {"qkv_bias": True}),
+    "qwen3": ("Qwen3ForCausalLM", {"qk_norm": "head"}),
+    "qwen3_moe": ("Qwen3MoeForCausalLM", {"qk_norm": "head"}),
+    "qwen2_moe": ("Qwen2MoeForCausalLM", {"qkv_bias": True, "shared_expert_gate": True}),
+    "gemma": ("GemmaForCausalLM", GEMMA),
+    "gemma2": ("Gemma2ForCausalLM", {**GEMMA, "norms_per_layer": 4, "final_softcap": True, "attn_softcap": True}),
+    "gemma3_text": ("Gemma3ForCausalLM", {**GEMMA, "norms_per_layer": 4, "qk_norm": "head"}),
+    "phi3": ("Phi3ForCausalLM", {}),
+    "olmo2": ("Olmo2ForCausalLM", {"qk_norm": "full"}),
+    "deepseek_v2": ("DeepseekV2ForCausalLM", {"attention": "mla", "rope_fp32": True}),
+    "deepseek_v3": ("DeepseekV3ForCausalLM", {"attention": "mla"}),
+    "mixtral": ("MixtralForCausalLM", {}),
+    "granite": ("GraniteForCausalLM", {}),
+    "gpt_oss": ("GptOssForCausalLM", {**BIASED, **SOFTMAX_16, "router_bias": True, "attention_sinks": True}),
+    "cohere": ("CohereForCausalLM", {"norm": "layernorm", "norm_bias": False, "norms_per_layer": 1,
+                                     "parallel_block": True}),
+    "gpt2": ("GPT2LMHeadModel", {**LAYERNORM_PLAIN, **BIASED, **SOFTMAX_16, "activation": "gelu_new", "positions": "learned"}),
+    "gpt_neox": ("GPTNeoXForCausalLM", {**LAYERNORM_PLAIN, **BIASED, "activation": "gelu"}),
+    "gpt_bigcode": ("GPTBigCodeForCausalLM", {**LAYERNORM_PLAIN, **BIASED, "activation": "gelu_tanh",
+                                              "positions": "learned"}),
+    "falcon": ("FalconForCausalLM", {**LAYERNORM_PLAIN, **SOFTMAX_16, "activation": "gelu", "sdpa_math": True}),
+    "phi": ("PhiForCausalLM", {**LAYERNORM_PLAIN, **BIASED, "activation": "gelu_new", "head_bias": True,
+                               "norms_per_layer": 1, "parallel_block": True}),
+    "starcoder2": ("Starcoder2ForCausalLM", {**LAYERNORM_PLAIN, **BIASED, "activation": "gelu_tanh"}),
+    "bert": ("BertForMaskedLM", {"kind": "encoder", "norm": "layernorm", "softmax_fp32": False, "loss_fp32": False,
+                                 "mlp": "plain", "activation": "gelu", "qkv_bias": True, "out_bias": True,
+                                 "mlp_bias": True, "positions": "learned", "embedding_norm": True, "mlm_head": True}),
+}
+
+# transformers' default for tie_word_embeddings where the config leaves it out (each family's config class).
+TIED_BY_DEFAULT = {"gpt2", "bert", "gpt_bigcode", "falcon", "starcoder2", "cohere", "gemma", "gemma2", "gemma3_text"}
+
+# Our field -> the config.json keys that may hold it, first match wins.
+KEYS = {
+    "layers": ("num_hidden_layers", "n_layer"),
+    "hidden": ("hidden_size", "n_embd"),
+    "heads": ("num_attention_heads", "n_head"),
+    "kv_heads": ("num_key_value_heads",),
+    "head_dim": ("head_dim",),
+    "ffn": ("intermediate_size", "n_inner", "ffn_hidden_size"),
+    "vocab": ("vocab_size",),
+    "max_positions": ("max_position_embeddings", "n_positions"),
+    "type_vocab": ("type_vocab_size",),
+    "experts": ("num_local_experts", "num_experts", "n_routed_experts"),
+    "experts_per_token": ("num_experts_per_tok",),
+    "expert_ffn": ("moe_intermediate_size",),
+    "shared_experts": ("n_shared_experts",),
+    "shared_expert_ffn": ("shared_expert_intermediate_size",),
+    "dense_layers": ("first_k_dense_replace",),
+    "q_lora_rank": ("q_lora_rank",),
+    "kv_lora_rank": ("kv_lora_rank",),
+    "qk_rope_dim": ("qk_rope_head_dim",),
+    "qk_nope_dim": ("qk_nope_head_dim",),
+    "v_head_dim": ("v_head_dim",),
+    "sliding_window": ("sliding_window",),
+}
+
+# Plausible ranges: far beyond any published model, small enough that the arithmetic stays instant.
+RANGES = {
+    "layers": (1, 10_000), "hidden": (1, 1_000_000), "heads": (1, 100_000), "kv_heads": (1, 100_000),
+    "head_dim": (1, 100_000), "ffn": (1, 10_000_000), "vocab": (1, 10_000_000),
+    "max_positions": (0, 1_000_000_000), "type_vocab": (0, 100_000), "experts": (0, 100_000),
+    "experts_per_token": (0, 100_000), "expert_ffn": (0, 10_000_000), "shared_experts": (0, 100_000),
+    "shared_expert_ffn": (0, 10_000_000), "dense_layers": (0, 10_000), "q_lora_rank": (0, 1_000_000),
+    "kv_lora_rank": (0, 1_000_000), "qk_rope_dim": (0, 100_000), "qk_nope_dim": (0, 100_000),
+    "v_head_dim": (0, 100_000), "sliding_window": (0, 1_000_000_000),
+}
+STANDARD = ("layers", "hidden", "heads", "ffn", "vocab")   # what an unknown model_type needs
+
+# A preset of each family: what an imported config is expressed against in the URL.
+FAMILY_PRESETS = {"llama": "llama-3.1-8b", "mistral": "mistral-7b-v0.1", "qwen2": "qwen2.5-7b", "qwen3": "qwen3-8b",
+                  "qwen3_moe": "qwen3-30b-a3b", "gemma": "gemma-2b", "gemma2": "gemma-2-9b",
+                  "gemma3_text": "gemma-3-1b-pt", "phi3": "phi-4", "olmo2": "olmo-2-1124-7b",
+                  "deepseek_v3": "deepseek-v3", "mixtral": "mixtral-8x7b-v0.1", "gpt2": "gpt2",
+                  "bert": "bert-base-uncased", "gpt_neox": "pythia-160m", "gpt_bigcode": "starcoder",
+                  "falcon": "falcon-7b", "phi": "phi-2", "starcoder2": "starcoder2-3b",
+                  "qwen2_moe": "qwen1.5-moe-a2.7b", "deepseek_v2": "deepseek-v2-lite", "gpt_oss": "gpt-oss-20b",
+                  "granite": "granite-3.1-2b-base", "cohere": "c4ai-command-r-v01"}
+LLAMA_STYLE = "llama"       # the family an unknown model_type is read as
+
+_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_tanh", "silu": "silu",
+                "swish": "silu"}
+_ESCAPE = re.compile(r"\\.", re.DOTALL)            # removed first, so a string is then '"[^"]*"' (no backtracking)
+_STRING = re.compile(r'"[^"]*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_PLAIN_JSON_ERRORS = (
+    ("Expecting value", "expected a value (a number, string, true, false, null, [ or {)"),
+    ("Expecting property name", "expected a key in double quotes"),
+    ("Expecting ',' delimiter", "expected a comma"),
+    ("Expecting ':' delimiter", "expected a colon after a key"),
+    ("Unterminated string", "a string is not closed"),
+    ("Invalid control character", "a raw line break or control character inside a string"),
+    ("Invalid \\escape", "an invalid backslash escape"),
+    ("Invalid \\uXXXX escape", "an invalid \\u escape"),
+    ("Extra data", "unexpected text after the end of the JSON object"),
+)
+
+
+def describe(value: object) -> str:
+    """A short, safe description of a JSON value for a message (config strings are shown as text only)."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, str):
+        return f"the text {value[:30]!r}" + ("..." if len(value) > 30 else "")
+    if isinstance(value, float) and not math.isfinite(value):
+        return "a number too large to represent" if not math.isnan(value) else "NaN"
+    if isinstance(value, (int, float)):
+        text = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+        return text if len(text) <= 40 else text[:40] + "..."
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _too_deep(text):
+    """Whether json.loads would nest more than MAX_DEPTH levels, found without recursing (json.loads recurses
+    once per level, and Pyodide's stack is shallow: a 10,000-level array must be refused before it is parsed).
+
+    Counts brackets outside strings, 64 at a time with str.count; only a stretch that could cross the limit
+    is walked bracket by bracket, so 2 MB of brackets takes a fraction of a second.
+    """
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", _ESCAPE.sub("", text)))
+    depth = 0
+    for start in range(0, len(brackets), 64):
+        chunk = brackets[start:start + 64]
+        opened = chunk.count("[") + chunk.count("{")
+        if depth + opened <= MAX_DEPTH:
+            depth += 2 * opened - len(chunk)
+        else:
+            for bracket in chunk:
+                depth += 1 if bracket in "[{" else -1
+                if depth > MAX_DEPTH:
+                    return True
+        if depth < 0:
+            return False                    # json.loads stops at the first closer that matches nothing
+    return False
+
+
+def _bounded_int(digits):
+    if len(digits.lstrip("-")) > MAX_DIGITS:
+        raise InputError("config", f"config.json has a number with more than {MAX_DIGITS} digits")
+    return int(digits)
+
+
+def _no_constant(name):
+    raise InputError("config", f"config.json is not valid JSON: {name} is not a JSON number")
+
+
+def parse_config_text(text: str) -> dict:
+    """A config.json's text as a dict; InputError with one plain message for anything else.
+
+    Args:
+        text: the file's contents.
+    Returns:
+        the parsed JSON object.
+    """
+    if not isinstance(text, str):
+        raise InputError("config", "config.json must be text")
+    if len(text) > MAX_BYTES:
+        raise InputError("config", f"config.json is {len(text):,} characters; the limit is {MAX_BYTES:,} "
+                                   "(2 MB). A model's config.json is a few kilobytes: is this the weights file?")
+    if not text.strip():
+        raise InputError("config", "config.json is empty")
+    if _too_deep(text):
+        raise InputError("config", f"config.json nests brackets more than {MAX_DEPTH} levels deep; a config.json "
+                                   "needs 3 or 4")
+    try:
+        config = json.loads(text, parse_int=_bounded_int, parse_constant=_no_constant)
+    except json.JSONDecodeError as error:
+        reason = next((plain for prefix, plain in _PLAIN_JSON_ERRORS if error.msg.startswith(prefix)), "")
+        where = f"line {error.lineno} column {error.colno}"
+        raise InputError("config", f"config.json is not valid JSON: {where}" + (f" ({reason})" if reason else "")) \
+            from None
+    except RecursionError:
+        raise InputError("config", "config.json nests brackets too deeply") from None
+    except InputError:
+        raise
+    except ValueError as error:                 # a number Python cannot convert
+        raise InputError("config", f"config.json has a number that cannot be read ({str(error)[:80]})") from None
+    if not isinstance(config, dict):
+        kind = {list: "an array", str: "a string", bool: "true/false", type(None): "null"}.get(type(config), "a number")
+        raise InputError("config", f"config.json must be a JSON object ({{...}}), got {kind}")
+    return config
+
+
+class _Reader:
+    """Typed, range-checked reads of config.json keys; remembers which key each field came from."""
+
+    def __init__(self, config):
+        self.config = config
+        self.source = {}
+
+    def integer(self, field: str, keys: tuple | list | None = None, low: int | None = None, high: int | None = None) -> int | None:
+        """The first non-null key of ``keys`` as an int within range, or None when none is present."""
+        low_default, high_default = RANGES[field]
+        low = low_default if low is None else low
+        high = high_default if high is None else high
+        for key in keys or KEYS[field]:
+            value = self.config.get(key)
+            if value is None:
+                continue
+            whole = isinstance(value, float) and math.isfinite(value) and value.is_integer()
+            if isinstance(value, bool) or not (isinstance(value, int) or whole) or not low <= value <= high:
+                raise InputError("config", f"{key}: must be a whole number from {low:,} to {high:,}, "
+                                           f"got {describe(value)}")
+            self.source[field] = key
+            return int(value)
+        return None
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.config.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise InputError("config", f"{key}: must be true or false, got {describe(value)}")
+        return value
+
+    def fraction(self, key: str) -> float | None:
+        value = self.config.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise InputError("config", f"{key}: must be a number from 0 to 1, got {describe(value)}")
+        return float(value)
+
+    def integer_list(self, key: str, high: int) -> list:
+        value = self.config.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list) or len(value) > high or \
+                not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < high for v in value):
+            raise InputError("config", f"{key}: must be a list of layer numbers from 0 to {high - 1:,}, "
+                                       f"got {describe(value)}")
+        return value
+
+    def text_list(self, key: str, high: int) -> list | None:
+        value = self.config.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or len(value) > high or not all(isinstance(v, str) for v in value):
+            raise InputError("config", f"{key}: must be a list of at most {high:,} strings, got {describe(value)}")
+        return value
+
+
+def _sparse_layers(reader, model_type, layers, experts):
+    """How many layers route to experts (the rest have a dense MLP of width ffn)."""
+    if not experts:
+        return 0
+    if model_type in ("qwen2_moe", "qwen3_moe"):
+        # transformers: layer i is sparse if i not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0
+        step = reader.integer("layers", ("decoder_sparse_step",), low=1) or 1
+        only_dense = set(reader.integer_list("mlp_only_layers", layers))
+        return sum(1 for i in range(layers) if i not in only_dense and (i + 1) % step == 0)
+    if model_type in ("deepseek_v2", "deepseek_v3"):
+        return layers - min(reader.integer("dense_layers") or 0, layers)
+    return layers
+
+
+def architecture_from_dict(config: dict, name: str = "config.json", warnings: list | None = None) -> Architecture:
+    """An Architecture from a parsed config.json.
+
+    Args:
+        config: the parsed JSON object.
+        name: what the architecture is called in the output.
+        warnings: a list that notes worth showing are appended to (an unknown model_type read as Llama-style).
+    Returns:
+        the Architecture; InputError("config", ...) names the config field that is missing, mistyped or out of
+        range, or the model_type that is neither supported nor Llama-shaped.
+    """
+    if not isinstance(config, dict):
+        raise InputError("config", "config.json must be a JSON object")
+    if isinstance(config.get("text_config"), dict):        # multimodal wrappers (Gemma 3): the text decoder
+        text = config["text_config"]
+        config = {**text, "tie_word_embeddings": config.get("tie_word_embeddings", text.get("tie_word_embeddings", True))}
+        config.setdefault("model_type", "gemma3_text")
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str):
+        if model_type is not None:
+            raise InputError("config", f"model_type: must be a string such as \"llama\", got {describe(model_type)}")
+        model_type = ""
+    reader = _Reader(config)
+    if model_type not in FAMILIES:
+        missing = [KEYS[f][0] for f in STANDARD if all(config.get(k) is None for k in KEYS[f])]
+        if missing:
+            shown = f"model_type {model_type[:40]!r}" if model_type else "a config without model_type"
+            raise InputError("config", f"{shown} is not supported yet and lacks {', '.join(missing)} to be read as a "
+                                       "Llama-style decoder; supported: " + ", ".join(sorted(FAMILIES)))
+        if warnings is not None:
+            shown = f"model_type {model_type[:40]!r} is not a supported family" if model_type else \
+                "This config has no model_type"
+            warnings.append(f"{shown}: estimated as a Llama-style decoder (RMSNorm, gated SiLU MLP, no biases), "
+                            "so the parameter count may differ from the real model's.")
+        family_type = LLAMA_STYLE
+    else:
+        family_type = model_type
+    hf_class, family = FAMILIES[family_type]
+    assert isinstance(family, dict)
+
+    fields: dict[str, Any] = {}
+    for field in KEYS:
+        value = reader.integer(field)
+        if value is not None:
+            fields[field] = value
+    missing = [KEYS[f][0] for f in ("layers", "hidden", "heads", "vocab") if f not in fields]
+    if missing:
+        raise InputError("config", "missing " + ", ".join(missing))
+    extra = dict(family)
+    _family_specifics(model_type, reader, fields, extra)
+    fields.setdefault("kv_heads", fields["heads"])
+    if "ffn" not in fields:
+        if model_type not in ("gpt2", "gpt_bigcode", "falcon"):
+            raise InputError("config", "missing intermediate_size")
+        fields["ffn"] = 4 * fields["hidden"]
+    if fields.get("head_dim") == fields["hidden"] // fields["heads"] and fields["hidden"] % fields["heads"] == 0:
+        fields.pop("head_dim")
+    if not fields.get("experts"):
+        for moe_only in ("experts_per_token", "expert_ffn", "shared_experts", "shared_expert_ffn", "dense_layers"):
+            fields.pop(moe_only, None)
+    else:
+        sparse = _sparse_layers(reader, model_type, fields["layers"], fields["experts"])
+        fields["dense_layers"] = fields["layers"] - sparse
+        fields.setdefault("experts_per_token", min(2, fields["experts"]))
+    activation = config.get("hidden_act", config.get("activation_function"))
+    if isinstance(activation, str) and activation in _ACTIVATIONS and family.get("mlp") == "plain":
+        extra["activation"] = _ACTIVATIONS[activation]
+    tied = reader.flag("tie_word_embeddings", model_type in TIED_BY_DEFAULT)
+    for key in ("resid_pdrop", "hidden_dropout_prob", "hidden_dropout", "residual_dropout"):
+        if reader.fraction(key) is not None:
+            extra["dropout"] = reader.fraction(key)
+            break
+    for key in ("attn_pdrop", "attention_probs_dropout_prob", "attention_dropout"):
+        if reader.fraction(key) is not None:
+            extra["attention_dropout"] = reader.fraction(key)
+            break
+    try:
+        return Architecture(name=name, hf_class=hf_class, tied_embeddings=tied, source=name, **extra, **fields)
+    except (TypeError, ValueError) as error:
+        raise InputError("config", _config_words(str(error), reader.source)) from None
+
+
+def _family_specifics(model_type, reader, fields, extra):
+    """Fields a family reads from keys of its own (biases, norms, MQA, shared experts, sliding layers)."""
+    unknown = model_type not in FAMILIES
+    if unknown or model_type in ("llama", "granite", "cohere", "gpt_oss", "qwen3", "qwen3_moe"):
+        biased = reader.flag("attention_bias", extra.get("qkv_bias", False))
+        extra.update(qkv_bias=biased, out_bias=biased)
+        if unknown or model_type in ("llama", "granite"):
+            extra["mlp_bias"] = reader.flag("mlp_bias", False)
+    if model_type == "qwen2":
+        extra["qkv_bias"] = reader.flag("attention_bias", True)
+    if model_type == "qwen2_moe":
+        extra["qkv_bias"] = reader.flag("qkv_bias", True)
+        shared = fields.pop("shared_expert_ffn", 0)
+        expert = fields.get("expert_ffn") or fields.get("ffn") or 0
+        if shared and expert and shared % expert == 0:
+            fields["shared_experts"] = shared // expert        # Qwen1.5-MoE: 5632 = 4 experts of 1408
+        elif shared:
+            fields["shared_expert_ffn"] = shared
+        else:
+            extra["shared_expert_gate"] = False
+    if model_type in ("deepseek_v2", "deepseek_v3"):
+        fields["head_dim"] = fields.get("qk_nope_dim", 0) + fields.get("qk_rope_dim", 0)
+        fields["q_lora_rank"] = fields.get("q_lora_rank") or 0
+        if reader.flag("attention_bias", False):
+            extra["out_bias"] = True                  # MLA: q_a, kv_a and o projections carry a bias
+    if model_type == "gpt_neox":
+        biased = reader.flag("attention_bias", True)
+        extra.update(qkv_bias=biased, out_bias=biased, parallel_block=reader.flag("use_parallel_residual", True))
+    if model_type == "gpt_bigcode":
+        if reader.flag("multi_query", True):
+            fields["kv_heads"] = 1
+        else:
+            fields.pop("kv_heads", None)
+    if model_type == "falcon":
+        biased = reader.flag("bias", False)
+        extra.update(qkv_bias=biased, out_bias=biased, mlp_bias=biased)
+        new_decoder = reader.flag("new_decoder_architecture", False)
+        parallel = reader.flag("parallel_attn", True)
+        if new_decoder:
+            fields["kv_heads"] = reader.integer("kv_heads", ("num_kv_heads",)) or fields["heads"]
+        elif reader.flag("multi_query", True):
+            fields["kv_heads"] = 1
+        else:
+            fields["kv_heads"] = fields["heads"]
+        norms_in_parallel = reader.integer("layers", ("num_ln_in_parallel_attn",), low=1, high=2) or \
+            (2 if new_decoder else 1)
+        extra.update(parallel_block=parallel, norms_per_layer=norms_in_parallel if parallel else 2)
+    if model_type == "phi":
+        if reader.flag("qk_layernorm", False):
+            extra["qk_norm"] = "head"
+    if model_type == "starcoder2":
+        biased = reader.flag("use_bias", True)
+        extra.update(qkv_bias=biased, out_bias=biased, mlp_bias=biased)
+        if fields.get("sliding_window"):
+            extra["sliding_window"] = fields["sliding_window"]
+    if model_type == "cohere":
+        if reader.flag("use_qk_norm", False):
+            extra["qk_norm"] = "full"
+    if model_type == "gpt_oss":
+        fields.setdefault("head_dim", 64)             # GptOssConfig's default
+        layer_types = reader.text_list("layer_types", RANGES["layers"][1])
+        if fields.get("sliding_window") and layer_types:
+            full = sum(1 for kind in layer_types if kind == "full_attention")
+            extra["sliding_window"] = fields["sliding_window"]
+            extra["global_every"] = round(len(layer_types) / full) if full else 0
+    fields.pop("sliding_window", None)
+
+
+def _config_words(message, source):
+    """An Architecture message in config.json's words: 'kv_heads: must divide heads' -> num_key_value_heads."""
+    field, _, rest = message.partition(": ")
+    key = source.get(field, KEYS.get(field, (field,))[0])
+    for ours, theirs in source.items():
+        rest = re.sub(rf"\b{ours}\b", theirs, rest)
+    return f"{key}: {rest}"
+
+
+def architecture_from_file(path: str) -> Architecture:
+    """An Architecture from a config.json on disk (the CLI's config= key)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(MAX_BYTES + 1)
+    except (OSError, ValueError) as error:
+        raise InputError("config", f"cannot read {str(path)[:80]!r}: {error}") from None
+    return architecture_from_dict(parse_config_text(text), name=str(path).rsplit("/", 1)[-1])

@@ -1,0 +1,134 @@
+"""Command line: ``python -m pycore [--json|--csv] KEY=VALUE ...``, ``models``, ``gpus``, ``schema``."""
+
+import json
+import sys
+
+from pycore.answers.answer import answer
+from pycore.answers.compare import compare
+from pycore.answers.fit import gpu_fits
+from pycore.base.errors import FieldError
+from pycore.inputs.applies import describe, ignored
+from pycore.inputs.schema import markdown_table, parse
+from pycore.memory.estimate import estimate_values
+from pycore.model import catalog
+from pycore.output import report
+
+USAGE = """usage: python -m pycore [--json | --csv] KEY=VALUE ... [--compare KEY=VALUE ...]
+       python -m pycore fits [--json] gpu=ID gpus=N KEY=VALUE ...   (which presets fit on N GPUs)
+       python -m pycore models | gpus | schema
+
+Estimates GPU memory per device for a training step or for serving. Keys: see docs/inputs.md
+or `python -m pycore schema`. Sizes are shown in GiB (2^30 bytes)."""
+
+
+def parse_arguments(words: list) -> tuple:
+    """(output format, key -> value, baseline key -> value) from the words; InputError on a malformed one.
+
+    Words after --compare change the baseline, as base.KEY=VALUE does in the URL.
+    """
+    fmt = "table"
+    raw: dict = {}
+    base: dict = {}
+    target = raw
+    for word in words:
+        if word in ("--json", "--csv"):
+            fmt = word[2:]
+        elif word == "--compare":
+            target = base
+            raw.setdefault("compare", "baseline")
+        elif "=" in word and not word.startswith("-"):
+            key, value = word.split("=", 1)
+            if key.startswith("base."):
+                key, target_now = key[5:], base
+                raw.setdefault("compare", "baseline")
+            else:
+                target_now = target
+            if key in target_now:
+                raise FieldError(_printable(key[:40]), "given twice")
+            target_now[key] = value
+        else:
+            raise FieldError(_printable(word[:40]), "expected KEY=VALUE, --json, --csv or --compare")
+    return fmt, raw, base
+
+
+def _printable(text):
+    """Text safe to echo to a terminal: control characters shown as '?'."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def main(argv: list | None = None) -> int:
+    """The console script: the exit status (0 done, 2 bad input); a closed pipe ends it quietly."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:         # output piped into head and the like
+        sys.stderr.close()
+        return 0
+
+
+def _fits(words):
+    """python -m pycore fits [--json] gpu=ID gpus=N KEY=VALUE...: every preset on those GPUs."""
+    from pycore.answers.what_fits import what_fits
+    try:
+        fmt, raw, _ = parse_arguments(words)
+        values = parse(raw)
+    except FieldError as error:
+        print(f"error: {_printable(str(error))}", file=sys.stderr)
+        return 2
+    count = values["gpus"] or 1
+    rows = what_fits(values, count)
+    if fmt == "json":
+        print(json.dumps(rows, indent=1))
+        return 0
+    print(f"{'model':28s} {'params':>16s} {'per GPU':>13s} {'headroom':>13s} status  layout")
+    for row in rows:
+        layout = " ".join(f"{k}={v}" for k, v in row["layout"].items())
+        if row["total_bytes"] is None:
+            print(f"{row['id']:28s} {row['params']:16,d} {'':>13s} {'':>13s} {'no':6s}  {row['error']}")
+            continue
+        print(f"{row['id']:28s} {row['params']:16,d} {row['total_bytes'] / 2**30:9,.2f} GiB "
+              f"{row['headroom_bytes'] / 2**30:9,.2f} GiB {row['status']:6s}  {layout}"
+              + (f"  ({row['note']})" if row["note"] else ""))
+    print(f"\n{count} × {values['gpu']}; GiB = 2^30 bytes.")
+    return 0
+
+
+def _main(argv=None):
+    words = sys.argv[1:] if argv is None else argv
+    if words and words[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0
+    if words == ["models"]:
+        for model_id, entry in catalog.models().items():
+            print(f"{model_id:28s} {entry['params']:>16,d}  {entry['source']}")
+        return 0
+    if words == ["gpus"]:
+        for gpu_id, gpu in catalog.gpus().items():
+            print(f"{gpu_id:22s} {gpu['usable_bytes'] / 2**30:8.2f} GiB usable ({gpu['usable_source']}); "
+                  f"{gpu['datasheet']}; price: {gpu['price_source']}")
+        return 0
+    if words and words[0] == "fits":
+        return _fits(words[1:])
+    if words == ["schema"]:
+        sys.stdout.write(markdown_table())
+        return 0
+    try:
+        fmt, raw, base = parse_arguments(words)
+        values = parse(raw)
+        result = estimate_values(values)
+        answers = answer(values, result)
+        answers["comparison"] = compare(values, result, base, answers) if values["compare"] != "off" else None
+    except FieldError as error:
+        print(f"error: {_printable(str(error))}", file=sys.stderr)
+        return 2
+    notes = [describe(key, values) for key in ignored(values, list(raw))]
+    for note in notes:
+        print(f"note: {_printable(note)}", file=sys.stderr)
+    if fmt == "json":
+        gpus = gpu_fits(result["total_bytes"], values["gpu"])
+        print(json.dumps({**result, "gpus": gpus, "answers": answers, "ignored": notes}, indent=1,
+                         allow_nan=False))
+    elif fmt == "csv":
+        sys.stdout.write(report.to_csv(values, result, answers))
+    else:
+        sys.stdout.write(report.table(result, answers, values["gpu"]))
+    return 0

@@ -1,0 +1,198 @@
+"""The page's one entry point: a query string in, a JSON string out. No DOM here.
+
+Bad values never stop the estimate: each one is reported under its key and replaced by its default,
+and every other input is kept. Repeated keys take their last value (as URLSearchParams.getAll()[-1]).
+"""
+
+import json
+from urllib.parse import parse_qsl
+
+from pycore.answers.answer import answer_steps
+from pycore.answers.compare import compare_steps
+from pycore.answers.fit import gpu_fit, gpu_fits
+from pycore.base.errors import FieldError
+from pycore.base.steps import Steps, finish
+from pycore.base.units import format_bytes
+from pycore.inputs.applies import describe, ignored
+from pycore.inputs.schema import BY_KEY, DEFAULTS, parse, to_query
+from pycore.memory.estimate import estimate_values, totals_only
+from pycore.output import report
+from pycore.output.explain import formulas as explain_formulas
+
+MAX_QUERY = 200_000         # characters of a query string that are read at all
+MAX_KEYS = 200              # key=value pairs that are read
+NOT_FROM_LINKS = {"config"}  # a link must not read files: an imported config travels as preset + overrides
+
+
+def _pairs(query: str) -> "tuple[dict, dict]":
+    """Key -> last value of a query string (base.KEY under its own key), and messages for repeated,
+    unknown or refused keys."""
+    raw: dict = {}
+    errors: dict = {}
+    pairs = parse_qsl(query[:MAX_QUERY].lstrip("?"), keep_blank_values=True, max_num_fields=None)
+    if len(pairs) > MAX_KEYS:
+        errors["query"] = f"query: {len(pairs):,} inputs given; the first {MAX_KEYS} are read"
+        pairs = pairs[:MAX_KEYS]
+    for key, value in pairs:
+        name = key.removeprefix("base.")
+        shown = _printable(key[:40])
+        if name not in BY_KEY:
+            errors[shown] = f"{shown}: unknown key, ignored"
+            continue
+        if name in NOT_FROM_LINKS:
+            errors[shown] = f"{shown}: not read from links; import the config.json on the page instead"
+            continue
+        if key in raw:
+            errors[key] = f"{key}: given more than once; the last value is used"
+        raw[key] = value
+    return raw, errors
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _estimate(query: str, formulas: bool = True, explain: bool = True) -> "tuple[dict, dict | None, dict, dict]":
+    """(values, result or None, errors, baseline inputs) for a query string; bad inputs fall back to their
+    defaults, the key that caused each error named. ``explain=False``: the totals only, remembered
+    (``estimate.totals_only``)."""
+    raw, errors = _pairs(query)
+    base_raw = {k[5:]: v for k, v in raw.items() if k.startswith("base.") and v != ""}
+    raw = {k: v for k, v in raw.items() if v != "" and not k.startswith("base.")}
+    values, parse_errors = parse(raw, strict=False)
+    errors.update(parse_errors)
+    if base_raw and values["compare"] == "off":
+        values["compare"] = "baseline"
+    given = [k for k in raw if k not in parse_errors]
+    for _ in range(len(BY_KEY) + 1):
+        try:
+            result = estimate_values(values, formulas=formulas) if explain else totals_only(values)
+            return values, result, errors, base_raw
+        except FieldError as error:
+            key = error.key if error.key in BY_KEY else "model"
+            if values[key] == DEFAULTS[key]:
+                # The default fails only with another input: the latest input given is reset instead,
+                # and the message stays under the key that describes the conflict.
+                candidates = [k for k in reversed(given) if values[k] != DEFAULTS[k]]
+                if not candidates:
+                    errors[key] = str(error)
+                    break
+                errors.setdefault(candidates[0], f"{candidates[0]}: conflicts with the other inputs ({error})")
+                values[candidates[0]] = DEFAULTS[candidates[0]]
+                continue
+            errors[key] = str(error)
+            values[key] = DEFAULTS[key]
+    return values, None, errors, base_raw
+
+
+def _answers(values: dict, result: dict, base_raw: dict, errors: dict) -> "Steps[dict]":
+    answers = yield from answer_steps(values, result)
+    answers["comparison"] = None
+    if values["compare"] != "off":
+        try:
+            answers["comparison"] = yield from compare_steps(values, result, base_raw, answers)
+        except FieldError as error:
+            errors[error.key] = str(error)
+    return answers
+
+
+def _dumps(payload: dict) -> str:
+    """JSON that JSON.parse accepts: no NaN or Infinity (a non-finite float becomes null)."""
+    try:
+        return json.dumps(payload, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(payload), allow_nan=False)
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def run(query: str, formulas: bool = True) -> str:
+    """Estimate for a URL query string; returns JSON with result, breakdown, total, gpus, formulas, errors,
+    warnings and the normalised query (see CONTRACT in the README's layout section).
+
+    ``formulas=False`` leaves out the records' formulas (``answers`` carries them too): the page draws a
+    keystroke's numbers within the frame, and the formulas table with the answers once typing pauses. The
+    answers, which re-run the estimate many times, come from ``answers`` so typing stays fast.
+    """
+    values, result, errors, _ = _estimate(query, formulas)
+    payload: dict = {"errors": errors, "query": to_query(values), "warnings": []}
+    if result is not None:
+        total = result["total_bytes"]
+        payload.update(result=result, breakdown=result["breakdown"], summary=report.summary(result),
+                       total={"bytes": total, **format_bytes(total), "unit_note": report.UNIT_NOTE},
+                       gpus=gpu_fits(total, values["gpu"]), warnings=list(result["warnings"]))
+        if formulas:
+            payload["formulas"] = explain_formulas(result)
+    payload["warnings"] += _ignored(values, query)
+    return _dumps(payload)
+
+
+def headline(query: str) -> str:
+    """What a keystroke's own frame shows: the total per GPU, its fit on the chosen GPU, and the inputs'
+    errors; JSON shaped as ``run``'s payload with only those parts (``gpus`` holds the chosen GPU alone).
+    The page asks ``run`` for everything else in the frame after, so a key is answered within a frame."""
+    values, result, errors, _ = _estimate(query, explain=False)
+    payload: dict = {"errors": errors}
+    if result is not None:
+        total = result["total_bytes"]
+        payload.update(result={"total_bytes": total, "peak_bytes": result["peak_bytes"]},
+                       total={"bytes": total, **format_bytes(total)},
+                       gpus=[gpu_fit(total, values["gpu"], values["gpu"])])
+    return _dumps(payload)
+
+
+def _ignored(values: dict, query: str) -> "list[str]":
+    """Messages for keys given that do not apply to the mode or method chosen (pycore.inputs.applies)."""
+    given = [k for k, _ in parse_qsl(query[:MAX_QUERY].lstrip("?"))[:MAX_KEYS] if k in BY_KEY]
+    return [describe(key, values) for key in ignored(values, list(dict.fromkeys(given)))]
+
+
+def answers(query: str) -> str:
+    """JSON with the answers (GPUs needed, plan, largest batch and sequence, cost, how to fit, comparison),
+    the estimate's formulas (as ``run`` gives them) and any message about baseline inputs."""
+    return finish(answers_steps(query))
+
+
+def answers_steps(query: str) -> "Steps[str]":
+    """``answers`` in steps (pycore/base/steps.py): the page makes them a few at a time while a person types.
+    The estimate with its formulas and the JSON are steps of their own, a few milliseconds each."""
+    yield
+    values, result, errors, base_raw = _estimate(query)
+    if result is None:
+        return _dumps({"answers": None, "formulas": None, "errors": errors})
+    found = yield from _answers(values, result, base_raw, errors)
+    yield
+    formulas = explain_formulas(result)
+    yield
+    return _dumps({"answers": found, "display": report.display_answers(result, found), "formulas": formulas,
+                   "errors": errors})
+
+
+def csv(query: str) -> str:
+    """The CSV download for a URL query string: the same bytes as ``python -m pycore --csv``."""
+    values, result, errors, base_raw = _estimate(query)
+    if result is None:
+        return ""
+    return report.to_csv(values, result, finish(_answers(values, result, base_raw, errors)))
+
+
+def fits(query: str) -> str:
+    """JSON rows of every preset's total per GPU for the query's workload on its ``gpus`` GPUs."""
+    from pycore.answers.what_fits import what_fits
+    values, _, errors, _ = _estimate(query)
+    return _dumps({"rows": what_fits(values, values["gpus"] or 1), "gpus": values["gpus"] or 1,
+                   "gpu": values["gpu"], "errors": errors})
+
+
+def import_config(text: str) -> str:
+    """A pasted, uploaded or fetched config.json as schema inputs: its family's preset plus overrides."""
+    from pycore.model.config_import import import_config as convert
+    return _dumps(convert(text))
