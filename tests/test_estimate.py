@@ -16,7 +16,7 @@ def static_bytes(result):
 def test_zero_paper_baseline_16_bytes_per_parameter():
     # Rajbhandari et al. 2020 (ZeRO), section 3.1: mixed-precision Adam keeps (2 + 2 + 12)Ψ bytes, so a
     # 7.5B-parameter model needs 120 GB before activations.
-    result = estimate({"params": "7.5B", "precision": "bf16-master", "activations": "per-sample"})
+    result = estimate({"params": "7.5B", "precision": "bf16-master", "activations": "per-sample"}).as_dict()
     assert static_bytes(result) == 120 * 10**9
 
 
@@ -30,7 +30,7 @@ def test_zero_paper_baseline_16_bytes_per_parameter():
     ("fp32", "sgd", 4 + 4),
 ])
 def test_bytes_per_parameter(precision, optimizer, bytes_per_param):
-    result = estimate({"params": "1B", "precision": precision, "optimizer": optimizer, "activations": "per-sample"})
+    result = estimate({"params": "1B", "precision": precision, "optimizer": optimizer, "activations": "per-sample"}).as_dict()
     assert static_bytes(result) == bytes_per_param * 10**9
 
 
@@ -45,21 +45,21 @@ def test_korthikanti_equation_1():
 
 def test_kv_cache_bytes_per_token_llama_3_8b():
     # vLLM reports Llama 3 8B's KV cache at 131,072 bytes per token in bf16 (32 layers, 8 KV heads, 128 dims).
-    result = estimate({"model": "llama-3.1-8b", "mode": "infer", "precision": "bf16"})
+    result = estimate({"model": "llama-3.1-8b", "mode": "infer", "precision": "bf16"}).as_dict()
     assert result["kv_bytes_per_token"] == 131_072
 
 
 def test_multiplier_and_per_sample_models():
     result = estimate({"model": "gpt2", "activations": "multiplier", "act_multiplier": "10", "precision": "bf16",
-                       "batch": "2", "seq": "1024"})
+                       "batch": "2", "seq": "1024"}).as_dict()
     # batch · seq · hidden · layers · multiplier · activation bytes (2 for bf16), not halved
     assert result["components"]["activations"] == 2 * 1024 * 768 * 12 * 10 * 2
-    result = estimate({"params": "100M", "activations": "per-sample", "act_per_sample": "1GiB", "batch": "3"})
+    result = estimate({"params": "100M", "activations": "per-sample", "act_per_sample": "1GiB", "batch": "3"}).as_dict()
     assert result["components"]["activations"] == 3 * 2**30
 
 
 def test_peak_is_the_largest_phase_and_total_adds_overhead():
-    result = estimate({"model": "llama-3.2-1b", "batch": "4", "overhead": "10%"})
+    result = estimate({"model": "llama-3.2-1b", "batch": "4", "overhead": "10%"}).as_dict()
     assert result["peak_bytes"] == max(result["phases"].values())
     assert result["overhead_bytes"] == round(result["peak_bytes"] / 10)
     assert result["total_bytes"] == result["peak_bytes"] + result["overhead_bytes"]
@@ -67,14 +67,14 @@ def test_peak_is_the_largest_phase_and_total_adds_overhead():
 
 def test_memory_savers_save_memory():
     base = {"model": "llama-3.2-1b", "batch": "8", "seq": "4096", "precision": "bf16"}
-    plain = estimate(base)["components"]["activations"]
-    assert estimate({**base, "recompute": "full"})["components"]["activations"] < plain / 5
-    assert estimate({**base, "attention": "eager"})["components"]["activations"] > plain
+    plain = estimate(base).components["activations"]
+    assert estimate({**base, "recompute": "full"}).components["activations"] < plain / 5
+    assert estimate({**base, "attention": "eager"}).components["activations"] > plain
 
 
 def test_activations_grow_linearly_with_batch():
-    one = estimate({"model": "gpt2", "batch": "1"})["components"]["activations"]
-    four = estimate({"model": "gpt2", "batch": "4"})["components"]["activations"]
+    one = estimate({"model": "gpt2", "batch": "1"}).components["activations"]
+    four = estimate({"model": "gpt2", "batch": "4"}).components["activations"]
     assert four == pytest.approx(4 * one, rel=1e-9)
 
 
@@ -104,8 +104,8 @@ def test_impossible_inputs_name_the_key(inputs, key):
 
 
 def test_serving_kv_cache_grows_with_context():
-    short = estimate({"model": "llama-3.1-8b", "mode": "infer", "seq": "1024", "new_tokens": "1"})
-    long = estimate({"model": "llama-3.1-8b", "mode": "infer", "seq": "4096", "new_tokens": "1"})
+    short = estimate({"model": "llama-3.1-8b", "mode": "infer", "seq": "1024", "new_tokens": "1"}).as_dict()
+    long = estimate({"model": "llama-3.1-8b", "mode": "infer", "seq": "4096", "new_tokens": "1"}).as_dict()
     assert long["components"]["kv_cache"] == 4 * short["components"]["kv_cache"]
 
 
@@ -116,7 +116,7 @@ def test_bert_base_worked_example_of_the_multiplier_calculators():
     # 110M × 4 B = 419.6 MiB here (2^20 bytes a MiB) and its 289 is 288.0: both differ in rounding only.
     mib = 2**20
     result = estimate({"params": "110M", "layers": "12", "hidden": "768", "precision": "fp32", "act_dtype": "fp16",
-                       "act_multiplier": "4", "batch": "32", "seq": "128", "overhead": "0"})
+                       "act_multiplier": "4", "batch": "32", "seq": "128", "overhead": "0"}).as_dict()
     c = result["components"]
     assert round(c["weights"] / mib, 1) == 419.6 and round(c["gradients"] / mib, 1) == 419.6
     assert round(c["optimizer"] / mib, 1) == 839.2
@@ -125,7 +125,7 @@ def test_bert_base_worked_example_of_the_multiplier_calculators():
 
 
 def test_a_bare_parameter_count_answers_with_model_states():
-    result = estimate({"params": "7B"})
+    result = estimate({"params": "7B"}).as_dict()
     # The Trainer trains in the checkpoint's dtype, bf16 where unknown: weights, gradients and two AdamW
     # states of 2 bytes each (pycore/inputs/frameworks.py), plus the CUDA context allowance (pycore/memory/device.py);
     # nothing is allocated and freed within the step, so the allocator's cache adds nothing.
@@ -144,6 +144,6 @@ def test_grouped_query_keys_and_values_are_saved_per_kv_head_under_flash():
     # 2 · 2 B · 8 · 128 instead of 2 · 2 B · 32 · 128 per token and layer, 12,288 bytes less; over 32 layers
     # and 2,048 tokens that is 805,306,368 bytes.
     base = {"model": "llama-3.1-8b", "precision": "bf16", "seq": "2048"}
-    native = estimate({**base, "attention": "flash"})["components"]["activations"]
-    expanded = estimate({**base, "attention": "flash-repeat"})["components"]["activations"]
+    native = estimate({**base, "attention": "flash"}).components["activations"]
+    expanded = estimate({**base, "attention": "flash-repeat"}).components["activations"]
     assert expanded - native == 12_288 * 32 * 2048

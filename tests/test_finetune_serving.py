@@ -32,7 +32,7 @@ def test_lora_trains_only_the_adapters():
     # for Llama-2-7B at r=8 above: 32 · 8 · (4096 + 4096) · 2).
     adapters = 32 * (16 * (4096 + 4096) + 16 * (4096 + 1024))
     assert adapters == 6_815_744
-    c = result["components"]
+    c = result.components
     assert c["gradients"] == adapters * 4 and c["optimizer"] == adapters * 8        # fp32 adapters, AdamW
     assert c["weights"] == 8_030_261_248 * 2 + adapters * 4
 
@@ -49,8 +49,8 @@ def test_bits_per_weight(name, group, bits):
 
 
 def test_qlora_stores_the_base_in_nf4():
-    lora = estimate({"model": "llama-3.1-8b", "method": "lora", "precision": "bf16"})["components"]["weights"]
-    qlora = estimate({"model": "llama-3.1-8b", "method": "qlora", "precision": "bf16"})["components"]["weights"]
+    lora = estimate({"model": "llama-3.1-8b", "method": "lora", "precision": "bf16"}).components["weights"]
+    qlora = estimate({"model": "llama-3.1-8b", "method": "qlora", "precision": "bf16"}).components["weights"]
     # By hand from Llama 3.1 8B's config.json: the block linears are q 4096·4096 + k, v 4096·1024 each +
     # o 4096·4096 + gate, up, down 3·4096·14336 = 218,103,808 a layer, × 32 = 6,979,321,856, stored in NF4
     # with double-quantized constants (Dettmers et al. 2023, QLoRA section 3: 4 + 8/64 + 32/(64·256) =
@@ -90,9 +90,9 @@ def test_sliding_window_layers_keep_the_window():
 
 
 def test_fp8_cache_halves_bf16():
-    bf16 = estimate({"model": "llama-3.1-8b", "mode": "infer", "precision": "bf16"})["components"]["kv_cache"]
+    bf16 = estimate({"model": "llama-3.1-8b", "mode": "infer", "precision": "bf16"}).components["kv_cache"]
     fp8 = estimate({"model": "llama-3.1-8b", "mode": "infer", "precision": "bf16", "kv_dtype": "fp8"})
-    assert fp8["components"]["kv_cache"] * 2 == bf16
+    assert fp8.components["kv_cache"] * 2 == bf16
 
 
 def test_serving_answers_are_boundaries():
@@ -100,7 +100,7 @@ def test_serving_answers_are_boundaries():
                     "new_tokens": "512", "gpu": "l40s"})
     got = answer(values, estimate_values(values))
     usable = catalog.gpus()["l40s"]["usable_bytes"]
-    fits = lambda **c: estimate_values({**values, **c})["total_bytes"] <= usable  # noqa: E731
+    fits = lambda **c: estimate_values({**values, **c}).total_bytes <= usable  # noqa: E731
     assert fits(batch=got["max_concurrency"]) and not fits(batch=got["max_concurrency"] + 1)
     assert got["max_context"] == got["max_seq"] + 512
     assert fits(seq=got["max_seq"]) and not fits(seq=got["max_seq"] + 1)
@@ -119,13 +119,13 @@ def test_baseline_inputs_come_from_base_keys():
     comparison = payload["answers"]["comparison"]
     assert dict(comparison["baseline_query"])["batch"] == "2"
     expected = estimate({"model": "gpt2", "batch": "2", "precision": "bf16", "attention": "eager"})
-    assert comparison["baseline_total_bytes"] == expected["total_bytes"]
+    assert comparison["baseline_total_bytes"] == expected.total_bytes
 
 
 def test_training_and_serving_side_by_side():
     payload = json.loads(web.answers("model=llama-3.1-8b&compare=serving"))
     served = estimate({"model": "llama-3.1-8b", "mode": "infer"})
-    assert payload["answers"]["comparison"]["baseline_total_bytes"] == served["total_bytes"]
+    assert payload["answers"]["comparison"]["baseline_total_bytes"] == served.total_bytes
 
 
 def test_cli_compare_matches_the_page():
@@ -142,4 +142,4 @@ def test_serving_how_to_fit_offers_serving_changes_that_help():
     result = estimate_values(values)
     rows = answer(values, result)["how_to_fit"]
     assert {"kv_dtype=fp8", "quant=awq-int4"} <= {r["change"] for r in rows}
-    assert all(r["total_bytes"] < result["total_bytes"] for r in rows)
+    assert all(r["total_bytes"] < result.total_bytes for r in rows)

@@ -65,16 +65,16 @@ def test_defaults_parse_together_as_one_estimate_input():
 def test_auto_inputs_follow_the_framework():
     from pycore import estimate
     # torchtune's recipes: fused AdamW, bf16, chunked loss of 8, full activation checkpointing.
-    tune = estimate({"model": "llama-3.1-8b", "framework": "torchtune"})["setup"]
+    tune = estimate({"model": "llama-3.1-8b", "framework": "torchtune"}).as_dict()["setup"]
     assert tune["precision"] == "bf16" and tune["optimizer_impl"] == "fused"
-    plain = estimate({"model": "llama-3.1-8b", "framework": "pytorch"})["setup"]
+    plain = estimate({"model": "llama-3.1-8b", "framework": "pytorch"}).as_dict()["setup"]
     assert plain["precision"] == "fp32" and plain["optimizer_impl"] == "foreach"
     # The Trainer trains the checkpoint's dtype: Llama 3.1 is bfloat16, GPT-2 float32.
-    assert estimate({"model": "llama-3.1-8b"})["setup"]["precision"] == "bf16"
-    assert estimate({"model": "gpt2"})["setup"]["precision"] == "fp32"
+    assert estimate({"model": "llama-3.1-8b"}).setup.precision == "bf16"
+    assert estimate({"model": "gpt2"}).setup.precision == "fp32"
     # A value the user sets wins over the framework's.
     assert estimate({"model": "llama-3.1-8b", "framework": "torchtune", "optimizer_impl": "foreach"}
-                    )["setup"]["optimizer_impl"] == "foreach"
+                    ).setup.optimizer_impl == "foreach"
 
 
 def test_the_issue_example_fused_adamw_bf16():
@@ -82,8 +82,8 @@ def test_the_issue_example_fused_adamw_bf16():
     # and two AdamW states in bf16 are 8 bytes a parameter (59.8 GiB) and the step adds nothing; the
     # foreach kernel would add one more state-sized temporary (2 bytes a parameter) at the step.
     from pycore import estimate
-    fused = estimate({"model": "llama-3.1-8b", "precision": "bf16"})
-    foreach = estimate({"model": "llama-3.1-8b", "precision": "bf16", "optimizer_impl": "foreach"})
+    fused = estimate({"model": "llama-3.1-8b", "precision": "bf16"}).as_dict()
+    foreach = estimate({"model": "llama-3.1-8b", "precision": "bf16", "optimizer_impl": "foreach"}).as_dict()
     assert fused["components"].get("optimizer_step_temporaries", 0) == 0
     assert foreach["components"]["optimizer_step_temporaries"] == 8_030_261_248 * 2
     assert fused["total_bytes"] < foreach["total_bytes"]

@@ -26,8 +26,8 @@ def test_head_counts_equal_transformers(label):
 
 
 def test_classification_drops_the_vocabulary_logits():
-    mlm = estimate({"model": "bert-base-uncased", "batch": "32", "seq": "512"})
-    cls = estimate({"model": "bert-base-uncased", "batch": "32", "seq": "512", "head": "classification"})
+    mlm = estimate({"model": "bert-base-uncased", "batch": "32", "seq": "512"}).as_dict()
+    cls = estimate({"model": "bert-base-uncased", "batch": "32", "seq": "512", "head": "classification"}).as_dict()
     # BERT's MLM head keeps 32·512·30522 logits and their loss buffers; a 2-label head keeps 32·512·2.
     # BERT's checkpoint is fp32, so the logits alone are 32·512·30522·4 B = 2,000,289,792 bytes, and every
     # buffer of the head is as wide as its output: the two differ by exactly 30522 / 2.

@@ -12,7 +12,7 @@ GB = 10**9
 
 
 def model_states(result):
-    c = result["components"]
+    c = result.components
     return c["weights"] + c.get("master_weights", 0) + c["gradients"] + c["optimizer"]
 
 
@@ -28,7 +28,7 @@ def test_zero_paper_figure_1(zero, expected_gb):
 @pytest.mark.parametrize("fsdp,zero", [("NO_SHARD", "0"), ("SHARD_GRAD_OP", "2"), ("FULL_SHARD", "3")])
 def test_fsdp_names_are_zero_stages(fsdp, zero):
     base = {"model": "llama-3.1-8b", "dp": "8", "precision": "bf16-master"}
-    named, staged = estimate({**base, "fsdp": fsdp})["components"], estimate({**base, "zero": zero})["components"]
+    named, staged = estimate({**base, "fsdp": fsdp}).components, estimate({**base, "zero": zero}).components
     if fsdp == "SHARD_GRAD_OP":
         # FSDP keeps each rank's parameter shard beside the gathered copy (validation/measured_fsdp.json);
         # DeepSpeed's ZeRO-2 keeps only the replica.
@@ -57,7 +57,7 @@ GPT3 = {"layers": "1", "hidden": "12288", "heads": "96", "kv_heads": "96", "ffn"
 def test_korthikanti_table_2(tp, sp, coefficient):
     result = estimate({**GPT3, "tp": str(tp), "sp": sp})
     s, b, h, a = 2048, 1, 12288, 96
-    assert result["components"]["activations"] == round(s * b * h * coefficient(tp, 5 * a * s / h))
+    assert result.components["activations"] == round(s * b * h * coefficient(tp, 5 * a * s / h))
 
 
 def test_tensor_parallel_splits_matrices_and_keeps_norms():
@@ -85,18 +85,18 @@ def test_1f1b_first_stage_holds_a_whole_model_of_activations():
     # Korthikanti et al. 2022, section 4.2.3: with 1F1B the first stage stores activations of p
     # micro-batches of its L/p layers, the same as all L layers for one micro-batch.
     base = {"model": "llama-3.1-70b", "activations": "korthikanti", "precision": "bf16", "seq": "4096"}
-    single = estimate(base)["components"]["activations"]
+    single = estimate(base).components["activations"]
     piped = estimate({**base, "pp": "8", "microbatches": "16"})
-    first = piped["stages"][0]["components"]["activations"]
+    first = piped.stages[0]["components"]["activations"]
     assert first == pytest.approx(single, rel=1e-9)
     interleaved = estimate({**base, "pp": "8", "microbatches": "16", "interleave": "2"})
-    assert interleaved["stages"][0]["components"]["activations"] == pytest.approx(single * (1 + 7 / 16), rel=1e-9)
+    assert interleaved.stages[0]["components"]["activations"] == pytest.approx(single * (1 + 7 / 16), rel=1e-9)
 
 
 def test_context_parallel_splits_activations():
     base = {"model": "llama-3.1-8b", "precision": "bf16", "seq": "32768", "recompute": "selective"}
     one, four = estimate(base), estimate({**base, "cp": "4"})
-    assert four["components"]["activations"] == pytest.approx(one["components"]["activations"] / 4, rel=0.01)
+    assert four.components["activations"] == pytest.approx(one.components["activations"] / 4, rel=0.01)
 
 
 def test_expert_parallel_splits_experts_only():
@@ -111,8 +111,8 @@ def test_expert_parallel_splits_experts_only():
 def test_offload_moves_the_optimizer_to_host_memory():
     base = {"model": "llama-3.1-8b", "precision": "bf16-master", "dp": "8", "zero": "3"}
     on_gpu, offloaded = estimate(base), estimate({**base, "offload": "optimizer"})
-    assert offloaded["components"].get("optimizer", 0) == 0 and offloaded["host_bytes"] > on_gpu["components"]["optimizer"]
-    assert offloaded["peak_bytes"] < on_gpu["peak_bytes"]
+    assert offloaded.components.get("optimizer", 0) == 0 and offloaded.host_bytes > on_gpu.components["optimizer"]
+    assert offloaded.peak_bytes < on_gpu.peak_bytes
 
 
 @pytest.mark.parametrize("layout", [{"pp": "4"}, {"pp": "8", "microbatches": "3"}, {"pp": "6", "microbatches": "12"},
@@ -124,8 +124,8 @@ def test_totals_only_skip_no_stage_that_could_be_the_worst(model, layout):
     from pycore.memory.estimate import total_bytes
     values = parse({"model": model, "seq": "4096", **layout})
     explained = estimate_values(values)
-    assert total_bytes(values) == explained["total_bytes"]
-    assert len(explained["stages"]) == int(layout["pp"])
+    assert total_bytes(values) == explained.total_bytes
+    assert len(explained.stages) == int(layout["pp"])
 
 
 @pytest.mark.parametrize("inputs,key", [({"tp": "3"}, "tp"), ({"pp": "99"}, "pp"), ({"ep": "2"}, "ep"),
@@ -145,7 +145,7 @@ def test_answers_are_the_boundaries():
     result = estimate_values(values)
     usable = catalog.gpus()["h100-sxm-80gb"]["usable_bytes"]
     got = answer(values, result)
-    fits = lambda **c: estimate_values({**values, **c})["total_bytes"] <= usable  # noqa: E731
+    fits = lambda **c: estimate_values({**values, **c}).total_bytes <= usable  # noqa: E731
     assert fits(dp=got["gpus_needed"]) and not fits(dp=got["gpus_needed"] - 1)
     assert fits(batch=got["max_batch"]) and not fits(batch=got["max_batch"] + 1)
     assert fits(seq=got["max_seq"]) and not fits(seq=got["max_seq"] + 1)
@@ -184,7 +184,7 @@ def test_generic_network_shards_with_zero():
     # A bare 1B fp32 network with AdamW under ZeRO-3 on 4 GPUs: each keeps a quarter of the weights
     # (10^9 · 4 B / 4), of the gradients (the same) and of the two fp32 AdamW states (10^9 · 8 B / 4).
     one = estimate({"params": "1B", "activations": "per-sample", "zero": "3", "dp": "4", "precision": "fp32"})
-    c = one["components"]
+    c = one.components
     assert c["weights"] == 10**9 * 4 // 4 and c["gradients"] == 10**9 * 4 // 4
     assert c["optimizer"] == 10**9 * 8 // 4
 
@@ -221,7 +221,7 @@ def test_expert_parallelism_needs_data_parallel_gpus_to_spread_over():
     with pytest.raises(InputError) as error:
         estimate({"model": "mixtral-8x7b-v0.1", "ep": "8", "zero": "3"})
     assert error.value.key == "ep" and "dp × cp" in str(error.value)
-    assert estimate({"model": "mixtral-8x7b-v0.1", "ep": "8", "zero": "3", "dp": "8"})["total_bytes"] > 0
+    assert estimate({"model": "mixtral-8x7b-v0.1", "ep": "8", "zero": "3", "dp": "8"}).total_bytes > 0
 
 
 def test_70b_fsdp_needs_a_gpu_count_checkable_by_hand():
@@ -236,7 +236,7 @@ def test_70b_fsdp_needs_a_gpu_count_checkable_by_hand():
     assert answers["gpus_needed"] == 8 and answers["fits"]
     seven = estimate({"model": "llama-3.1-70b", "precision": "bf16", "fsdp": "FULL_SHARD", "recompute": "full",
                       "dp": "7"})
-    assert seven["total_bytes"] > 85_520_809_984           # the H100's usable bytes (presets/gpus.json)
+    assert seven.total_bytes > 85_520_809_984           # the H100's usable bytes (presets/gpus.json)
 
 
 def test_default_page_and_70b_get_a_plan_not_none_fits():
@@ -344,8 +344,8 @@ def test_fsdp2_mixed_precision_gathers_layers_in_bf16():
     # it under autocast. Llama 3.1 8B's largest layer: attention 4096·(4096 + 2·1024 + 4096) = 41,943,040,
     # MLP 3·4096·14336 = 176,160,768, two norms 8,192: 218,112,000 parameters.
     base = {"model": "llama-3.1-8b", "fsdp": "FULL_SHARD", "dp": "8"}
-    fsdp2 = estimate({**base, "precision": "fsdp2-bf16"})["components"]
-    amp = estimate({**base, "precision": "amp-bf16"})["components"]
+    fsdp2 = estimate({**base, "precision": "fsdp2-bf16"}).components
+    amp = estimate({**base, "precision": "amp-bf16"}).components
     assert fsdp2["weights_gathered"] == 218_112_000 * 2 and amp["weights_gathered"] == 218_112_000 * 4
     # the fp32 shards are the same; the gathered embeddings and head are bf16 too
     assert fsdp2["weights"] < amp["weights"] and "autocast_weight_copies" not in fsdp2

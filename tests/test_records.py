@@ -68,18 +68,19 @@ def test_breakdown_adds_up_and_every_formula_evaluates_to_its_bytes(model):
     checked = 0
     for setup in SETUPS:
         try:
-            result = estimate({"model": model, **setup})
+            record = estimate({"model": model, **setup})
         except FieldError as error:
             # Some setups cannot work for some models (LoRA on an encoder, serving a ResNet, tp not
             # dividing heads): the refusal names one of the keys given.
             assert error.key in setup or error.key in ("mode", "method", "activations", "layers", "tp", "pp", "ep")
             continue
+        result = record.as_dict()
         rows = result["breakdown"]
         assert all(row["bytes"] >= 0 for row in rows)
         assert sum(row["bytes"] for row in rows) == result["total_bytes"]
         assert result["total_bytes"] == result["peak_bytes"] + result["overhead_bytes"]
         assert result["peak_bytes"] == max(result["moments"].values())
-        for row in formulas(result) + result["breakdown"]:
+        for row in formulas(record) + result["breakdown"]:
             assert evaluate(row["substituted"]) == row["bytes"], (setup, row["name"] if "name" in row else row["key"])
             assert isinstance(row["bytes"], int)
         checked += 1
@@ -89,7 +90,7 @@ def test_breakdown_adds_up_and_every_formula_evaluates_to_its_bytes(model):
 def test_the_default_page_breakdown_is_its_records():
     # The example: 70B, bf16-master, full recompute, batch 1, seq 8192 — rows summed to more
     # than the total before; now each row is a pool live at the peak.
-    result = estimate({"model": "llama-3.1-70b", "precision": "bf16-master", "recompute": "full", "seq": "8192"})
+    result = estimate({"model": "llama-3.1-70b", "precision": "bf16-master", "recompute": "full", "seq": "8192"}).as_dict()
     keys = [row["key"] for row in result["breakdown"]]
     assert "other" not in keys and keys[-2:] == ["allocator_cache", "cuda_context"]
     assert sum(row["bytes"] for row in result["breakdown"]) == result["total_bytes"]

@@ -16,15 +16,15 @@ GIB = 2**30
 def test_serving_loads_the_checkpoint_dtype_not_the_training_policy():
     # Llama 3.1 8B's config.json says torch_dtype bfloat16: 8,030,261,248 parameters × 2 bytes.
     result = estimate({"model": "llama-3.1-8b", "mode": "infer"})
-    assert result["components"]["weights"] == 8_030_261_248 * 2
-    assert result["setup"]["precision"] == "bf16"
+    assert result.components["weights"] == 8_030_261_248 * 2
+    assert result.setup.precision == "bf16"
     # GPT-2's checkpoint is float32: transformers loads it as such, vLLM runs it in bf16.
-    assert estimate({"model": "gpt2", "mode": "infer"})["setup"]["weight_dtype"] == "fp32"
-    assert estimate({"model": "gpt2", "mode": "infer", "engine": "vllm"})["setup"]["weight_dtype"] == "bf16"
+    assert estimate({"model": "gpt2", "mode": "infer"}).setup.weight_dtype == "fp32"
+    assert estimate({"model": "gpt2", "mode": "infer", "engine": "vllm"}).setup.weight_dtype == "bf16"
     # Training with the Trainer's defaults keeps the checkpoint's dtype too (pycore/inputs/frameworks.py); with
     # bf16=True (precision=amp-bf16) the weights are fp32 under autocast.
-    assert estimate({"model": "llama-3.1-8b"})["components"]["weights"] == 8_030_261_248 * 2
-    assert estimate({"model": "llama-3.1-8b", "precision": "amp-bf16"})["components"]["weights"] == 8_030_261_248 * 4
+    assert estimate({"model": "llama-3.1-8b"}).components["weights"] == 8_030_261_248 * 2
+    assert estimate({"model": "llama-3.1-8b", "precision": "amp-bf16"}).components["weights"] == 8_030_261_248 * 4
 
 
 def test_tensor_parallel_weights_and_kv_per_gpu_llama_405b():
@@ -35,41 +35,41 @@ def test_tensor_parallel_weights_and_kv_per_gpu_llama_405b():
     layer = 71_303_168 + 327_155_712 + 32_768
     per_gpu = 126 * layer + 2 * 128256 * 16384 // 8 + 16384
     result = estimate({"model": "llama-3.1-405b", "mode": "infer", "tp": "8"})
-    assert result["components"]["weights"] == per_gpu * 2
+    assert result.components["weights"] == per_gpu * 2
     # 8 kv heads over 8 GPUs: one head per GPU, keys and values, 128 dims, 126 layers, 2 bytes.
-    assert result["kv_bytes_per_token"] == 1 * 2 * 128 * 126 * 2
+    assert result.kv_bytes_per_token == 1 * 2 * 128 * 126 * 2
 
 
 def test_kv_heads_are_replicated_when_fewer_than_tp():
     # vLLM get_num_kv_heads: max(1, kv_heads // tp). Llama 3.1 8B has 8 kv heads: tp 16 keeps one per GPU.
-    eight = estimate({"model": "llama-3.1-8b", "mode": "infer", "tp": "8"})["kv_bytes_per_token"]
-    sixteen = estimate({"model": "llama-3.1-8b", "mode": "infer", "tp": "16"})["kv_bytes_per_token"]
+    eight = estimate({"model": "llama-3.1-8b", "mode": "infer", "tp": "8"}).kv_bytes_per_token
+    sixteen = estimate({"model": "llama-3.1-8b", "mode": "infer", "tp": "16"}).kv_bytes_per_token
     assert eight == sixteen == 1 * 2 * 128 * 32 * 2
 
 
 def test_pipeline_stages_hold_their_own_layers_and_cache():
     # pp=2 on Llama 3.1 8B: 16 layers a stage, so half the per-token cache: 8 kv · 128 · 2 · 16 layers · 2 B.
     result = estimate({"model": "llama-3.1-8b", "mode": "infer", "pp": "2"})
-    assert result["kv_bytes_per_token"] == 8 * 128 * 2 * 16 * 2
-    assert [s["layers"] for s in result["stages"]] == [16, 16]
+    assert result.kv_bytes_per_token == 8 * 128 * 2 * 16 * 2
+    assert [s["layers"] for s in result.stages] == [16, 16]
 
 
 def test_expert_parallel_splits_the_experts():
     # Mixtral 8x7B: 32 layers of 8 experts, each 3 · 4096 · 14336 = 176,160,768 parameters. ep=8 keeps one
     # expert a layer: 7 · 176,160,768 · 32 fewer parameters on each GPU.
-    one = estimate({"model": "mixtral-8x7b-v0.1", "mode": "infer"})["components"]["weights"]
-    eight = estimate({"model": "mixtral-8x7b-v0.1", "mode": "infer", "ep": "8"})["components"]["weights"]
+    one = estimate({"model": "mixtral-8x7b-v0.1", "mode": "infer"}).components["weights"]
+    eight = estimate({"model": "mixtral-8x7b-v0.1", "mode": "infer", "ep": "8"}).components["weights"]
     assert one - eight == 7 * 176_160_768 * 32 * 2
 
 
 def test_the_issues_examples_are_sized():
     # Both were refused with "serving is sized for one GPU"; now each is one GPU's share.
-    whole = estimate({"model": "llama-3.1-405b", "mode": "infer", "precision": "bf16"})["components"]["weights"]
+    whole = estimate({"model": "llama-3.1-405b", "mode": "infer", "precision": "bf16"}).components["weights"]
     split = estimate({"model": "llama-3.1-405b", "mode": "infer", "precision": "bf16", "tp": "8"})
-    assert whole / 8 <= split["components"]["weights"] < whole / 8 * 1.01
+    assert whole / 8 <= split.components["weights"] < whole / 8 * 1.01
     deepseek = estimate({"model": "deepseek-v3", "mode": "infer", "quant": "fp8", "ep": "8"})
-    assert deepseek["components"]["weights"] < estimate({"model": "deepseek-v3", "mode": "infer",
-                                                         "quant": "fp8"})["components"]["weights"] / 4
+    assert deepseek.components["weights"] < estimate({"model": "deepseek-v3", "mode": "infer",
+                                                         "quant": "fp8"}).components["weights"] / 4
 
 
 @pytest.mark.parametrize("inputs,key", [
@@ -92,13 +92,13 @@ def test_vllm_capacity_against_a_published_start_up_log():
     from pycore.memory.estimate import estimate_values
     result = estimate_values(values)
     answers = answer(values, result)
-    assert abs(result["components"]["weights"] / GIB - 14.99) / 14.99 < 0.01
-    assert abs(result["components"]["kv_cache"] / GIB - 19.28) / 19.28 < 0.05
+    assert abs(result.components["weights"] / GIB - 14.99) / 14.99 < 0.01
+    assert abs(result.components["kv_cache"] / GIB - 19.28) / 19.28 < 0.05
     assert abs(answers["kv_cache_tokens"] - 157_936) / 157_936 < 0.05
     assert abs(answers["max_concurrency"] - 1.20) / 1.20 < 0.05
     # the arithmetic vLLM prints: whole blocks of 16 tokens of 128 KiB each
     assert answers["kv_cache_tokens"] % 16 == 0
-    assert result["kv_bytes_per_token"] == 32 * 8 * 128 * 2 * 2
+    assert result.kv_bytes_per_token == 32 * 8 * 128 * 2 * 2
 
 
 def test_context_answers_stop_at_the_models_positions():

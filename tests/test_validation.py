@@ -30,12 +30,12 @@ TRAINING = [c for c in CASES if c["inputs"].get("mode") != "infer"]
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c["label"])
 def test_peak_within_10_percent_of_measured(case):
-    estimated = estimate(compare.measured_inputs(case["inputs"]))["peak_bytes"]
+    estimated = estimate(compare.measured_inputs(case["inputs"])).peak_bytes
     assert abs(estimated - case["peak_bytes"]) <= 0.10 * case["peak_bytes"]
 
 
 def test_median_error_within_3_percent():
-    errors = [abs(estimate(compare.measured_inputs(c["inputs"]))["peak_bytes"] - c["peak_bytes"]) / c["peak_bytes"] for c in CASES]
+    errors = [abs(estimate(compare.measured_inputs(c["inputs"])).peak_bytes - c["peak_bytes"]) / c["peak_bytes"] for c in CASES]
     assert statistics.median(errors) <= 0.03
 
 
@@ -43,7 +43,7 @@ def test_median_error_within_3_percent():
 def test_weights_and_optimizer_state_exact_to_a_tenth_of_a_percent(case):
     # MemTracker's categories at the peak: Parameter is the weights; Optstate is the optimizer state (plus
     # the step's temporaries when the peak is in the step); Other holds the fp32 master weights.
-    result = estimate(compare.measured_inputs(case["inputs"]))
+    result = estimate(compare.measured_inputs(case["inputs"])).as_dict()
     measured, c = case["peak_breakdown"], result["components"]
     assert measured["Parameter"] == pytest.approx(c["weights"], rel=1e-3)
     if result["peak_phase"] == "backward":
@@ -64,7 +64,7 @@ FSDP = json.loads((ROOT / "validation" / "measured_fsdp.json").read_text())["cas
 @pytest.mark.parametrize("case", FSDP, ids=lambda c: c["label"])
 def test_fsdp_peak_within_10_percent_of_measured(case):
     # validation/measured_fsdp.json: FSDP2 rank 0 of N under FSDPMemTracker with the fake process group.
-    estimated = estimate(compare.measured_inputs(case["inputs"]))["peak_bytes"]
+    estimated = estimate(compare.measured_inputs(case["inputs"])).peak_bytes
     assert abs(estimated - case["peak_bytes"]) <= 0.10 * case["peak_bytes"]
 
 
@@ -72,5 +72,5 @@ def test_fsdp_peak_within_10_percent_of_measured(case):
 def test_torchtitan_published_memory_within_10_percent(label, query, theirs):
     # torchtitan docs/performance.md, Llama 3.1 on H100 (Tables 2 and 4): max reserved GiB per GPU.
     from urllib.parse import parse_qsl
-    ours = estimate(dict(parse_qsl(query)))["reserved_bytes"] / 2**30
+    ours = estimate(dict(parse_qsl(query))).reserved_bytes / 2**30
     assert abs(ours - theirs) <= 0.10 * theirs

@@ -42,8 +42,8 @@ def rows():
     record = json.loads(MEASURED.read_text())
     out = []
     for case in record["cases"]:
-        result = estimate(measured_inputs(case["inputs"]))
-        textbook = estimate({**measured_inputs(case["inputs"]), "activations": "korthikanti"})
+        result = estimate(measured_inputs(case["inputs"])).as_dict()
+        textbook = estimate({**measured_inputs(case["inputs"]), "activations": "korthikanti"}).as_dict()
         c = textbook["components"]
         plain = sum(c.get(k, 0) for k in ("weights", "master_weights", "gradients", "optimizer", "activations",
                                           "kv_cache"))
@@ -113,7 +113,7 @@ def vllm_rows():
         result = estimate_values(values)
         ours = answer(values, result)["kv_cache_tokens"]
         out.append({"label": label, "query": query, "kv_gib": kv_gib, "tokens": tokens, "source": source,
-                    "our_kv_gib": result["components"]["kv_cache"] / 2**30, "our_tokens": ours,
+                    "our_kv_gib": result.components["kv_cache"] / 2**30, "our_tokens": ours,
                     "error": (ours - tokens) / tokens})
     return out
 
@@ -123,7 +123,7 @@ def vllm_rows():
 READINGS = [
     ("bert-large-uncased classifier, V100, batch 4, seq 512, fp32, AdamW",
      "model=bert-large-uncased&head=classification&batch=4&seq=512&precision=fp32&optimizer_impl=for-loop"
-     "&attention=eager&gpu=v100-16gb", 14949 / 1024, "device_bytes",
+     "&attention=eager&gpu=v100-16gb", 14949 / 1024, "total_bytes",
      "transformers docs, model_memory_anatomy.md: \"GPU memory occupied: 14949 MB\" (pynvml, MiB)",
      "that Trainer kept gradients between steps (zero_grad without set_to_none, torch 1.x): +1.25 GiB "
      "we do not count"),
@@ -133,7 +133,7 @@ READINGS = [
 def reading_rows():
     out = []
     for label, query, theirs, view, source, why in READINGS:
-        ours = estimate(dict(parse_qsl(query)))[view] / 2**30
+        ours = estimate(dict(parse_qsl(query))).as_dict()[view] / 2**30
         out.append({"label": label, "query": query, "theirs": theirs, "ours": ours, "view": view,
                     "source": source, "why": why, "error": (ours - theirs) / theirs})
     return out
@@ -144,7 +144,7 @@ def fsdp_rows():
     record = json.loads(FSDP.read_text())
     out = []
     for case in record["cases"]:
-        estimated = estimate(measured_inputs(case["inputs"]))["peak_bytes"]
+        estimated = estimate(measured_inputs(case["inputs"])).peak_bytes
         out.append({"label": case["label"], "measured": case["peak_bytes"], "estimated": estimated,
                     "error": (estimated - case["peak_bytes"]) / case["peak_bytes"]})
     return record, out
@@ -232,7 +232,7 @@ def markdown(record, table):
     ], "torchtune README row", TORCHTUNE)
     lines += ["", "## Published readings in the view they measure", "",
               "`peak_bytes` is what `torch.cuda.max_memory_allocated()` reports, `reserved_bytes` what",
-              "`max_memory_reserved()` reports (the caching allocator's cache added), `device_bytes` what",
+              "`max_memory_reserved()` reports (the caching allocator's cache added), `total_bytes` what",
               "nvidia-smi shows (plus the CUDA context and NCCL buffers). The allocator and context allowances",
               "are fit to readings like these (pycore/memory/device.py), not measured here.", "",
               "| run | view | theirs GiB | ours GiB | error | source | why the rest differs |",
@@ -265,7 +265,7 @@ def published(heading, prose, column, runs):
     """A section comparing published per-GPU figures with the estimate for the same inputs."""
     lines = ["", heading, "", *prose, "", f"| {column} | their GiB | estimate GiB | inputs |", "|---|---:|---:|---|"]
     for label, query, theirs in runs:
-        ours = estimate(dict(parse_qsl(query)))["reserved_bytes"] / 2**30
+        ours = estimate(dict(parse_qsl(query))).reserved_bytes / 2**30
         lines.append(f"| {label} | {theirs:.1f} | {ours:.1f} | `{query}` |")
     return lines
 

@@ -73,10 +73,10 @@ def plan(case_list, gpu_bytes):
     out = []
     for label, inputs in case_list:
         result = estimate(compare.measured_inputs(inputs))
-        fits = result["reserved_bytes"] <= FIT_MARGIN * gpu_bytes
-        out.append({"label": label, "inputs": inputs, "estimated_peak_bytes": result["peak_bytes"],
-                    "estimated_reserved_bytes": result["reserved_bytes"], "runs": fits,
-                    "why": "" if fits else f"estimate {result['reserved_bytes'] / 2**30:.1f} GiB does not fit "
+        fits = result.reserved_bytes <= FIT_MARGIN * gpu_bytes
+        out.append({"label": label, "inputs": inputs, "estimated_peak_bytes": result.peak_bytes,
+                    "estimated_reserved_bytes": result.reserved_bytes, "runs": fits,
+                    "why": "" if fits else f"estimate {result.reserved_bytes / 2**30:.1f} GiB does not fit "
                                            f"{FIT_MARGIN:.0%} of {gpu_bytes / 2**30:.0f} GiB"})
     return out
 

@@ -8,9 +8,9 @@ from itertools import combinations
 
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
-from pycore.base.units import duration_text, format_bytes, plural
+from pycore.base.units import GIB, duration_text, format_bytes, plural
 from pycore.inputs import frameworks
-from pycore.memory.estimate import total_bytes
+from pycore.memory.estimate import Estimate, total_bytes
 from pycore.memory.setup import resolve_architecture
 from pycore.model.catalog import gpus as gpu_catalog
 
@@ -236,11 +236,11 @@ def serving_plan(values: dict, usable: int) -> "Steps[list[dict]]":
     return options
 
 
-def _cost(values: dict, result: dict, gpu: dict, gpus: "int | None") -> dict:
+def _cost(values: dict, result: Estimate, gpu: dict, gpus: "int | None") -> dict:
     world = values["dp"] * values["tp"] * values["pp"] * values["cp"]
     count = values["gpus"] or world
     price = values["price"] if values["price"] is not None else gpu["price_usd_per_gpu_hour"]
-    flops = 6 * result["params"]["active"] * values["train_tokens"]
+    flops = 6 * result.params_active * values["train_tokens"]
     answer = {"gpus": count, "price_usd_per_gpu_hour": price, "train_flops": flops, "hours": None,
               "cost_usd": None, "duration_text": "",
               "formula": "hours = 6 · active params · tokens / (GPUs · peak bf16 FLOP/s · MFU)"}
@@ -322,19 +322,19 @@ def _training_changes(values: dict) -> "list[tuple[str, dict]]":
     ]
 
 
-def answer(values: dict, result: dict) -> dict:
+def answer(values: dict, result: Estimate) -> dict:
     """fits, plan, gpus_needed, max_batch, max_seq, cost, how_to_fit and charts for the chosen GPU."""
     return finish(answer_steps(values, result))
 
 
-def answer_steps(values: dict, result: dict) -> "Steps[dict]":
+def answer_steps(values: dict, result: Estimate) -> "Steps[dict]":
     """``answer`` in steps (pycore/base/steps.py)."""
     values = frameworks.apply(values)            # read concrete values, not "auto"
     gpu = gpu_catalog()[values["gpu"]]
     usable = gpu["usable_bytes"]
-    fits = result["total_bytes"] <= usable
+    fits = result.total_bytes <= usable
     out: dict = {"gpu": values["gpu"], "fits": fits, "notes": []}
-    limit = result["model"].get("max_positions") or SEARCH_LIMIT
+    limit = result.model.max_positions or SEARCH_LIMIT
     if values["mode"] == "train":
         out["plan"] = yield from plan(values, usable)
         out["gpus_needed"] = out["plan"][0]["gpus"] if out["plan"] else None
@@ -345,7 +345,7 @@ def answer_steps(values: dict, result: dict) -> "Steps[dict]":
         out["gpus_needed"] = out["plan"][0]["gpus"] if out["plan"] else None
     engine_vllm = values["mode"] == "infer" and values.get("engine") == "vllm"
     if engine_vllm:
-        capacity = result.get("vllm") or {}
+        capacity = result.vllm or {}
         out["kv_cache_tokens"] = capacity.get("kv_cache_tokens")
         out["max_concurrency"] = round(capacity.get("max_concurrency", 0.0), 2)
         out["vllm_context"] = capacity.get("context")
@@ -356,12 +356,12 @@ def answer_steps(values: dict, result: dict) -> "Steps[dict]":
             f"Maximum concurrency for {capacity.get('context', 0):,} tokens per request: "
             f"{capacity.get('max_concurrency', 0.0):.2f}x",
         ]
-        per_token = result.get("kv_bytes_per_token") or 0
+        per_token = result.kv_bytes_per_token or 0
         tokens = capacity.get("kv_cache_tokens", 0)
         out["max_context"] = min(tokens // max(values["batch"], 1), limit) if per_token else None
     else:
         out["max_batch"] = yield from _largest(values, "batch", usable)
-        kind = result["model"]["kind"]
+        kind = result.model.kind
         out["max_seq"] = (yield from _largest(values, "seq", usable, high=limit)) if kind != "generic" else None
         if values["mode"] == "infer":
             # Sequences of prompt + new tokens served at once, and the longest context at this batch.
@@ -370,7 +370,7 @@ def answer_steps(values: dict, result: dict) -> "Steps[dict]":
             out["max_context"] = None if top is None else top + values["new_tokens"]
         if out["max_seq"] is not None and out["max_seq"] == limit and limit != SEARCH_LIMIT:
             out["notes"].append(f"sequence answers are capped at the model's {limit:,} positions")
-    out["how_to_fit"] = [] if fits else (yield from _how_to_fit(values, usable, result["total_bytes"]))
+    out["how_to_fit"] = [] if fits else (yield from _how_to_fit(values, usable, result.total_bytes))
     if not fits and out["plan"] and not any(f["fits"] for f in out["how_to_fit"]):
         # Nothing on this many GPUs fits: the best layout is itself the change to make.
         best = out["plan"][0]
@@ -381,5 +381,5 @@ def answer_steps(values: dict, result: dict) -> "Steps[dict]":
     return out
 
 
-def _gib(result: dict, key: str) -> str:
-    return f"{result['components'].get(key, 0) / 2**30:.2f}"
+def _gib(result: Estimate, key: str) -> str:
+    return f"{result.components.get(key, 0) / GIB:.2f}"

@@ -3,7 +3,7 @@ live at each point's peak: the data the page draws once typing pauses. Each poin
 
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps
-from pycore.memory.estimate import totals_only
+from pycore.memory.estimate import Estimate, totals_only
 
 POINTS = 9
 
@@ -16,8 +16,8 @@ def _series(values: dict, key: str, xs: "list[int]") -> "Steps[dict]":
             result = totals_only({**values, key: x})
         except FieldError:
             continue
-        parts = {k: (label, size) for k, label, size in result["live"]}
-        rows.append((x, parts, result["total_bytes"]))
+        parts = {p.key: (p.label, p.bytes) for p in result.breakdown}
+        rows.append((x, parts, result.total_bytes))
     keys: dict = {}
     for _, parts, _ in rows:
         for k, (label, _) in parts.items():
@@ -38,7 +38,7 @@ def _doubling(start: int, top: int) -> "list[int]":
     return sorted(set(xs))
 
 
-def charts(values: dict, result: dict, answers: dict, usable: int) -> "Steps[dict]":
+def charts(values: dict, result: Estimate, answers: dict, usable: int) -> "Steps[dict]":
     """{"batch": {...}, "seq": {...}}: x values, one series of bytes per component, the GPU's usable
     bytes and the largest value that fits (from the answers); in steps (pycore/base/steps.py)."""
     if values["mode"] == "infer" and values.get("engine") == "vllm":
@@ -49,8 +49,8 @@ def charts(values: dict, result: dict, answers: dict, usable: int) -> "Steps[dic
     out["batch"] = {**(yield from _series(values, "batch", _doubling(1, batch_top))), "usable_bytes": usable,
                     "largest_fitting": answers.get("max_batch"),
                     "label": "concurrent sequences" if values["mode"] == "infer" else "micro-batch per GPU"}
-    if result["model"]["kind"] != "generic":
-        limit = result["model"].get("max_positions") or 1 << 20
+    if result.model.kind != "generic":
+        limit = result.model.max_positions or 1 << 20
         seq_top = min(limit, max(4 * values["seq"], 2 * (answers.get("max_seq") or 0), 4096))
         start = max(128, seq_top >> (POINTS - 1))
         out["seq"] = {**(yield from _series(values, "seq", _doubling(start, seq_top))), "usable_bytes": usable,

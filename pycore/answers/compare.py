@@ -5,7 +5,7 @@ from pycore.answers.answer import answer_steps
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
 from pycore.inputs.schema import parse, to_query
-from pycore.memory.estimate import estimate_values
+from pycore.memory.estimate import Estimate, estimate_values
 
 # What "no memory savers" undoes; everything else stays as the user set it.
 PLAIN: "dict[str, object]" = {"precision": "fp32", "recompute": "none", "attention": "eager", "zero": "0", "fsdp": "none",
@@ -34,7 +34,7 @@ def baseline_values(values: dict, base_raw: dict) -> dict:
     return changed
 
 
-def compare(values: dict, result: dict, base_raw: dict, answers: "dict | None" = None) -> dict:
+def compare(values: dict, result: Estimate, base_raw: dict, answers: "dict | None" = None) -> dict:
     """Both estimates side by side, the difference of every component and the saving.
 
     ``answers`` are the current estimate's answers when the caller has them (they are not recomputed).
@@ -42,7 +42,7 @@ def compare(values: dict, result: dict, base_raw: dict, answers: "dict | None" =
     return finish(compare_steps(values, result, base_raw, answers))
 
 
-def compare_steps(values: dict, result: dict, base_raw: dict, answers: "dict | None" = None) -> "Steps[dict]":
+def compare_steps(values: dict, result: Estimate, base_raw: dict, answers: "dict | None" = None) -> "Steps[dict]":
     """``compare`` in steps (pycore/base/steps.py)."""
     yield                                        # the baseline's estimate is a step of its own
     base = baseline_values(values, base_raw)
@@ -51,12 +51,12 @@ def compare_steps(values: dict, result: dict, base_raw: dict, answers: "dict | N
     except FieldError as error:
         raise error.under("base.") from None
     rows = []
-    for key in sorted(set(result["components"]) | set(base_result["components"])):
-        new, old = result["components"].get(key, 0), base_result["components"].get(key, 0)
+    for key in sorted(set(result.components) | set(base_result.components)):
+        new, old = result.components.get(key, 0), base_result.components.get(key, 0)
         if new or old:
             rows.append({"component": key, "bytes": new, "baseline_bytes": old, "difference_bytes": new - old})
-    base_total = base_result["total_bytes"]
-    saving = (base_total - result["total_bytes"]) / base_total if base_total else 0.0
+    base_total = base_result.total_bytes
+    saving = (base_total - result.total_bytes) / base_total if base_total else 0.0
     if saving < 0:
         message = (f"This setup uses {-100 * saving:.1f}% more memory per GPU than the baseline: a negative "
                    "saving (fp32 master weights and optimizer state can outweigh 16-bit activations).")
@@ -68,8 +68,8 @@ def compare_steps(values: dict, result: dict, base_raw: dict, answers: "dict | N
     return {
         "mode": values["compare"],
         "baseline_query": to_query(base),
-        "total_bytes": result["total_bytes"], "baseline_total_bytes": base_total,
-        "peak_phase": result["peak_phase"], "baseline_peak_phase": base_result["peak_phase"],
+        "total_bytes": result.total_bytes, "baseline_total_bytes": base_total,
+        "peak_phase": result.peak_phase, "baseline_peak_phase": base_result.peak_phase,
         "saving": saving, "message": message, "components": rows,
         "labels": {"this": "This setup", "baseline": "Baseline", "difference": "Δ"},
         "gpus_needed": answers.get("gpus_needed"), "baseline_gpus_needed": base_answers.get("gpus_needed"),

@@ -7,6 +7,7 @@ from pycore.answers.answer import answer
 from pycore.answers.compare import compare
 from pycore.answers.fit import gpu_fits
 from pycore.base.errors import FieldError
+from pycore.base.units import GIB
 from pycore.inputs.applies import describe, ignored
 from pycore.inputs.schema import markdown_table, parse
 from pycore.memory.estimate import estimate_values
@@ -85,8 +86,8 @@ def _fits(words):
         if row["total_bytes"] is None:
             print(f"{row['id']:28s} {row['params']:16,d} {'':>13s} {'':>13s} {'no':6s}  {row['error']}")
             continue
-        print(f"{row['id']:28s} {row['params']:16,d} {row['total_bytes'] / 2**30:9,.2f} GiB "
-              f"{row['headroom_bytes'] / 2**30:9,.2f} GiB {row['status']:6s}  {layout}"
+        print(f"{row['id']:28s} {row['params']:16,d} {row['total_bytes'] / GIB:9,.2f} GiB "
+              f"{row['headroom_bytes'] / GIB:9,.2f} GiB {row['status']:6s}  {layout}"
               + (f"  ({row['note']})" if row["note"] else ""))
     print(f"\n{count} × {values['gpu']}; GiB = 2^30 bytes.")
     return 0
@@ -103,7 +104,7 @@ def _main(argv=None):
         return 0
     if words == ["gpus"]:
         for gpu_id, gpu in catalog.gpus().items():
-            print(f"{gpu_id:22s} {gpu['usable_bytes'] / 2**30:8.2f} GiB usable ({gpu['usable_source']}); "
+            print(f"{gpu_id:22s} {gpu['usable_bytes'] / GIB:8.2f} GiB usable ({gpu['usable_source']}); "
                   f"{gpu['datasheet']}; price: {gpu['price_source']}")
         return 0
     if words and words[0] == "fits":
@@ -124,8 +125,8 @@ def _main(argv=None):
     for note in notes:
         print(f"note: {_printable(note)}", file=sys.stderr)
     if fmt == "json":
-        gpus = gpu_fits(result["total_bytes"], values["gpu"])
-        print(json.dumps({**result, "gpus": gpus, "answers": answers, "ignored": notes}, indent=1,
+        gpus = gpu_fits(result.total_bytes, values["gpu"])
+        print(json.dumps({**report.result_json(result), "gpus": gpus, "answers": answers, "ignored": notes}, indent=1,
                          allow_nan=False))
     elif fmt == "csv":
         sys.stdout.write(report.to_csv(values, result, answers))

@@ -3,20 +3,31 @@ estimate's records (pycore.memory.pools), nothing is derived here."""
 
 import csv
 import io
+from typing import Any
 
 from pycore.answers.fit import gpu_fits
 from pycore.base.units import GIB, format_bytes, plural
 from pycore.inputs.schema import FIELDS, format_value
+from pycore.memory.estimate import Estimate
 
 UNIT_NOTE = "GiB = 2^30 bytes (TiB = 2^40); GPU vendors' GB = 10^9 bytes."
 
 
-def breakdown(result: dict) -> "list[dict]":
-    """The records live at the peak plus the runtime overhead; their bytes add up to ``total_bytes``."""
-    return result["breakdown"]
+def result_json(result: Estimate, formulas: bool = True) -> "dict[str, Any]":
+    """The estimate's JSON (``Estimate.as_dict``) with each breakdown row's size as display text beside its
+    bytes: what ``--json`` prints and the page reads."""
+    out = result.as_dict(formulas)
+    out["breakdown"] = [{**row, **format_bytes(row["bytes"])} for row in out["breakdown"]]
+    return out
 
 
-def answer_rows(result: dict, answers: dict) -> "list[tuple]":
+def breakdown(result: Estimate) -> "list[dict[str, Any]]":
+    """The records live at the peak plus the runtime overhead, as display rows; their bytes add up to
+    ``total_bytes``."""
+    return [{**row, **format_bytes(row["bytes"])} for row in result.as_dict()["breakdown"]]
+
+
+def answer_rows(result: Estimate, answers: dict) -> "list[tuple]":
     """(key, value) rows of the answers, as the table and the CSV show them."""
     rows: "list[tuple]" = [("fits", answers["fits"])]
     for key in ("gpus_needed", "max_batch", "max_seq", "max_concurrency", "max_context", "kv_cache_tokens",
@@ -36,12 +47,12 @@ def answer_rows(result: dict, answers: dict) -> "list[tuple]":
     for i, change in enumerate(answers.get("how_to_fit", []), 1):
         rows.append((f"how_to_fit_{i}", f"{change['change']}: {format_bytes(change['total_bytes'])['text']}"
                                         f"{' (fits)' if change['fits'] else ''}"))
-    for stage in result.get("stages", ()):
+    for stage in result.stages:
         rows.append((f"stage_{stage['stage']}", f"{stage['layers']} layers, "
                                                  f"{format_bytes(stage['peak_bytes'])['text']} peak in "
                                                  f"{stage['peak_phase']}"))
-    if result.get("host_bytes"):
-        rows.append(("host_ram_bytes", result["host_bytes"]))
+    if result.host_bytes:
+        rows.append(("host_ram_bytes", result.host_bytes))
     comparison = answers.get("comparison")
     if comparison:
         rows.append(("baseline", "&".join(f"{k}={v}" for k, v in comparison["baseline_query"])))
@@ -53,23 +64,33 @@ def answer_rows(result: dict, answers: dict) -> "list[tuple]":
     return rows
 
 
-def summary(result: dict) -> dict:
+def summary(result: Estimate) -> dict:
     """The sentences under the total, the same on the page and in the table."""
-    peak, overhead = format_bytes(result["peak_bytes"])["text"], format_bytes(result["overhead_bytes"])["text"]
-    setup = result.get("setup") or {}
-    how = ", ".join(f"{k} {v}" for k, v in (("precision", setup.get("precision")),
-                                            ("optimizer kernel", setup.get("optimizer_impl")),
-                                            ("engine", setup.get("engine"))) if v)
-    nccl = any(row["key"] == "nccl_buffers" for row in result["breakdown"])
-    return {"peak": f"Peak tensors {peak} (moment: {result['peak_moment']}), plus {overhead} the GPU shows beyond "
+    peak, overhead = format_bytes(result.peak_bytes)["text"], format_bytes(result.overhead_bytes)["text"]
+    setup = result.setup
+    how = ", ".join(f"{k} {v}" for k, v in (("precision", setup.precision),
+                                            ("optimizer kernel", setup.optimizer_impl),
+                                            ("engine", setup.engine)) if v)
+    nccl = any(pool.key == "nccl_buffers" for pool in result.breakdown)
+    return {"peak": f"Peak tensors {peak} (moment: {result.peak_moment}), plus {overhead} the GPU shows beyond "
                     f"them (allocator cache, CUDA context{', NCCL' if nccl else ''}).",
-            "model": f"{result['model']['name']}: {result['params']['total']:,} parameters; {how}.",
+            "model": f"{result.model.name}: {result.params_total:,} parameters; {how}.",
             "views": f"max_memory_allocated {peak}; max_memory_reserved "
-                     f"{format_bytes(result['reserved_bytes'])['text']}; nvidia-smi "
-                     f"{format_bytes(result['device_bytes'])['text']}."}
+                     f"{format_bytes(result.reserved_bytes)['text']}; nvidia-smi "
+                     f"{format_bytes(result.total_bytes)['text']}.",
+            "layout": layout_text(result)}
 
 
-def display_answers(result: dict, answers: dict) -> "list[dict]":
+def layout_text(result: Estimate) -> str:
+    """The GPUs the estimate spans and how they split: "16 GPUs: dp 8 × tp 2, experts split 8 ways within
+    dp". Read from the layout estimated, never from the inputs typed (a refused tp is not the layout)."""
+    lay = result.layout
+    ways = [f"{key} {n}" for key, n in (("dp", lay.dp), ("tp", lay.tp), ("pp", lay.pp), ("cp", lay.cp)) if n > 1]
+    text = plural(lay.gpus, "GPU") + (": " + " × ".join(ways) if ways else "")
+    return text + (f", experts split {lay.ep} ways within dp × cp" if lay.ep > 1 else "")
+
+
+def display_answers(result: Estimate, answers: dict) -> "list[dict]":
     """The answers as labelled sentences (key, label, text): what the page and the table show."""
     rows = []
 
@@ -111,18 +132,18 @@ def display_answers(result: dict, answers: dict) -> "list[dict]":
     return rows
 
 
-def table(result: dict, answers: "dict | None" = None, gpu: str = "") -> str:
+def table(result: Estimate, answers: "dict | None" = None, gpu: str = "") -> str:
     """A readable text table in GiB (2**30 bytes)."""
-    total = result["total_bytes"]
-    lines = [f"Model: {result['model']['name']}  ({result['params']['total']:,} parameters)",
-             f"Peak during: {result['peak_moment']} ({result['setup']['precision']})", "",
+    total = result.total_bytes
+    lines = [f"Model: {result.model.name}  ({result.params_total:,} parameters)",
+             f"Peak during: {result.peak_moment} ({result.setup.precision})", "",
              f"{'component':46s} {'size':>14s} {'share':>7s}"]
     for row in breakdown(result):
         lines.append(f"{row['label'][:46]:46s} {row['text']:>14s} {row['percent']:6.1f}%")
     shown = format_bytes(total)
     lines += [f"{'total per GPU':46s} {shown['text']:>14s}   ({shown['gb_text']})", ""]
     lines += list(summary(result).values()) + [UNIT_NOTE]
-    lines += [f"note: {w}" for w in result.get("warnings", ())]
+    lines += [f"note: {w}" for w in result.warnings]
     lines.append("")
     for fit in gpu_fits(total, gpu):
         lines.append(f"{fit['name']:38s} {fit['memory_bytes'] / GIB:9,.2f} GiB usable  {fit['status']:>5s}  "
@@ -145,7 +166,7 @@ def _cell(value: object) -> object:
     return value
 
 
-def to_csv(values: dict, result: dict, answers: dict) -> str:
+def to_csv(values: dict, result: Estimate, answers: dict) -> str:
     """The CSV the page downloads: one section of inputs, one of results, exact bytes."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -156,22 +177,23 @@ def to_csv(values: dict, result: dict, answers: dict) -> str:
     for field in FIELDS:
         value = values.get(field.key)
         write("input", field.key, "" if value is None else format_value(field, value), "", "")
-    write("result", "params_total", result["params"]["total"], "", "")
-    write("result", "params_active", result["params"]["active"], "", "")
-    write("result", "peak_phase", result["peak_phase"], "", "")
-    write("result", "peak_moment", result["peak_moment"], "", "")
+    write("result", "params_total", result.params_total, "", "")
+    write("result", "params_active", result.params_active, "", "")
+    write("result", "peak_phase", result.peak_phase, "", "")
+    write("result", "peak_moment", result.peak_moment, "", "")
     for row in breakdown(result):
         write("breakdown", row["key"], row["substituted"], row["bytes"], f"{row['bytes'] / GIB:.4f}")
-    for key, size in result["components"].items():
+    for key, size in result.components.items():
         write("component", key, "", size, f"{size / GIB:.4f}")
-    for key, size in result["phases"].items():
+    for key, size in result.phases.items():
         write("phase", key, "", size, f"{size / GIB:.4f}")
-    for key in ("peak_bytes", "overhead_bytes", "total_bytes"):
-        write("result", key, "", result[key], f"{result[key] / GIB:.4f}")
-    for fit in gpu_fits(result["total_bytes"], values.get("gpu", "")):
+    for key, size in (("peak_bytes", result.peak_bytes), ("overhead_bytes", result.overhead_bytes),
+                      ("total_bytes", result.total_bytes)):
+        write("result", key, "", size, f"{size / GIB:.4f}")
+    for fit in gpu_fits(result.total_bytes, values.get("gpu", "")):
         write("gpu", fit["id"], fit["status"], fit["memory_bytes"], f"{fit['memory_bytes'] / GIB:.4f}")
     for key, value in answer_rows(result, answers):
         write("answer", key, value, "", "")
-    for note in result.get("warnings", ()):
+    for note in result.warnings:
         write("warning", "", note, "", "")
     return out.getvalue()

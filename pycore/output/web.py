@@ -15,7 +15,7 @@ from pycore.base.steps import Steps, finish
 from pycore.base.units import format_bytes
 from pycore.inputs.applies import describe, ignored
 from pycore.inputs.schema import BY_KEY, DEFAULTS, parse, to_query
-from pycore.memory.estimate import estimate_values, totals_only
+from pycore.memory.estimate import Estimate, estimate_values, totals_only
 from pycore.output import report
 from pycore.output.explain import formulas as explain_formulas
 
@@ -52,7 +52,7 @@ def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in text)
 
 
-def _estimate(query: str, formulas: bool = True, explain: bool = True) -> "tuple[dict, dict | None, dict, dict]":
+def _estimate(query: str, explain: bool = True) -> "tuple[dict, Estimate | None, dict, dict]":
     """(values, result or None, errors, baseline inputs) for a query string; bad inputs fall back to their
     defaults, the key that caused each error named. ``explain=False``: the totals only, remembered
     (``estimate.totals_only``)."""
@@ -66,7 +66,7 @@ def _estimate(query: str, formulas: bool = True, explain: bool = True) -> "tuple
     given = [k for k in raw if k not in parse_errors]
     for _ in range(len(BY_KEY) + 1):
         try:
-            result = estimate_values(values, formulas=formulas) if explain else totals_only(values)
+            result = estimate_values(values) if explain else totals_only(values)
             return values, result, errors, base_raw
         except FieldError as error:
             key = error.key if error.key in BY_KEY else "model"
@@ -85,7 +85,7 @@ def _estimate(query: str, formulas: bool = True, explain: bool = True) -> "tuple
     return values, None, errors, base_raw
 
 
-def _answers(values: dict, result: dict, base_raw: dict, errors: dict) -> "Steps[dict]":
+def _answers(values: dict, result: Estimate, base_raw: dict, errors: dict) -> "Steps[dict]":
     answers = yield from answer_steps(values, result)
     answers["comparison"] = None
     if values["compare"] != "off":
@@ -122,13 +122,14 @@ def run(query: str, formulas: bool = True) -> str:
     keystroke's numbers within the frame, and the formulas table with the answers once typing pauses. The
     answers, which re-run the estimate many times, come from ``answers`` so typing stays fast.
     """
-    values, result, errors, _ = _estimate(query, formulas)
+    values, result, errors, _ = _estimate(query)
     payload: dict = {"errors": errors, "query": to_query(values), "warnings": []}
     if result is not None:
-        total = result["total_bytes"]
-        payload.update(result=result, breakdown=result["breakdown"], summary=report.summary(result),
+        total = result.total_bytes
+        shown = report.result_json(result, formulas)
+        payload.update(result=shown, breakdown=shown["breakdown"], summary=report.summary(result),
                        total={"bytes": total, **format_bytes(total), "unit_note": report.UNIT_NOTE},
-                       gpus=gpu_fits(total, values["gpu"]), warnings=list(result["warnings"]))
+                       gpus=gpu_fits(total, values["gpu"]), warnings=list(result.warnings))
         if formulas:
             payload["formulas"] = explain_formulas(result)
     payload["warnings"] += _ignored(values, query)
@@ -142,8 +143,8 @@ def headline(query: str) -> str:
     values, result, errors, _ = _estimate(query, explain=False)
     payload: dict = {"errors": errors}
     if result is not None:
-        total = result["total_bytes"]
-        payload.update(result={"total_bytes": total, "peak_bytes": result["peak_bytes"]},
+        total = result.total_bytes
+        payload.update(result={"total_bytes": total, "peak_bytes": result.peak_bytes},
                        total={"bytes": total, **format_bytes(total)},
                        gpus=[gpu_fit(total, values["gpu"], values["gpu"])])
     return _dumps(payload)

@@ -65,7 +65,7 @@ def test_each_kind_of_input_changes_the_numbers(shared, base_url, selector, acti
     page.wait_for_function(f"document.documentElement.dataset.totalBytes !== '{before}'")
     page.wait_for_function("([k, v]) => new URLSearchParams(location.search).get(k) === v", arg=[selector[3:], value])
     query = dict(parse_qsl(urlsplit(page.url).query))
-    assert total(page) == estimate(query)["total_bytes"]
+    assert total(page) == estimate(query).total_bytes
 
 
 CASES = [
@@ -88,7 +88,7 @@ def test_page_numbers_equal_cpython_numbers(shared, base_url):
     assert len(CASES) >= 20
     for query in CASES:
         show(page, query)
-        expected = estimate(dict(parse_qsl(query)))
+        expected = estimate(dict(parse_qsl(query))).as_dict()
         assert total(page) == expected["total_bytes"], query
         assert int(page.evaluate("document.documentElement.dataset.peakBytes")) == expected["peak_bytes"], query
         shown = page.locator("#total-gib").inner_text().replace(",", "")
@@ -122,7 +122,7 @@ def test_back_and_forward_restore_the_inputs(watched, base_url):
     page.go_back()
     page.wait_for_function("document.getElementById('f-seq').value === '2048'")
     assert page.locator("#f-batch").input_value() == "2"
-    assert total(page) == estimate({"batch": "2"})["total_bytes"]
+    assert total(page) == estimate({"batch": "2"}).total_bytes
     page.go_forward()
     page.wait_for_function("document.getElementById('f-seq').value === '4096'")
     assert total(page) == four_k
@@ -181,7 +181,7 @@ def test_parallelism_panel_stages_and_how_to_fit(watched, base_url):
     page.wait_for_function("new URLSearchParams(location.search).get('dp') === '8'")
     settled(page)
     query = dict(parse_qsl(urlsplit(page.url).query))
-    assert total(page) == estimate(query)["total_bytes"]
+    assert total(page) == estimate(query).total_bytes
     before = total(page)
     page.locator("#how-to-fit button").first.click()             # apply the best-ranked change
     page.wait_for_function(f"document.documentElement.dataset.totalBytes !== '{before}'")
@@ -199,7 +199,7 @@ def test_comparison_and_generic_networks(watched, base_url):
     page.wait_for_function("document.getElementById('generic-note').hidden === false")
     assert not page.locator("[data-field='seq']").is_visible()
     assert page.locator("[data-field='batch']").is_visible()
-    assert total(page) == estimate({"model": "resnet-50", "batch": "64"})["total_bytes"]
+    assert total(page) == estimate({"model": "resnet-50", "batch": "64"}).total_bytes
 
 
 def test_baseline_inputs_survive_editing(watched, base_url):
@@ -210,6 +210,6 @@ def test_baseline_inputs_survive_editing(watched, base_url):
     settled(page)
     query = parse_qsl(urlsplit(page.url).query)
     assert ("base.batch", "2") in query and ("base.precision", "bf16") in query
-    expected = estimate({"model": "gpt2", "batch": "2", "precision": "bf16", "attention": "eager"})
+    expected = estimate({"model": "gpt2", "batch": "2", "precision": "bf16", "attention": "eager"}).as_dict()
     assert page.locator("#compare-message").inner_text().find(
         f"{expected['total_bytes'] / 2**30:.2f}") >= 0

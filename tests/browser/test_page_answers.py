@@ -16,7 +16,7 @@ def test_breakdown_rows_add_up_to_the_total_on_the_page(shared):
     page = shared.page
     show(page, "model=llama-3.1-70b&precision=bf16-master&recompute=full&seq=8192")
     rows = page.eval_on_selector_all("#breakdown tbody tr[data-component]", "rs => rs.map(r => r.dataset.component)")
-    expected = estimate({"model": "llama-3.1-70b", "precision": "bf16-master", "recompute": "full", "seq": "8192"})
+    expected = estimate({"model": "llama-3.1-70b", "precision": "bf16-master", "recompute": "full", "seq": "8192"}).as_dict()
     assert rows == [row["key"] for row in expected["breakdown"] if row["bytes"] > 0]
     widths = page.eval_on_selector_all("#bar .segment", "ss => ss.map(s => Number(s.dataset.share))")
     assert abs(sum(widths) - 100) < 1e-6                    # the bar is to scale: its shares add up

@@ -20,7 +20,7 @@ def imported_total(page):
     page.wait_for_function("document.getElementById('import-status').textContent.includes('Imported')")
     page.wait_for_function("new URLSearchParams(location.search).has('model')")
     query = dict(parse_qsl(urlsplit(page.url).query))
-    assert int(page.evaluate("document.documentElement.dataset.totalBytes")) == estimate(query)["total_bytes"]
+    assert int(page.evaluate("document.documentElement.dataset.totalBytes")) == estimate(query).total_bytes
     return query
 
 

@@ -103,14 +103,14 @@ def test_typing_a_model_name_does_not_flash_errors_and_offers_a_preset(watched, 
     page.wait_for_function("new URLSearchParams(location.search).get('model') === 'mixtral-8x7b-v0.1'")
     settled(page)
     assert page.locator("#e-model").inner_text() == ""
-    assert total(page) == estimate({"model": "mixtral-8x7b-v0.1"})["total_bytes"]
+    assert total(page) == estimate({"model": "mixtral-8x7b-v0.1"}).total_bytes
 
 
 def test_sizes_use_tib_separators_and_gb_beside(shared, base_url):
     page = shared.page
     show(page, "model=llama-3.1-405b&batch=8")
     assert page.locator("#total-unit").inner_text() == "TiB"
-    expected = estimate({"model": "llama-3.1-405b", "batch": "8"})["total_bytes"]
+    expected = estimate({"model": "llama-3.1-405b", "batch": "8"}).total_bytes
     assert float(page.locator("#total-gib").inner_text().replace(",", "")) == pytest.approx(expected / 2**40, abs=0.005)
     gb = page.locator("#total-gb")
     assert re.fullmatch(r"\(\d{1,3}(,\d{3})+\.\d\d GB\)", gb.inner_text()), gb.inner_text()

@@ -81,7 +81,7 @@ def test_only_form_fields_and_baseline_fields_reach_pycore(watched, base_url):
 def test_a_repeated_key_counts_with_its_last_value(watched, base_url):
     page = opened(watched, base_url, "?batch=2&batch=64&base.precision=fp32&base.precision=bf16")
     assert page.locator("#f-batch").input_value() == "64"
-    assert total(page) == estimate({"batch": "64"})["total_bytes"]
+    assert total(page) == estimate({"batch": "64"}).total_bytes
     assert "more than once" not in page.locator("#messages").inner_text()
     last = parse_qsl(page.evaluate("window.__queries").pop())
     assert ("batch", "64") in last and ("base.precision", "bf16") in last and ("base.precision", "fp32") not in last
@@ -147,8 +147,8 @@ def test_hostile_links_run_nothing_and_leave_the_page_responsive(watched, base_u
     assert page.evaluate("window.__violations") == []
     assert [e for e in watched.errors if "dialog" in e] == []
     show(page, "model=gpt2&batch=3")                                        # still computes, and quickly
-    assert total(page) == estimate({"model": "gpt2", "batch": "3"})["total_bytes"]
+    assert total(page) == estimate({"model": "gpt2", "batch": "3"}).total_bytes
     page.locator("#f-batch").fill("6")
     page.wait_for_function(f"document.documentElement.dataset.totalBytes === "
-                           f"'{estimate({'model': 'gpt2', 'batch': '6'})['total_bytes']}'", timeout=5_000)
+                           f"'{estimate({'model': 'gpt2', 'batch': '6'}).as_dict()['total_bytes']}'", timeout=5_000)
     assert re.fullmatch(r"[\d,.]+", page.locator("#total-gib").inner_text())
