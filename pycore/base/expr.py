@@ -33,7 +33,7 @@ class Q:
 
     __slots__ = ("value", "level", "_symbol", "_op", "_args")
 
-    def __init__(self, value: Number, symbol: "str | None" = None, op: str = "", args: tuple = (),
+    def __init__(self, value: Number, symbol: "str | None" = None, op: str = "", args: "tuple[Q, ...]" = (),
                  level: int = _ATOM) -> None:
         self.value = value
         self.level = level
@@ -62,7 +62,7 @@ class Q:
     def numbers(self) -> str:
         return self._text(True)
 
-    def _bin(self, other: "Q | Number", sign: str, level: int, value: Number) -> "Q":
+    def _bin(self, other: "Q", sign: str, level: int, value: Number) -> "Q":
         return Q(value, None, sign, (self, other), level)
 
     def __add__(self, other: "Q | Number") -> "Q":

@@ -6,16 +6,16 @@ that part, and the answers' searches, which change only the batch, the sequence 
 """
 
 from functools import wraps
-from typing import Callable, TypeVar
+from typing import Callable, Hashable, TypeVar
 
 T = TypeVar("T")
 
 
-def remembered(key: Callable[..., tuple], size: int = 256) -> Callable[[Callable[..., T]], Callable[..., T]]:
+def remembered(key: "Callable[..., tuple[Hashable, ...]]", size: int = 256) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """Decorator: results remembered under ``key(*args)``, forgotten all at once past ``size`` of them.
     The result is shared: read it, do not change it. ``.cache_clear()`` forgets them, as lru_cache's does."""
     def wrap(compute: Callable[..., T]) -> Callable[..., T]:
-        store: "dict[tuple, T]" = {}
+        store: "dict[tuple[Hashable, ...], T]" = {}
 
         @wraps(compute)
         def call(*args: object) -> T:

@@ -16,4 +16,5 @@ def finish(steps: "Steps[T]") -> T:
         try:
             next(steps)
         except StopIteration as done:
-            return done.value
+            result: T = done.value      # a generator's return value rides on StopIteration, typed Any
+            return result

@@ -6,19 +6,23 @@ GPU vendors print on the box, so both are offered.
 
 import math
 import re
+from typing import TypedDict
 
+MIB = 2**20
 GIB = 2**30
+TIB = 2**40
 GB = 10**9
+TIB_FROM_BYTES = 1024 * GIB     # format_bytes shows TiB from here up (the page reads it from Python)
 
 _BYTE_UNITS = {
     "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "kib": 2**10, "mib": MIB, "gib": GIB, "tib": TIB,
 }
 _COUNT_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
 _NUMBER = r"(\d+(?:\.\d*)?|\.\d+)(?:e([+-]?\d+))?"
 
 
-def _finite_number(text):
+def _finite_number(text: str) -> float:
     match = re.fullmatch(_NUMBER, text)
     if not match:
         raise ValueError(text)
@@ -67,10 +71,15 @@ def format_count(count: float) -> str:
     return str(count)
 
 
-def format_bytes(num_bytes: float) -> dict:
+class ByteTexts(TypedDict):
+    text: str           # GiB, or TiB from TIB_FROM_BYTES up
+    gb_text: str        # the vendors' GB
+
+
+def format_bytes(num_bytes: float) -> ByteTexts:
     """The one display form of a byte count: GiB with separators (TiB above 1,024 GiB), and the vendors'
     GB beside it (always GB, the unit on the box)."""
-    binary = f"{num_bytes / 2**40:,.2f} TiB" if abs(num_bytes) >= 1024 * GIB else f"{num_bytes / GIB:,.2f} GiB"
+    binary = f"{num_bytes / TIB:,.2f} TiB" if abs(num_bytes) >= TIB_FROM_BYTES else f"{num_bytes / GIB:,.2f} GiB"
     decimal = f"{num_bytes / GB:,.2f} GB"
     return {"text": binary, "gb_text": decimal}
 

@@ -12,12 +12,15 @@ Values are compared as strings, so the same table works on the page's form value
 Standard library only, and no other pycore module: the table is also written into the page by build.py.
 """
 
-from typing import Any
+from typing import Iterable, Mapping
 
-TRAIN = {"mode": ["train"]}
-INFER = {"mode": ["infer"]}
-TRANSFORMER = {"kind": ["transformer"]}
-ADAPTERS = {"method": ["lora", "qlora"]}
+Allowed = list[str] | dict[str, list[str]]     # the values under which a key applies, or {"not": [...]}
+Condition = dict[str, Allowed]                 # every other key -> what it must be; all must hold
+
+TRAIN: Condition = {"mode": ["train"]}
+INFER: Condition = {"mode": ["infer"]}
+TRANSFORMER: Condition = {"kind": ["transformer"]}
+ADAPTERS: Condition = {"method": ["lora", "qlora"]}
 
 # Inputs that mean nothing for a generic network (params only).
 TRANSFORMER_ONLY = ("heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", "experts_per_token", "expert_ffn",
@@ -25,7 +28,7 @@ TRANSFORMER_ONLY = ("heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", 
                     "lora_targets", "lora_dtype", "quant", "group_size", "tp", "pp", "cp", "ep", "sp",
                     "interleave", "loss_chunks")
 
-APPLIES: "dict[str, dict[str, Any]]" = {
+APPLIES: "dict[str, Condition]" = {
     # Training only: the optimizer and everything a backward pass or a training run brings.
     "optimizer": TRAIN, "grad_dtype": TRAIN, "master_dtype": TRAIN, "opt_dtype": TRAIN,
     "train_tokens": TRAIN, "mfu": TRAIN, "microbatches": {**TRAIN, **TRANSFORMER}, "activations": TRAIN,
@@ -60,11 +63,11 @@ DEFAULT_VALUES = {"mode": "train", "method": "full", "activations": "detailed", 
                   "quant": "none", "kind": "transformer"}
 
 
-def _text(value):
+def _text(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def model_kind(values: dict) -> str:
+def model_kind(values: "Mapping[str, object]") -> str:
     """``"generic"`` when the inputs describe a network by its parameter count only, else ``"transformer"``.
 
     Without the catalog this cannot see that a preset (ResNet-50) is generic: pass ``values["kind"]``
@@ -77,7 +80,7 @@ def model_kind(values: dict) -> str:
     return "transformer"
 
 
-def applies(key: str, values: dict) -> bool:
+def applies(key: str, values: "Mapping[str, object]") -> bool:
     """Whether input ``key`` changes the estimate, given the other inputs.
 
     Args:
@@ -98,7 +101,7 @@ def applies(key: str, values: dict) -> bool:
     return True
 
 
-def ignored(values: dict, given_keys: list) -> list:
+def ignored(values: "Mapping[str, object]", given_keys: "Iterable[str]") -> "list[str]":
     """The keys among ``given_keys`` that do not apply to ``values``, in the order given.
 
     Args:
@@ -110,7 +113,7 @@ def ignored(values: dict, given_keys: list) -> list:
     return [key for key in given_keys if not applies(key, values)]
 
 
-def describe(key: str, values: dict) -> str:
+def describe(key: str, values: "Mapping[str, object]") -> str:
     """A plain-text note saying why ``key`` is ignored, e.g. ``"lora_rank is ignored: method=full"``."""
     for other, allowed in APPLIES.get(key, {}).items():
         if other == "kind":

@@ -16,15 +16,18 @@ DeepSpeed's config) are given ``torch.optim.AdamW`` built with no kernel argumen
 """
 
 from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from pycore.inputs.schema import Values
 
 
 @dataclass(frozen=True)
 class Framework:
     name: str               # how users call it
     version: str            # release the defaults were read at
-    defaults: dict          # schema key -> value string
-    sources: dict           # key of defaults or behaviours -> "repo path@version Lnn: what it says"
-    behaviours: dict = field(default_factory=dict)   # grad_accum_dtype, reduce_dtype, recompute_saves
+    defaults: "Mapping[str, str]"   # schema key -> value string
+    sources: "Mapping[str, str]"    # key of defaults or behaviours -> "repo path@version Lnn: what it says"
+    behaviours: "Mapping[str, str]" = field(default_factory=dict)   # grad_accum_dtype, reduce_dtype, recompute_saves
 
 
 TORCH = "pytorch/pytorch torch/optim"
@@ -286,17 +289,18 @@ DEFAULT = "hf-trainer"
 # in pure bf16 and an fp32 one (GPT-2, BERT) in fp32.
 CHECKPOINT_DTYPE = {"hf-trainer", "axolotl"}
 # Inputs whose default is "as the framework does": "auto" (None for loss_chunks) until the user sets them.
-FOLLOWS = {"optimizer_impl": "auto", "attention": "auto", "recompute": "auto", "loss_chunks": None}
+FOLLOWS: "dict[str, str | None]" = {"optimizer_impl": "auto", "attention": "auto", "recompute": "auto",
+                                    "loss_chunks": None}
 FALLBACK = {"optimizer_impl": "foreach", "attention": "flash", "recompute": "none", "loss_chunks": "1"}
 
 
-def apply(values: dict) -> dict:
+def apply(values: "Mapping[str, Any]") -> Values:
     """``values`` with each input left to the framework replaced by the framework's default.
 
     Precision stays "auto" for the frameworks that train in the checkpoint's dtype (pycore.memory.precision
     resolves it with the model at hand) and for serving; any other training framework names its policy.
     """
-    framework = FRAMEWORKS[values.get("framework") or DEFAULT]
+    framework = FRAMEWORKS[framework_name(values)]
     out = dict(values)
     for key, unset in FOLLOWS.items():
         if out.get(key, unset) == unset:
@@ -308,5 +312,6 @@ def apply(values: dict) -> dict:
     return out
 
 
-def framework_name(values: dict) -> str:
-    return values.get("framework") or DEFAULT
+def framework_name(values: "Mapping[str, object]") -> str:
+    """The framework the inputs name, the default when they name none."""
+    return str(values.get("framework") or DEFAULT)

@@ -6,10 +6,11 @@ the two equal.
 """
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Literal, Mapping, TypeVar, cast, overload
 
-from pycore.base.errors import FieldError, InputError  # noqa: F401  (InputError: the first version's name)
-from pycore.base.units import parse_count, parse_size
+from pycore.base.errors import FieldError
+from pycore.base.errors import InputError as InputError  # re-exported: the first version's name, still imported
+from pycore.base.units import GIB, MIB, TIB, parse_count, parse_size
 
 PRECISIONS = ("auto", "fp32", "amp-bf16", "amp-fp16", "bf16-master", "fp16-master", "bf16", "fp16", "fsdp2-bf16")
 PRECISION_ALIASES = {"32-true": "fp32", "32": "fp32", "bf16-mixed": "amp-bf16", "16-mixed": "amp-fp16",
@@ -17,70 +18,54 @@ PRECISION_ALIASES = {"32-true": "fp32", "32": "fp32", "bf16-mixed": "amp-bf16", 
 DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4", "none")
 OPTIMIZERS = ("adamw", "adam", "adam-8bit", "sgd", "sgd-momentum", "adafactor", "lion")
 
+MOST_BYTES = 1024 * TIB     # 1 PiB: the largest size input accepted, far beyond any GPU's memory
+
+Kind = Literal["choice", "int", "count", "size", "overhead", "float", "text", "dtype"]
+Overhead = tuple[Literal["percent", "bytes"], float]    # ("percent", 10.0) or ("bytes", 2147483648)
+Value = int | float | str | Overhead | None            # one parsed input; None: not given, no default
+# The parsed inputs, key -> value, every key present. Any, not Value: each stage reads the keys it knows as the
+# type that key parses to (``values["batch"]`` is an int), and the schema below is what says so.
+Values = dict[str, Any]
+Errors = dict[str, str]                                 # key -> message, from parse(..., strict=False)
+
+_Parsed = TypeVar("_Parsed")
 
 
 @dataclass(frozen=True)
 class Field:
     key: str
-    kind: str            # choice, int, count, size, overhead, float, text, dtype
-    default: object
+    kind: Kind
+    default: Value
     meaning: str
     accepts: str = ""
-    choices: tuple = ()
+    choices: "tuple[str, ...]" = ()
     default_source: str = ""
     group: str = "model"
     unit: str = ""
     minimum: float = 0
     maximum: float = 10**15         # the plausible range's top; beyond it the value is refused by name
 
-    def parse(self, raw: object) -> Any:
+    def parse(self, raw: object) -> Value:
         """The typed value of ``raw`` (a string); raises InputError naming the key."""
         text = str(raw).strip()
-        value: Any
-        if text == "" and self.kind in ("text",):
+        if text == "" and self.kind == "text":
             if self.default is not None:
                 raise FieldError(self.key, f"empty; accepts {self.accepts}")
             return None
-        try:
-            if self.kind in ("choice", "dtype"):
-                value = text.lower()
-                if self.key == "precision":
-                    value = PRECISION_ALIASES.get(value, value)
-                canonical = {choice.lower(): choice for choice in self.choices}
-                if value not in canonical:
-                    raise ValueError
-                return canonical[value]
-            if self.kind == "int":
-                if not text.isdigit():
-                    raise ValueError
-                value = int(text)
-            elif self.kind == "count":
-                value = parse_count(text)
-            elif self.kind == "size":
-                value = parse_size(text)
-            elif self.kind == "float":
-                value = float(text)
-                if not (value == value and abs(value) != float("inf")) or (self.key == "mfu" and value > 1):
-                    raise ValueError
-            elif self.kind == "overhead":
-                if text.endswith("%"):
-                    percent = float(text[:-1])
-                    if not 0 <= percent <= 1000:
-                        raise ValueError
-                    return ("percent", percent)
-                amount = parse_size(text)
-                if not 0 <= amount <= 2**50:
-                    raise ValueError
-                return ("bytes", amount)
-            else:
-                if len(text) > 200:
-                    raise ValueError
-                return text
-        except (ValueError, TypeError, OverflowError):
-            raise InputError(self.key, f"got {_shorten(text)!r}; accepts {self.accepts}") from None
+        number = _NUMBERS.get(self.kind)
+        if number is None:
+            return self._read(_WORDS[self.kind], text)
+        value = self._read(number, text)
         if not self.minimum <= value <= self.maximum:
             raise FieldError(self.key, f"got {_shorten(text)!r}; accepts {self.range_text()}")
         return value
+
+    def _read(self, reader: "Callable[[Field, str], _Parsed]", text: str) -> _Parsed:
+        """``reader``'s value of ``text``; any ValueError it raises becomes one message naming the key."""
+        try:
+            return reader(self, text)
+        except (ValueError, TypeError, OverflowError):
+            raise InputError(self.key, f"got {_shorten(text)!r}; accepts {self.accepts}") from None
 
     def range_text(self) -> str:
         """The accepted range in words: "1 to 10,000"."""
@@ -89,20 +74,77 @@ class Field:
         return f"{show(self.minimum)} to {show(self.maximum)}"
 
 
-def _shorten(text, limit=40):
+# Readers by kind: each returns the value or raises ValueError. Numbers are then held to the field's range;
+# words (a choice, an overhead, free text) are whole as read.
+def _read_choice(field: Field, text: str) -> str:
+    value = text.lower()
+    if field.key == "precision":
+        value = PRECISION_ALIASES.get(value, value)
+    canonical = {choice.lower(): choice for choice in field.choices}
+    if value not in canonical:
+        raise ValueError
+    return canonical[value]
+
+
+def _read_int(field: Field, text: str) -> int:
+    if not text.isdigit():
+        raise ValueError
+    return int(text)
+
+
+def _read_float(field: Field, text: str) -> float:
+    value = float(text)
+    if not (value == value and abs(value) != float("inf")) or (field.key == "mfu" and value > 1):
+        raise ValueError
+    return value
+
+
+def _read_overhead(field: Field, text: str) -> Overhead:
+    """A percent of the peak (0 to 1000%) or a size in bytes (up to 1 PiB)."""
+    if text.endswith("%"):
+        percent = float(text[:-1])
+        if not 0 <= percent <= 1000:
+            raise ValueError
+        return ("percent", percent)
+    amount = parse_size(text)
+    if not 0 <= amount <= MOST_BYTES:
+        raise ValueError
+    return ("bytes", amount)
+
+
+def _read_text(field: Field, text: str) -> str:
+    if len(text) > 200:
+        raise ValueError
+    return text
+
+
+_NUMBERS: "dict[str, Callable[[Field, str], float]]" = {
+    "int": _read_int, "float": _read_float,
+    "count": lambda field, text: parse_count(text), "size": lambda field, text: parse_size(text),
+}
+_WORDS: "dict[str, Callable[[Field, str], Value]]" = {
+    "choice": _read_choice, "dtype": _read_choice, "overhead": _read_overhead, "text": _read_text,
+}
+
+
+def _shorten(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _choice(key, default, choices, meaning, group, source="", accepts=None):
+def _choice(key: str, default: "str | None", choices: "tuple[str, ...]", meaning: str, group: str,
+            source: str = "", accepts: "str | None" = None) -> Field:
     return Field(key, "choice", default, meaning, accepts or " | ".join(choices), tuple(choices), source, group)
 
 
-def _int(key, default, meaning, group, source="", minimum=1, unit="", maximum=10**6):
+def _int(key: str, default: "int | None", meaning: str, group: str, source: str = "",
+         span: "tuple[int, int]" = (1, 10**6), unit: str = "") -> Field:
+    """A whole-number input accepting ``span`` (lowest, highest)."""
+    minimum, maximum = span
     return Field(key, "int", default, meaning, f"a whole number from {minimum:,} to {maximum:,}", (), source,
                  group, unit, minimum, maximum)
 
 
-def _dtype(key, meaning):
+def _dtype(key: str, meaning: str) -> Field:
     return Field(key, "dtype", None, meaning, " | ".join(DTYPES), DTYPES, "the precision policy", "precision",
                  "")
 
@@ -113,48 +155,49 @@ FIELDS = (
           "a preset id or alias (python -m pycore models)", (), "a common 8B model", "model"),
     Field("config", "text", None, "path to a Hugging Face config.json (command line); replaces model",
           "a readable JSON file", (), "", "model"),
-    _int("layers", None, "transformer layers (num_hidden_layers); " + ARCH_HINT, "model", maximum=10_000),
+    _int("layers", None, "transformer layers (num_hidden_layers); " + ARCH_HINT, "model", span=(1, 10_000)),
     _int("hidden", None, "hidden size (hidden_size); " + ARCH_HINT, "model"),
-    _int("heads", None, "attention heads (num_attention_heads); " + ARCH_HINT, "model", maximum=100_000),
+    _int("heads", None, "attention heads (num_attention_heads); " + ARCH_HINT, "model", span=(1, 100_000)),
     _int("kv_heads", None, "key/value heads (num_key_value_heads): heads for MHA, 1 for MQA; " + ARCH_HINT,
-         "model", maximum=100_000),
+         "model", span=(1, 100_000)),
     _int("head_dim", None, "size of one attention head; default hidden / heads", "model"),
     _int("ffn", None, "MLP intermediate size (intermediate_size), per expert for MoE; " + ARCH_HINT, "model",
-         maximum=10_000_000),
-    _int("vocab", None, "vocabulary size (vocab_size); " + ARCH_HINT, "model", maximum=10_000_000),
-    _int("experts", None, "routed experts per layer (0 = dense); " + ARCH_HINT, "model", minimum=0,
-         maximum=100_000),
-    _int("experts_per_token", None, "experts each token is routed to; " + ARCH_HINT, "model", minimum=0,
-         maximum=100_000),
+         span=(1, 10_000_000)),
+    _int("vocab", None, "vocabulary size (vocab_size); " + ARCH_HINT, "model", span=(1, 10_000_000)),
+    _int("experts", None, "routed experts per layer (0 = dense); " + ARCH_HINT, "model",
+         span=(0, 100_000)),
+    _int("experts_per_token", None, "experts each token is routed to; " + ARCH_HINT, "model",
+         span=(0, 100_000)),
     _int("expert_ffn", None, "intermediate size of one routed expert (moe_intermediate_size); " + ARCH_HINT,
-         "model", maximum=10_000_000),
+         "model", span=(1, 10_000_000)),
     _int("max_positions", None, "maximum positions (max_position_embeddings): caps every sequence answer; "
          "learned position tables (GPT-2, BERT) count toward the parameters; " + ARCH_HINT, "model",
-         maximum=100_000_000),
+         span=(1, 100_000_000)),
     _choice("head", None, ("causal-lm", "masked-lm", "classification", "none"),
             "task head: causal-lm (next-token logits over the vocabulary), masked-lm (BERT's MLM head), "
             "classification (num_labels logits: *ForSequenceClassification), none (the base model)", "model",
             "the preset's own class (config.json architectures)"),
     _int("num_labels", 2, "labels of a classification head", "model", "transformers PretrainedConfig default (2)",
-         maximum=1_000_000),
+         span=(1, 1_000_000)),
     _choice("tied", None, ("yes", "no"), "output head shares the embedding matrix (tie_word_embeddings); "
             + ARCH_HINT, "model"),
     Field("params", "count", None, "parameter count of a generic network (used when no transformer is given)",
           "a count such as 7B, 350M, 7e9 or 7000000000", (), "", "model", "parameters", 1, 10**14),
     _choice("mode", "train", ("train", "infer"), "a training step, or serving with generate()", "workload"),
-    _int("batch", 1, "micro-batch size per GPU (sequences)", "workload", "", 1, "sequences"),
+    _int("batch", 1, "micro-batch size per GPU (sequences)", "workload", unit="sequences"),
     _int("seq", 2048, "sequence length in tokens (prompt length when serving)", "workload",
-         "Llama 3 pre-training context", 1, "tokens", 100_000_000),
+         "Llama 3 pre-training context", span=(1, 100_000_000), unit="tokens"),
     _choice("engine", "hf", ("hf", "vllm"), "serving engine: hf (transformers generate(), memory grows with "
             "the batch) or vllm (pre-allocates gpu_util of the GPU and gives the rest to the KV cache)", "workload"),
     Field("gpu_util", "float", 0.9, "vLLM gpu_memory_utilization: the share of the GPU vLLM may use",
           "a number from 0.05 to 1", (), "vLLM's default (EngineArgs.gpu_memory_utilization)", "workload", "",
           0.05, 1),
     _int("max_batched_tokens", 8192, "vLLM max_num_batched_tokens: tokens in its profiling run", "workload",
-         "vLLM V1's default for the LLM class (EngineArgs)", 1, "tokens", 10_000_000),
+         "vLLM V1's default for the LLM class (EngineArgs)", span=(1, 10_000_000),
+         unit="tokens"),
     _choice("compare", "off", ("off", "baseline", "serving"), "compare with fp32 and no memory savers, or with "
             "serving the same model; base.KEY=VALUE changes any baseline input", "workload"),
-    _int("new_tokens", 256, "tokens generated per sequence when serving", "workload", "", 0, "tokens", 100_000_000),
+    _int("new_tokens", 256, "tokens generated per sequence when serving", "workload", span=(0, 100_000_000), unit="tokens"),
     _choice("precision", "auto", PRECISIONS,
             "precision policy: auto (training: as the framework does, the Trainer in the checkpoint's dtype; serving: "
             "the checkpoint's own dtype); fp32; amp-* autocast "
@@ -203,13 +246,13 @@ FIELDS = (
             "every framework's default is SDPA or FlashAttention"),
     _int("loss_chunks", None, "compute the output head and cross-entropy in this many sequence chunks, as "
          "torchtune's CEWithChunkedOutputLoss (8) does; 1 = transformers' loss; default: the framework's",
-         "savers", maximum=100_000),
+         "savers", span=(1, 100_000)),
     _choice("activations", "detailed", ("detailed", "korthikanti", "multiplier", "per-sample"),
             "activation model: detailed (ours), korthikanti (2022 paper), multiplier, per-sample", "savers"),
     Field("act_multiplier", "float", 17.0, "multiplier model: bytes = batch·seq·hidden·layers·this·act bytes",
           "a number from 0 to 10,000", (), "Korthikanti et al. 2022: 34 bytes per s·b·h at 16 bit = 17 × 2 bytes", "savers", "", 0, 10_000),
     Field("act_per_sample", "size", 0, "per-sample model: activation bytes of one sample",
-          "a size such as 0.215GiB, 512MiB or a number of bytes", (), "", "savers", "bytes", 0, 2**50),
+          "a size such as 0.215GiB, 512MiB or a number of bytes", (), "", "savers", "bytes", 0, MOST_BYTES),
     Field("overhead", "overhead", None, "runtime overhead on top of the peak of live tensors; default: modelled as "
           "the allocator's cache, the CUDA context and NCCL buffers (pycore/memory/device.py)",
           "a size (2GiB, 800MiB) or a percent of the peak (10%)", (), "pycore/memory/device.py", "hardware", ""),
@@ -217,10 +260,10 @@ FIELDS = (
             "the caching allocator grows segments in place and strands far less memory", "hardware",
             "PyTorch's default (off); torchtitan's run_train.sh turns it on"),
     _int("dp", 1, "data-parallel degree (replicas, or ZeRO/FSDP shards)", "parallel"),
-    _int("tp", 1, "tensor-parallel degree (Megatron-style, within a node)", "parallel", maximum=1024),
-    _int("pp", 1, "pipeline-parallel stages", "parallel", maximum=1024),
-    _int("cp", 1, "context-parallel degree (the sequence split across GPUs)", "parallel", maximum=1024),
-    _int("ep", 1, "expert-parallel degree (routed experts split across GPUs)", "parallel", maximum=100_000),
+    _int("tp", 1, "tensor-parallel degree (Megatron-style, within a node)", "parallel", span=(1, 1024)),
+    _int("pp", 1, "pipeline-parallel stages", "parallel", span=(1, 1024)),
+    _int("cp", 1, "context-parallel degree (the sequence split across GPUs)", "parallel", span=(1, 1024)),
+    _int("ep", 1, "expert-parallel degree (routed experts split across GPUs)", "parallel", span=(1, 100_000)),
     _choice("zero", "0", ("0", "1", "2", "3"), "ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also "
             "weights, over dp × cp", "parallel", "DeepSpeed's default"),
     _choice("fsdp", "none", ("none", "NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD"),
@@ -231,11 +274,11 @@ FIELDS = (
             "parallel"),
     _int("microbatches", 1, "micro-batches per optimizer step (gradient accumulation; pipeline micro-batches)",
          "parallel"),
-    _int("interleave", 1, "virtual pipeline stages per GPU (interleaved 1F1B)", "parallel", maximum=128),
+    _int("interleave", 1, "virtual pipeline stages per GPU (interleaved 1F1B)", "parallel", span=(1, 128)),
     _choice("offload", "none", ("none", "optimizer", "params"), "keep optimizer state (and with params, the "
             "weights) in CPU memory, as ZeRO-Offload and FSDP CPU offload do", "parallel"),
     _int("gpus", None, "GPUs you have (for time and cost); default: the layout's dp × tp × pp × cp", "hardware",
-         maximum=10_000_000),
+         span=(1, 10_000_000)),
     Field("train_tokens", "count", 0, "tokens to train on, for time and cost (such as 1T or 15e12)",
           "a count such as 2B, 1T or 15e12", (), "", "hardware", "tokens", 0, 10**17),
     Field("mfu", "float", 0.4, "model FLOPs utilisation you expect (0-1)", "a number from 0.001 to 1", (),
@@ -279,7 +322,15 @@ GROUPS = (("model", "Model"), ("workload", "Workload"), ("precision", "Precision
 DEFAULTS = {f.key: f.default for f in FIELDS}
 
 
-def parse(raw: dict, strict: bool = True) -> Any:
+@overload
+def parse(raw: "Mapping[str, object]", strict: Literal[True] = True) -> Values: ...
+@overload
+def parse(raw: "Mapping[str, object]", strict: Literal[False]) -> "tuple[Values, Errors]": ...
+@overload
+def parse(raw: "Mapping[str, object]", strict: bool) -> "Values | tuple[Values, Errors]": ...
+
+
+def parse(raw: "Mapping[str, object]", strict: bool = True) -> "Values | tuple[Values, Errors]":
     """Typed values for a mapping of key -> string, with defaults filled in.
 
     Args:
@@ -288,7 +339,8 @@ def parse(raw: dict, strict: bool = True) -> Any:
     Returns:
         (values, errors) when not strict, else values. ``errors`` maps key -> message.
     """
-    values, errors = dict(DEFAULTS), {}
+    values: Values = dict(DEFAULTS)
+    errors: Errors = {}
     for key, text in raw.items():
         field = BY_KEY.get(key)
         try:
@@ -302,7 +354,7 @@ def parse(raw: dict, strict: bool = True) -> Any:
     return values if strict else (values, errors)
 
 
-def to_query(values: dict) -> list:
+def to_query(values: "Mapping[str, object]") -> "list[tuple[str, str]]":
     """The non-default inputs as ordered (key, text) pairs, the form used by URL, CLI and CSV."""
     pairs = []
     for field in FIELDS:
@@ -313,18 +365,24 @@ def to_query(values: dict) -> list:
     return pairs
 
 
-def format_value(field: Field, value: Any) -> str:
+def format_value(field: Field, value: object) -> str:
+    """The text that parses back to ``value`` (the form used by URL, CLI, CSV and docs/inputs.md)."""
     if field.kind == "overhead":
-        kind, amount = value
-        if kind == "percent":
-            return f"{amount:g}%"
-        for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
-            if amount and amount % scale == 0:
-                return f"{amount // scale}{unit}"
-        return str(amount)
+        return _overhead_text(cast(Overhead, value))     # the only kind that parses to a pair
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
+
+
+def _overhead_text(value: Overhead) -> str:
+    """A percent as typed; bytes in whole GiB or MiB where they are one."""
+    kind, amount = value
+    if kind == "percent":
+        return f"{amount:g}%"
+    for unit, scale in (("GiB", GIB), ("MiB", MIB)):
+        if amount and amount % scale == 0:
+            return f"{amount // scale}{unit}"
+    return str(amount)
 
 
 def markdown_table() -> str:

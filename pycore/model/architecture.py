@@ -8,6 +8,7 @@ the module layout of the matching ``transformers`` class, so they agree to the p
 
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import Any, Mapping
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class Architecture:
     rope_fp32: bool = False         # DeepSeek-V2: rotary applied through fp32 complex numbers
     source: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.kind == "generic":
             return
         for name in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"):
@@ -141,10 +142,10 @@ class ParameterCount:
     total: int
     active: int                     # parameters a token touches (differs from total for MoE)
     largest_tensor: int             # numel of the biggest single parameter (optimizer step temporaries)
-    parts: dict = field(default_factory=dict)
+    parts: "dict[str, int]" = field(default_factory=dict)   # the total by part: embedding, attention, mlp, ...
 
 
-def _mla_params(arch):
+def _mla_params(arch: Architecture) -> int:
     """DeepSeek-V2/V3 multi-head latent attention (transformers DeepseekV3Attention)."""
     h, a = arch.hidden, arch.heads
     qk_head = arch.qk_nope_dim + arch.qk_rope_dim
@@ -159,7 +160,7 @@ def _mla_params(arch):
     return query + kv + a * arch.v_head_dim * h + biases
 
 
-def _attention_params(arch):
+def _attention_params(arch: Architecture) -> int:
     if arch.attention == "mla":
         return _mla_params(arch)
     weights = arch.hidden * arch.q_dim + 2 * arch.hidden * arch.kv_dim + arch.q_dim * arch.hidden
@@ -170,7 +171,7 @@ def _attention_params(arch):
     return weights + biases + sinks
 
 
-def _mlp_params(arch, width):
+def _mlp_params(arch: Architecture, width: int) -> int:
     matrices = 3 if arch.mlp == "gated" else 2
     biases = ((2 if arch.mlp == "gated" else 1) * width + arch.hidden) if arch.mlp_bias else 0
     return matrices * arch.hidden * width + biases
@@ -251,7 +252,7 @@ def count_parameters(arch: Architecture) -> ParameterCount:
     return ParameterCount(embedding, per_layer, layers_total, head, total, active, largest, parts)
 
 
-def _count_encoder_decoder(arch):
+def _count_encoder_decoder(arch: Architecture) -> ParameterCount:
     """T5ForConditionalGeneration: shared embedding, encoder and decoder stacks, optional untied head."""
     h = arch.hidden
     attention = 4 * h * arch.q_dim
@@ -272,7 +273,7 @@ ARCH_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "voca
                "experts_per_token", "expert_ffn", "tied", "max_positions", "head", "num_labels")
 
 
-def with_overrides(arch: Architecture, overrides: dict) -> Architecture:
+def with_overrides(arch: Architecture, overrides: "Mapping[str, Any]") -> Architecture:
     """A copy of ``arch`` with fields replaced by the schema's architecture keys."""
     changes = {k: v for k, v in overrides.items() if k in ARCH_FIELDS and v is not None}
     if "tied" in changes:

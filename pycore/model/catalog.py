@@ -7,13 +7,15 @@ From a checkout they sit in ``presets/`` beside the package; an installed wheel 
 import json
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from pycore.model.architecture import Architecture
 
 _PACKAGE = Path(__file__).resolve().parent.parent  # pycore/
+Entry = dict[str, Any]      # one record of presets/models.json or gpus.json, as JSON: its fields vary by kind
 
 
-def _presets_dir():
+def _presets_dir() -> Path:
     for candidate in (_PACKAGE / "presets", _PACKAGE.parent / "presets"):
         if (candidate / "models.json").is_file():
             return candidate
@@ -21,20 +23,23 @@ def _presets_dir():
 
 
 @lru_cache(maxsize=None)
-def _load(name):
+def _load(name: str) -> "dict[str, Any]":
+    """A catalog file: {"_about": "...", "models": [Entry, ...]} (or "gpus")."""
     with open(_presets_dir() / name, encoding="utf-8") as handle:
-        return json.load(handle)
+        catalog: "dict[str, Any]" = json.load(handle)
+    return catalog
 
 
 @lru_cache(maxsize=None)
-def models() -> dict:
+def models() -> "dict[str, Entry]":
     """Model presets by id, sorted by id; aliases point at the same entry."""
     entries = sorted(_load("models.json")["models"], key=lambda entry: entry["id"])
     return {entry["id"]: entry for entry in entries}
 
 
 @lru_cache(maxsize=None)
-def model_aliases() -> dict:
+def model_aliases() -> "dict[str, str]":
+    """Every id and alias -> the preset id it names."""
     table = {}
     for entry in models().values():
         table[entry["id"]] = entry["id"]
@@ -57,6 +62,6 @@ def architecture(model_id: str) -> Architecture:
 
 
 @lru_cache(maxsize=None)
-def gpus() -> dict:
+def gpus() -> "dict[str, Entry]":
     """GPU catalog by id, in the file's order."""
     return {entry["id"]: entry for entry in _load("gpus.json")["gpus"]}

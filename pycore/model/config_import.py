@@ -7,11 +7,11 @@ applied, which must equal the count of the config itself, so the URL it produces
 
 from typing import Any
 
-from pycore.inputs.schema import InputError
-from pycore.model.architecture import ARCH_FIELDS, count_parameters, with_overrides
+from pycore.base.errors import InputError
+from pycore.model.architecture import ARCH_FIELDS, Architecture, count_parameters, with_overrides
 from pycore.model.catalog import architecture as preset_architecture
 from pycore.model.catalog import models
-from pycore.model.hf_config import FAMILIES, FAMILY_PRESETS, LLAMA_STYLE, architecture_from_dict, parse_config_text
+from pycore.model.hf_config import FAMILIES, FAMILY_PRESETS, LLAMA_STYLE, Config, architecture_from_dict, parse_config_text
 
 # Fields that change the parameter count but have no schema key: named when an import cannot express them.
 _FEATURES = {
@@ -36,16 +36,17 @@ _CARRIED = {"sliding_window": "sliding window", "global_every": "global-layer pe
             "attention_dropout": "attention dropout", "parallel_block": "parallel attention/MLP block"}
 
 
-def _family(config):
-    """The model_type whose preset an imported config is expressed against."""
+def _family(config: Config) -> str:
+    """The model_type whose preset an imported config is expressed against (architecture_from_dict has
+    checked that a model_type given is a string)."""
     if isinstance(config.get("text_config"), dict):
         inner = config["text_config"].get("model_type")
-        return inner if inner in FAMILIES else "gemma3_text"
+        return inner if isinstance(inner, str) and inner in FAMILIES else "gemma3_text"
     model_type = config.get("model_type")
-    return model_type if model_type in FAMILIES else LLAMA_STYLE
+    return model_type if isinstance(model_type, str) and model_type in FAMILIES else LLAMA_STYLE
 
 
-def _overrides(arch, preset):
+def _overrides(arch: Architecture, preset: Architecture) -> "list[tuple[str, str]]":
     """(key, text) pairs of the schema's architecture keys where ``arch`` differs from ``preset``."""
     pairs = []
     for key in ARCH_FIELDS:
@@ -64,7 +65,7 @@ def _overrides(arch, preset):
     return pairs
 
 
-def _inexpressible(arch, preset):
+def _inexpressible(arch: Architecture, preset: Architecture) -> "list[str]":
     """Plain words for the count-changing fields in which ``arch`` and ``preset`` differ."""
     learned = arch.positions == "learned" or preset.positions == "learned"
     return [f"{words} ({field} {getattr(arch, field)!r}, the preset has {getattr(preset, field)!r})"
@@ -72,7 +73,7 @@ def _inexpressible(arch, preset):
             if getattr(arch, field) != getattr(preset, field) and (field != "max_positions" or learned)]
 
 
-def _candidates(family, arch):
+def _candidates(family: str, arch: Architecture) -> "list[str]":
     """Preset ids to express an import against: the family's own first, then the others of its class."""
     first = FAMILY_PRESETS[family]
     others = sorted(model_id for model_id, entry in models().items()
@@ -80,7 +81,7 @@ def _candidates(family, arch):
     return [first] + others
 
 
-def import_config(text: str) -> dict:
+def import_config(text: str) -> "dict[str, Any]":
     """A config.json's text as schema inputs.
 
     Args:
@@ -90,7 +91,7 @@ def import_config(text: str) -> dict:
         family's preset plus the architecture keys that differ, or {"error": str} with one plain sentence naming
         what is wrong (invalid JSON, a field's type or range, a missing field, a feature the inputs cannot express).
     """
-    warnings: list = []
+    warnings: "list[str]" = []
     try:
         config = parse_config_text(text)
         arch = architecture_from_dict(config, warnings=warnings)
@@ -126,16 +127,17 @@ def import_config(text: str) -> dict:
         if ours != theirs and not unknown:
             warnings.append(f"The config's {words} ({field} {ours!r}) has no input key: the estimate uses "
                             f"{preset.name}'s ({theirs!r}).")
-    shown: Any = config.get("model_type") if isinstance(config.get("model_type"), str) else family
+    model_type = config.get("model_type")
+    shown = model_type if isinstance(model_type, str) else family
     message = (f"Imported a {shown[:40]} config: {expected:,} parameters, expressed as {preset.name} with "
                f"{len(query) - 1} override{'s' if len(query) != 2 else ''}.")
     return {"query": query, "params": expected, "message": message, "warnings": warnings}
 
 
-def _typed(key, value):
+def _typed(key: str, value: str) -> "str | int":
     return value if key == "tied" else int(value)
 
 
-def _plain(error):
+def _plain(error: InputError) -> str:
     message = str(error)
     return message[len("config: "):] if message.startswith("config: ") else message

@@ -8,22 +8,26 @@ problem is reported as one message naming the config field (``InputError("config
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Callable, Mapping, NoReturn, Sequence
 
-from pycore.inputs.schema import InputError
+from pycore.base.errors import InputError
 from pycore.model.architecture import Architecture
+
+Config = dict[str, Any]     # a parsed config.json: JSON, its values of every type
+Fields = dict[str, int]     # Architecture field -> a whole number read from the config (layers, hidden, ...)
+Traits = dict[str, Any]     # Architecture field -> what a family fixes or a config flag sets (biases, norms, ...)
 
 MAX_BYTES = 2_000_000       # a real config.json is a few KB (DeepSeek-V3's: 1.7 KB); 2 MB leaves room for comments
 MAX_DEPTH = 64              # real configs nest 3 levels (quantization_config.config_groups...); json.loads recurses
 MAX_DIGITS = 40             # no architecture number needs more; Python refuses ints over 4,300 digits anyway
 
-GEMMA = {"activation": "gelu_tanh", "norm_weight_fp32": True}
-BIASED = {"qkv_bias": True, "out_bias": True, "mlp_bias": True}
-LAYERNORM_PLAIN = {"norm": "layernorm", "mlp": "plain"}
-SOFTMAX_16 = {"softmax_fp32": False}       # eager attention's softmax stays in the scores' dtype (GPT-2, Falcon, gpt-oss)
+GEMMA: Traits = {"activation": "gelu_tanh", "norm_weight_fp32": True}
+BIASED: Traits = {"qkv_bias": True, "out_bias": True, "mlp_bias": True}
+LAYERNORM_PLAIN: Traits = {"norm": "layernorm", "mlp": "plain"}
+SOFTMAX_16: Traits = {"softmax_fp32": False}   # eager attention's softmax stays in the scores' dtype (GPT-2, Falcon, gpt-oss)
 
 # model_type -> (transformers class, fields that differ from the Llama defaults)
-FAMILIES = {
+FAMILIES: "dict[str, tuple[str, Traits]]" = {
     "llama": ("LlamaForCausalLM", {}),
     "mistral": ("MistralForCausalLM", {}),
     "qwen2": ("Qwen2ForCausalLM", {"qkv_bias": True}),
@@ -138,7 +142,7 @@ def describe(value: object) -> str:
     return "a list" if isinstance(value, list) else "an object"
 
 
-def _too_deep(text):
+def _too_deep(text: str) -> bool:
     """Whether json.loads would nest more than MAX_DEPTH levels, found without recursing (json.loads recurses
     once per level, and Pyodide's stack is shallow: a 10,000-level array must be refused before it is parsed).
 
@@ -164,17 +168,17 @@ def _too_deep(text):
     return False
 
 
-def _bounded_int(digits):
+def _bounded_int(digits: str) -> int:
     if len(digits.lstrip("-")) > MAX_DIGITS:
         raise InputError("config", f"config.json has a number with more than {MAX_DIGITS} digits")
     return int(digits)
 
 
-def _no_constant(name):
+def _no_constant(name: str) -> NoReturn:
     raise InputError("config", f"config.json is not valid JSON: {name} is not a JSON number")
 
 
-def parse_config_text(text: str) -> dict:
+def parse_config_text(text: str) -> Config:
     """A config.json's text as a dict; InputError with one plain message for anything else.
 
     Args:
@@ -214,11 +218,12 @@ def parse_config_text(text: str) -> dict:
 class _Reader:
     """Typed, range-checked reads of config.json keys; remembers which key each field came from."""
 
-    def __init__(self, config):
+    def __init__(self, config: Config) -> None:
         self.config = config
-        self.source = {}
+        self.source: "dict[str, str]" = {}       # our field -> the config.json key it was read from
 
-    def integer(self, field: str, keys: tuple | list | None = None, low: int | None = None, high: int | None = None) -> int | None:
+    def integer(self, field: str, keys: "Sequence[str] | None" = None, low: "int | None" = None,
+                high: "int | None" = None) -> "int | None":
         """The first non-null key of ``keys`` as an int within range, or None when none is present."""
         low_default, high_default = RANGES[field]
         low = low_default if low is None else low
@@ -243,7 +248,7 @@ class _Reader:
             raise InputError("config", f"{key}: must be true or false, got {describe(value)}")
         return value
 
-    def fraction(self, key: str) -> float | None:
+    def fraction(self, key: str) -> "float | None":
         value = self.config.get(key)
         if value is None:
             return None
@@ -251,7 +256,7 @@ class _Reader:
             raise InputError("config", f"{key}: must be a number from 0 to 1, got {describe(value)}")
         return float(value)
 
-    def integer_list(self, key: str, high: int) -> list:
+    def integer_list(self, key: str, high: int) -> "list[int]":
         value = self.config.get(key)
         if value is None:
             return []
@@ -259,18 +264,20 @@ class _Reader:
                 not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < high for v in value):
             raise InputError("config", f"{key}: must be a list of layer numbers from 0 to {high - 1:,}, "
                                        f"got {describe(value)}")
-        return value
+        numbers: "list[int]" = value
+        return numbers
 
-    def text_list(self, key: str, high: int) -> list | None:
+    def text_list(self, key: str, high: int) -> "list[str] | None":
         value = self.config.get(key)
         if value is None:
             return None
         if not isinstance(value, list) or len(value) > high or not all(isinstance(v, str) for v in value):
             raise InputError("config", f"{key}: must be a list of at most {high:,} strings, got {describe(value)}")
-        return value
+        texts: "list[str]" = value
+        return texts
 
 
-def _sparse_layers(reader, model_type, layers, experts):
+def _sparse_layers(reader: _Reader, model_type: str, layers: int, experts: int) -> int:
     """How many layers route to experts (the rest have a dense MLP of width ffn)."""
     if not experts:
         return 0
@@ -284,7 +291,8 @@ def _sparse_layers(reader, model_type, layers, experts):
     return layers
 
 
-def architecture_from_dict(config: dict, name: str = "config.json", warnings: list | None = None) -> Architecture:
+def architecture_from_dict(config: Config, name: str = "config.json", warnings: "list[str] | None" = None) \
+        -> Architecture:
     """An Architecture from a parsed config.json.
 
     Args:
@@ -297,34 +305,62 @@ def architecture_from_dict(config: dict, name: str = "config.json", warnings: li
     """
     if not isinstance(config, dict):
         raise InputError("config", "config.json must be a JSON object")
-    if isinstance(config.get("text_config"), dict):        # multimodal wrappers (Gemma 3): the text decoder
-        text = config["text_config"]
-        config = {**text, "tie_word_embeddings": config.get("tie_word_embeddings", text.get("tie_word_embeddings", True))}
-        config.setdefault("model_type", "gemma3_text")
+    config = _text_decoder(config)
+    family_type = _family_type(config, warnings)
+    hf_class, family = FAMILIES[family_type]
+    reader = _Reader(config)
+    fields = _read_fields(reader)
+    extra = dict(family)
+    _family_specifics(family_type, reader, fields, extra)
+    _settle_shape(family_type, reader, fields)
+    activation = config.get("hidden_act", config.get("activation_function"))
+    if isinstance(activation, str) and activation in _ACTIVATIONS and family.get("mlp") == "plain":
+        extra["activation"] = _ACTIVATIONS[activation]
+    tied = reader.flag("tie_word_embeddings", family_type in TIED_BY_DEFAULT)
+    _read_dropouts(reader, extra)
+    numbers: Traits = fields        # the same dict, typed as keywords of any field so that ** type-checks
+    try:
+        return Architecture(name=name, hf_class=hf_class, tied_embeddings=tied, source=name, **extra, **numbers)
+    except (TypeError, ValueError) as error:
+        raise InputError("config", _config_words(str(error), reader.source)) from None
+
+
+def _text_decoder(config: Config) -> Config:
+    """The config itself, or the text decoder a multimodal wrapper (Gemma 3) holds in text_config."""
+    text = config.get("text_config")
+    if not isinstance(text, dict):
+        return config
+    inner = {**text, "tie_word_embeddings": config.get("tie_word_embeddings", text.get("tie_word_embeddings", True))}
+    inner.setdefault("model_type", "gemma3_text")
+    return inner
+
+
+def _family_type(config: Config, warnings: "list[str] | None") -> str:
+    """The key of FAMILIES the config is read as: its model_type, or Llama-style for an unknown one that has
+    the standard keys (with a warning)."""
     model_type = config.get("model_type")
     if not isinstance(model_type, str):
         if model_type is not None:
             raise InputError("config", f"model_type: must be a string such as \"llama\", got {describe(model_type)}")
         model_type = ""
-    reader = _Reader(config)
-    if model_type not in FAMILIES:
-        missing = [KEYS[f][0] for f in STANDARD if all(config.get(k) is None for k in KEYS[f])]
-        if missing:
-            shown = f"model_type {model_type[:40]!r}" if model_type else "a config without model_type"
-            raise InputError("config", f"{shown} is not supported yet and lacks {', '.join(missing)} to be read as a "
-                                       "Llama-style decoder; supported: " + ", ".join(sorted(FAMILIES)))
-        if warnings is not None:
-            shown = f"model_type {model_type[:40]!r} is not a supported family" if model_type else \
-                "This config has no model_type"
-            warnings.append(f"{shown}: estimated as a Llama-style decoder (RMSNorm, gated SiLU MLP, no biases), "
-                            "so the parameter count may differ from the real model's.")
-        family_type = LLAMA_STYLE
-    else:
-        family_type = model_type
-    hf_class, family = FAMILIES[family_type]
-    assert isinstance(family, dict)
+    if model_type in FAMILIES:
+        return model_type
+    missing = [KEYS[f][0] for f in STANDARD if all(config.get(k) is None for k in KEYS[f])]
+    if missing:
+        shown = f"model_type {model_type[:40]!r}" if model_type else "a config without model_type"
+        raise InputError("config", f"{shown} is not supported yet and lacks {', '.join(missing)} to be read as a "
+                                   "Llama-style decoder; supported: " + ", ".join(sorted(FAMILIES)))
+    if warnings is not None:
+        shown = f"model_type {model_type[:40]!r} is not a supported family" if model_type else \
+            "This config has no model_type"
+        warnings.append(f"{shown}: estimated as a Llama-style decoder (RMSNorm, gated SiLU MLP, no biases), "
+                        "so the parameter count may differ from the real model's.")
+    return LLAMA_STYLE
 
-    fields: dict[str, Any] = {}
+
+def _read_fields(reader: _Reader) -> Fields:
+    """Every KEYS field the config gives, range-checked; the four no transformer lacks must be there."""
+    fields: Fields = {}
     for field in KEYS:
         value = reader.integer(field)
         if value is not None:
@@ -332,109 +368,157 @@ def architecture_from_dict(config: dict, name: str = "config.json", warnings: li
     missing = [KEYS[f][0] for f in ("layers", "hidden", "heads", "vocab") if f not in fields]
     if missing:
         raise InputError("config", "missing " + ", ".join(missing))
-    extra = dict(family)
-    _family_specifics(model_type, reader, fields, extra)
+    return fields
+
+
+def _settle_shape(family_type: str, reader: _Reader, fields: Fields) -> None:
+    """The defaults a config may leave out (kv_heads, GPT-2's ffn), and the MoE fields only an MoE keeps."""
     fields.setdefault("kv_heads", fields["heads"])
     if "ffn" not in fields:
-        if model_type not in ("gpt2", "gpt_bigcode", "falcon"):
+        if family_type not in ("gpt2", "gpt_bigcode", "falcon"):
             raise InputError("config", "missing intermediate_size")
-        fields["ffn"] = 4 * fields["hidden"]
+        fields["ffn"] = 4 * fields["hidden"]           # their config classes' default (n_inner=None)
     if fields.get("head_dim") == fields["hidden"] // fields["heads"] and fields["hidden"] % fields["heads"] == 0:
         fields.pop("head_dim")
     if not fields.get("experts"):
         for moe_only in ("experts_per_token", "expert_ffn", "shared_experts", "shared_expert_ffn", "dense_layers"):
             fields.pop(moe_only, None)
-    else:
-        sparse = _sparse_layers(reader, model_type, fields["layers"], fields["experts"])
-        fields["dense_layers"] = fields["layers"] - sparse
-        fields.setdefault("experts_per_token", min(2, fields["experts"]))
-    activation = config.get("hidden_act", config.get("activation_function"))
-    if isinstance(activation, str) and activation in _ACTIVATIONS and family.get("mlp") == "plain":
-        extra["activation"] = _ACTIVATIONS[activation]
-    tied = reader.flag("tie_word_embeddings", model_type in TIED_BY_DEFAULT)
-    for key in ("resid_pdrop", "hidden_dropout_prob", "hidden_dropout", "residual_dropout"):
-        if reader.fraction(key) is not None:
-            extra["dropout"] = reader.fraction(key)
-            break
-    for key in ("attn_pdrop", "attention_probs_dropout_prob", "attention_dropout"):
-        if reader.fraction(key) is not None:
-            extra["attention_dropout"] = reader.fraction(key)
-            break
-    try:
-        return Architecture(name=name, hf_class=hf_class, tied_embeddings=tied, source=name, **extra, **fields)
-    except (TypeError, ValueError) as error:
-        raise InputError("config", _config_words(str(error), reader.source)) from None
+        return
+    sparse = _sparse_layers(reader, family_type, fields["layers"], fields["experts"])
+    fields["dense_layers"] = fields["layers"] - sparse
+    fields.setdefault("experts_per_token", min(2, fields["experts"]))
 
 
-def _family_specifics(model_type, reader, fields, extra):
-    """Fields a family reads from keys of its own (biases, norms, MQA, shared experts, sliding layers)."""
-    unknown = model_type not in FAMILIES
-    if unknown or model_type in ("llama", "granite", "cohere", "gpt_oss", "qwen3", "qwen3_moe"):
-        biased = reader.flag("attention_bias", extra.get("qkv_bias", False))
-        extra.update(qkv_bias=biased, out_bias=biased)
-        if unknown or model_type in ("llama", "granite"):
-            extra["mlp_bias"] = reader.flag("mlp_bias", False)
-    if model_type == "qwen2":
-        extra["qkv_bias"] = reader.flag("attention_bias", True)
-    if model_type == "qwen2_moe":
-        extra["qkv_bias"] = reader.flag("qkv_bias", True)
-        shared = fields.pop("shared_expert_ffn", 0)
-        expert = fields.get("expert_ffn") or fields.get("ffn") or 0
-        if shared and expert and shared % expert == 0:
-            fields["shared_experts"] = shared // expert        # Qwen1.5-MoE: 5632 = 4 experts of 1408
-        elif shared:
-            fields["shared_expert_ffn"] = shared
-        else:
-            extra["shared_expert_gate"] = False
-    if model_type in ("deepseek_v2", "deepseek_v3"):
-        fields["head_dim"] = fields.get("qk_nope_dim", 0) + fields.get("qk_rope_dim", 0)
-        fields["q_lora_rank"] = fields.get("q_lora_rank") or 0
-        if reader.flag("attention_bias", False):
-            extra["out_bias"] = True                  # MLA: q_a, kv_a and o projections carry a bias
-    if model_type == "gpt_neox":
-        biased = reader.flag("attention_bias", True)
-        extra.update(qkv_bias=biased, out_bias=biased, parallel_block=reader.flag("use_parallel_residual", True))
-    if model_type == "gpt_bigcode":
-        if reader.flag("multi_query", True):
-            fields["kv_heads"] = 1
-        else:
-            fields.pop("kv_heads", None)
-    if model_type == "falcon":
-        biased = reader.flag("bias", False)
-        extra.update(qkv_bias=biased, out_bias=biased, mlp_bias=biased)
-        new_decoder = reader.flag("new_decoder_architecture", False)
-        parallel = reader.flag("parallel_attn", True)
-        if new_decoder:
-            fields["kv_heads"] = reader.integer("kv_heads", ("num_kv_heads",)) or fields["heads"]
-        elif reader.flag("multi_query", True):
-            fields["kv_heads"] = 1
-        else:
-            fields["kv_heads"] = fields["heads"]
-        norms_in_parallel = reader.integer("layers", ("num_ln_in_parallel_attn",), low=1, high=2) or \
-            (2 if new_decoder else 1)
-        extra.update(parallel_block=parallel, norms_per_layer=norms_in_parallel if parallel else 2)
-    if model_type == "phi":
-        if reader.flag("qk_layernorm", False):
-            extra["qk_norm"] = "head"
-    if model_type == "starcoder2":
-        biased = reader.flag("use_bias", True)
-        extra.update(qkv_bias=biased, out_bias=biased, mlp_bias=biased)
-        if fields.get("sliding_window"):
-            extra["sliding_window"] = fields["sliding_window"]
-    if model_type == "cohere":
-        if reader.flag("use_qk_norm", False):
-            extra["qk_norm"] = "full"
-    if model_type == "gpt_oss":
-        fields.setdefault("head_dim", 64)             # GptOssConfig's default
-        layer_types = reader.text_list("layer_types", RANGES["layers"][1])
-        if fields.get("sliding_window") and layer_types:
-            full = sum(1 for kind in layer_types if kind == "full_attention")
-            extra["sliding_window"] = fields["sliding_window"]
-            extra["global_every"] = round(len(layer_types) / full) if full else 0
+# Architecture field -> the config keys that may hold it, first one given wins (GPT-2, BERT, Falcon, Llama).
+_DROPOUT_KEYS = {
+    "dropout": ("resid_pdrop", "hidden_dropout_prob", "hidden_dropout", "residual_dropout"),
+    "attention_dropout": ("attn_pdrop", "attention_probs_dropout_prob", "attention_dropout"),
+}
+
+
+def _read_dropouts(reader: _Reader, extra: Traits) -> None:
+    for field, keys in _DROPOUT_KEYS.items():
+        for key in keys:
+            value = reader.fraction(key)
+            if value is not None:
+                extra[field] = value
+                break
+
+
+# Fields a family reads from keys of its own (biases, norms, MQA, shared experts, sliding layers), one reader
+# per family; each follows that family's transformers config class.
+def _family_specifics(family_type: str, reader: _Reader, fields: Fields, extra: Traits) -> None:
+    """Apply ``family_type``'s own keys to ``fields`` and ``extra``; sliding_window is a family's to keep."""
+    read = _SPECIFICS.get(family_type)
+    if read is not None:
+        read(reader, fields, extra)
     fields.pop("sliding_window", None)
 
 
-def _config_words(message, source):
+def _attention_bias(reader: _Reader, extra: Traits) -> None:
+    """attention_bias: q/k/v and o projections together (LlamaConfig and those built like it)."""
+    biased = reader.flag("attention_bias", extra.get("qkv_bias", False))
+    extra.update(qkv_bias=biased, out_bias=biased)
+
+
+def _llama(reader: _Reader, fields: Fields, extra: Traits) -> None:
+    _attention_bias(reader, extra)
+    extra["mlp_bias"] = reader.flag("mlp_bias", False)
+
+
+def _qwen3(reader: _Reader, fields: Fields, extra: Traits) -> None:
+    _attention_bias(reader, extra)
+
+
+def _qwen2(reader: _Reader, fields: Fields, extra: Traits) -> None:
+    extra["qkv_bias"] = reader.flag("attention_bias", True)
+
+
+def _qwen2_moe(reader: _Reader, fields: Fields, extra: Traits) -> None:
+    extra["qkv_bias"] = reader.flag("qkv_bias", True)
+    shared = fields.pop("shared_expert_ffn", 0)
+    expert = fields.get("expert_ffn") or fields.get("ffn") or 0
+    if shared and expert and shared % expert == 0:
+        fields["shared_experts"] = shared // expert        # Qwen1.5-MoE: 5632 = 4 experts of 1408
+    elif shared:
+        fields["shared_expert_ffn"] = shared
+    else:
+        extra["shared_expert_gate"] = False
+
+
+def _deepseek(reader: _Reader, fields: Fields, extra: Traits) -> None:
+    fields["head_dim"] = fields.get("qk_nope_dim", 0) + fields.get("qk_rope_dim", 0)
+    fields["q_lora_rank"] = fields.get("q_lora_rank") or 0
+    if reader.flag("attention_bias", False):
+        extra["out_bias"] = True                  # MLA: q_a, kv_a and o projections carry a bias
+
+
+def _gpt_neox(reader: _Reader, fields: Fields, extra: Traits) -> None:
+    biased = reader.flag("attention_bias", True)
+    extra.update(qkv_bias=biased, out_bias=biased, parallel_block=reader.flag("use_parallel_residual", True))
+
+
+def _gpt_bigcode(reader: _Reader, fields: Fields, extra: Traits) -> None:
+    if reader.flag("multi_query", True):
+        fields["kv_heads"] = 1
+    else:
+        fields.pop("kv_heads", None)
+
+
+def _falcon(reader: _Reader, fields: Fields, extra: Traits) -> None:
+    biased = reader.flag("bias", False)
+    extra.update(qkv_bias=biased, out_bias=biased, mlp_bias=biased)
+    new_decoder = reader.flag("new_decoder_architecture", False)
+    parallel = reader.flag("parallel_attn", True)
+    if new_decoder:
+        fields["kv_heads"] = reader.integer("kv_heads", ("num_kv_heads",)) or fields["heads"]
+    elif reader.flag("multi_query", True):
+        fields["kv_heads"] = 1
+    else:
+        fields["kv_heads"] = fields["heads"]
+    norms_in_parallel = reader.integer("layers", ("num_ln_in_parallel_attn",), low=1, high=2) or \
+        (2 if new_decoder else 1)
+    extra.update(parallel_block=parallel, norms_per_layer=norms_in_parallel if parallel else 2)
+
+
+def _phi(reader: _Reader, fields: Fields, extra: Traits) -> None:
+    if reader.flag("qk_layernorm", False):
+        extra["qk_norm"] = "head"
+
+
+def _starcoder2(reader: _Reader, fields: Fields, extra: Traits) -> None:
+    biased = reader.flag("use_bias", True)
+    extra.update(qkv_bias=biased, out_bias=biased, mlp_bias=biased)
+    if fields.get("sliding_window"):
+        extra["sliding_window"] = fields["sliding_window"]
+
+
+def _cohere(reader: _Reader, fields: Fields, extra: Traits) -> None:
+    _attention_bias(reader, extra)
+    if reader.flag("use_qk_norm", False):
+        extra["qk_norm"] = "full"
+
+
+def _gpt_oss(reader: _Reader, fields: Fields, extra: Traits) -> None:
+    _attention_bias(reader, extra)
+    fields.setdefault("head_dim", 64)             # GptOssConfig's default
+    layer_types = reader.text_list("layer_types", RANGES["layers"][1])
+    if fields.get("sliding_window") and layer_types:
+        full = sum(1 for kind in layer_types if kind == "full_attention")
+        extra["sliding_window"] = fields["sliding_window"]
+        extra["global_every"] = round(len(layer_types) / full) if full else 0
+
+
+# The families not named here read nothing of their own; an unknown model_type is read as LLAMA_STYLE.
+_SPECIFICS: "dict[str, Callable[[_Reader, Fields, Traits], None]]" = {
+    "llama": _llama, "granite": _llama, "qwen3": _qwen3, "qwen3_moe": _qwen3, "qwen2": _qwen2,
+    "qwen2_moe": _qwen2_moe, "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_neox": _gpt_neox,
+    "gpt_bigcode": _gpt_bigcode, "falcon": _falcon, "phi": _phi, "starcoder2": _starcoder2, "cohere": _cohere,
+    "gpt_oss": _gpt_oss,
+}
+
+
+def _config_words(message: str, source: "Mapping[str, str]") -> str:
     """An Architecture message in config.json's words: 'kv_heads: must divide heads' -> num_key_value_heads."""
     field, _, rest = message.partition(": ")
     key = source.get(field, KEYS.get(field, (field,))[0])
