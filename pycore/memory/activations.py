@@ -34,7 +34,12 @@ class Term:
     feeds: str = ""             # the linear layers that read it (qkv, o, gate_up, down): kept only if trainable
 
 
-def _norm_terms(arch, e, amp, consumers, label, feeds=""):
+# per_token's answer: (saved bytes per token per layer, the layer's terms, final-norm bytes per token, working
+# bytes per token of one layer's backward)
+PerToken = tuple[float, "list[Term]", float, float]
+
+
+def _norm_terms(arch: "Architecture", e: float, amp: bool, consumers: int, label: str, feeds: str = "") -> "list[Term]":
     """A pre-norm saves its fp32 input, the normalised tensor, and what its consumers read.
 
     All of it sits outside the tensor-parallel region; the output is what the next linear layers read.
@@ -64,7 +69,7 @@ def _norm_terms(arch, e, amp, consumers, label, feeds=""):
     return terms
 
 
-def _qk_norm_terms(arch, e, amp):
+def _qk_norm_terms(arch: "Architecture", e: float, amp: bool) -> "list[Term]":
     """Qwen3 and Gemma 3 normalise each query and key head (RMSNorm over head_dim), OLMo 2 the whole query
     and key: the fp32 input, the normalised value (fp32 where the weight multiplies in fp32: autocast,
     Gemma, OLMo 2) and one rsqrt per normalised row."""
@@ -77,7 +82,7 @@ def _qk_norm_terms(arch, e, amp):
             Term("q/k norm rsqrt", 4 * rows, "4 per normalised row")]
 
 
-def _mla_terms(arch, e, amp):
+def _mla_terms(arch: "Architecture", e: float, amp: bool) -> "list[Term]":
     """Multi-head latent attention's own tensors (transformers DeepseekV2/V3Attention): the compressed
     latent and rotary key from kv_a_proj, its RMSNorm, kv_b_proj's input; the query's down-projection and
     its norm when q_lora_rank is set; DeepSeek-V2's rotary in fp32 complex numbers."""
@@ -96,7 +101,8 @@ def _mla_terms(arch, e, amp):
     return terms
 
 
-def _attention_terms(arch, e, amp, attention, recompute, seq):
+def _attention_terms(arch: "Architecture", e: float, amp: bool, attention: str, recompute: str,
+                     seq: int) -> "list[Term]":
     q, kv, a = arch.q_dim, arch.kv_dim, arch.heads
     # transformers' sdpa_attention_forward passes grouped-query K/V to SDPA as they are (enable_gqa) when
     # there is no attention mask and the head size is at most 256 (integrations/sdpa_attention.py,
@@ -106,7 +112,7 @@ def _attention_terms(arch, e, amp, attention, recompute, seq):
     repeated = arch.kv_heads != arch.heads and not native_gqa
     k_saved = q if repeated else kv
     k_formula = "a·d" if repeated else "k·d"
-    terms = []
+    terms: "list[Term]" = []
     if recompute == "selective":
         # Only the core's inputs (before repeat_kv) and its output survive the forward.
         return [Term("q, k, v (core inputs)", (4 if amp else e) * q + 2 * e * kv, "e·q + 2·e·k·d"),
@@ -149,7 +155,7 @@ def _attention_terms(arch, e, amp, attention, recompute, seq):
     return terms
 
 
-def _mlp_terms(arch, e, amp=False):
+def _mlp_terms(arch: "Architecture", e: float, amp: bool = False) -> "list[Term]":
     # Routed experts are expert_ffn wide (Qwen3-MoE's moe_intermediate_size); each token passes k of them.
     f = (arch.expert_ffn or arch.ffn) if arch.experts else arch.ffn
     tokens = arch.experts_per_token if arch.experts else 1
@@ -221,7 +227,7 @@ def korthikanti(arch: "Architecture", batch: int, seq: int, recompute: str, act_
 @remembered(lambda setup: (setup.arch, setup.policy, setup.finetune, setup.workload.attention,
                            setup.workload.recompute, setup.workload.seq, setup.layout.tp,
                            setup.layout.sp))           # all it reads
-def per_token(setup: "Setup") -> tuple:
+def per_token(setup: "Setup") -> PerToken:
     """(saved bytes per token per layer, terms, final-norm bytes per token, working bytes per token).
 
     With tensor parallelism the terms inside the parallel region split t ways, and the norm and residual
@@ -243,14 +249,14 @@ def per_token(setup: "Setup") -> tuple:
 
     def split(t: Term) -> float:
         return t.bytes_per_token / (lay.tp if (not t.replicated or lay.sp) else 1)
-    per_layer = sum(split(t) for t in terms)
+    per_layer: float = sum(split(t) for t in terms)
     if arch.kind == "encoder-decoder":
         # Approximation, not yet measured: decoder blocks as encoder blocks plus one more attention
         # block (cross-attention), target as long as the source.
-        cross = sum(split(t) for t in _attention_terms(arch, e, policy.autocast, attention, work.recompute,
+        cross: float = sum(split(t) for t in _attention_terms(arch, e, policy.autocast, attention, work.recompute,
                                                          work.seq))
         per_layer = (per_layer * (arch.layers + arch.decoder_layers) + cross * arch.decoder_layers) / arch.layers
-    final = sum(split(t) for t in _norm_terms(arch, e, policy.autocast, 1, "final norm"))
+    final: float = sum(split(t) for t in _norm_terms(arch, e, policy.autocast, 1, "final norm"))
     width = max(arch.ffn * max(arch.experts_per_token, 1), arch.q_dim) / lay.tp
     working = 3 * e * width
     if attention == "eager":

@@ -15,8 +15,13 @@ expandable segments on), not measured here: this project has had no GPU to measu
 (validation/measure_cuda.py is ready for one). Each can be replaced by ``overhead``.
 """
 
+from typing import TYPE_CHECKING
+
 from pycore.base.expr import num, rnd, sym
 from pycore.memory.pools import Pool, make
+
+if TYPE_CHECKING:
+    from pycore.inputs.schema import Overhead
 
 # Pools allocated and freed within every step, whose freed blocks fragment the cache.
 TRANSIENT = ("activations", "logits", "log_softmax", "logits_upcast", "loss_gradients", "backward_working",
@@ -27,7 +32,7 @@ CUDA_CONTEXT = 512 * 2**20                      # CUDA context with cuBLAS/cuDNN
 NCCL_BUFFERS = 512 * 2**20                      # NCCL communicators' buffers once GPUs talk (world > 1)
 
 
-def overhead_pools(live: "list[Pool]", overhead: "tuple | None", expandable: str, world: int,
+def overhead_pools(live: "list[Pool]", overhead: "Overhead | None", expandable: str, world: int,
                    peak: int) -> "list[Pool]":
     """The rows between the peak of live tensors and what the GPU shows; one row if ``overhead`` is given."""
     if overhead is not None:

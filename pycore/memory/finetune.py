@@ -20,7 +20,7 @@ TARGETS = {
 }
 
 
-def _linears(arch):
+def _linears(arch: "Architecture") -> "list[tuple[str, int, int, int]]":
     """(name, in, out, copies) of one layer's linear layers."""
     h = arch.hidden
     rows = [("q", h, arch.q_dim, 1), ("k", h, arch.kv_dim, 1), ("v", h, arch.kv_dim, 1), ("o", arch.q_dim, h, 1)]
@@ -41,7 +41,7 @@ def adapter_params(arch: "Architecture", rank: int, targets: str) -> int:
     return arch.layers * per_layer
 
 
-def adapted_inputs(targets: str) -> set:
+def adapted_inputs(targets: str) -> "set[str]":
     """Which linear-layer inputs autograd still saves: those of adapted layers (lora_A reads them)."""
     chosen = set(TARGETS[targets])
     feeds = set()

@@ -9,7 +9,7 @@ from pycore.memory import finetune, quantization
 from pycore.memory import optimizer as opt
 from pycore.memory.parallel import Stage
 from pycore.memory.pools import Pool, make
-from pycore.memory.precision import BITS
+from pycore.memory.precision import BITS, dtype_name
 from pycore.memory.setup import Setup
 
 STATIC = ("forward end", "backward start", "backward, first layer", "backward, last layer", "backward end",
@@ -23,6 +23,9 @@ KERNEL_SOURCES = {
     "for-loop": "for-loop kernel (torch.optim _single_tensor_adam): two temporaries the size of the parameter "
                 "being updated and one of the one before it (validation/measured_optimizer.json)",
 }
+SOURCE_ZERO = "ZeRO (Rajbhandari et al. 2020): stage 1 shards optimizer state, 2 gradients, 3 weights over g"
+WEIGHT_SYMBOLS = "P = parameters of the model; S = parameters on this GPU (its tensor/pipeline part); " \
+                 "Pq = parameters in quantized matrices; bits = bits per quantized weight; g = GPUs one shard spans"
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,33 @@ def stored_weights(setup: Setup, stage: Stage) -> Q:
     return rnd(stored * sym("S", stage.params) / sym("P", total)) if stage.params != total else stored
 
 
+@dataclass(frozen=True)
+class Trainable:
+    """What the optimizer updates on one GPU, before sharding, and the bytes it keeps per element of it."""
+
+    count: int                  # trainable parameters on this GPU
+    q: Q                        # the same as a quantity: S (the stage's parameters) or A (its LoRA adapters)
+    grad_bytes: float           # per gradient element
+    state_bytes: float          # per optimizer-state element
+    master_bytes: float         # per fp32 master weight (0: none kept)
+
+
+def trainable(setup: Setup, stage: Stage) -> Trainable:
+    """Full training updates every parameter of the stage in the policy's dtypes; LoRA only the adapters
+    (their share of the stage's parameters), whose gradients and states PEFT keeps in the adapters' dtype,
+    with no master copy (pycore.memory.finetune)."""
+    policy = setup.policy
+    if not setup.finetune.adapters:
+        # Megatron and DeepSpeed accumulate 16-bit gradients in an fp32 buffer across micro-batches.
+        grad_bytes = 4 if (policy.master != "none" and setup.layout.microbatches > 1) else policy.bytes("grad")
+        return Trainable(stage.params, sym("S", stage.params), grad_bytes, policy.bytes("opt"),
+                         policy.bytes("master"))
+    whole = finetune.adapter_params(setup.arch, setup.finetune.rank, setup.finetune.targets)
+    count = round(whole * stage.params / setup.counts.total)
+    adapter_bytes = BITS[setup.finetune.dtype] / 8
+    return Trainable(count, sym("A", count), adapter_bytes, adapter_bytes, 0)
+
+
 @remembered(lambda setup, stage: (setup.arch, setup.policy, setup.layout, setup.finetune, setup.quant,
                                   setup.group_size, setup.optimizer, setup.optimizer_impl, stage.params,
                                   stage.root_params))     # all it reads
@@ -55,95 +85,122 @@ def model_states(setup: Setup, stage: Stage) -> States:
     """Weights, master weights, gradients, optimizer state and step temporaries of one pipeline stage.
 
     They do not depend on the batch, the sequence or the stage's place in the pipeline, so they are
-    remembered: the answers' searches and the middle stages of a pipeline ask for the same ones again."""
-    arch, lay, policy = setup.arch, setup.layout, setup.policy
-    total = setup.counts.total
-    group, zero = lay.shard_group, lay.zero
+    remembered: the answers' searches and the middle stages of a pipeline ask for the same ones again.
+    With offload the optimizer's pools live in host memory, and with offload=params the weights too."""
+    lay = setup.layout
+    train = trainable(setup, stage)
     stored = stored_weights(setup, stage)
-    weight_formula = f"{setup.quant} storage" if setup.quant != "none" else policy.weight
-    if not setup.finetune.adapters:
-        trainable = stage.params
-        # Megatron and DeepSpeed accumulate 16-bit gradients in an fp32 buffer across micro-batches.
-        grad_bytes = 4 if (policy.master != "none" and lay.microbatches > 1) else policy.bytes("grad")
-        state_bytes, master_bytes = policy.bytes("opt"), policy.bytes("master")
-        trainable_q = sym("S", trainable)
-    else:
-        whole = finetune.adapter_params(arch, setup.finetune.rank, setup.finetune.targets)
-        trainable = round(whole * stage.params / total)
-        grad_bytes = state_bytes = BITS[setup.finetune.dtype] / 8
-        master_bytes = 0
-        trainable_q = sym("A", trainable)
-        stored = stored + rnd(trainable_q * grad_bytes)
-    sharded3 = zero == 3 and group > 1
-    weights = _sharded(stored, group, 3, zero)
-    pools = []
-    host = []
-    source_zero = "ZeRO (Rajbhandari et al. 2020): stage 1 shards optimizer state, 2 gradients, 3 weights over g"
-    symbols = "P = parameters of the model; S = parameters on this GPU (its tensor/pipeline part); " \
-              "Pq = parameters in quantized matrices; bits = bits per quantized weight; g = GPUs one shard spans"
-    if lay.offload == "params":
-        host.append(make("weights", "Weights (in CPU memory)", weights, (), source_zero, symbols))
-    else:
-        pools.append(make("weights", f"Weights ({weight_formula})", weights, STATIC,
-                          "parameters counted layer by layer, exact against transformers (docs/validation.md)",
-                          symbols))
-    # FSDP2 and ZeRO-3 gather one layer at a time, but keep the root group (embeddings and head) gathered
-    # through forward and backward (validation/measured_fsdp.json). SHARD_GRAD_OP keeps its shard beside
-    # the full copy.
+    if setup.finetune.adapters:
+        stored = stored + rnd(train.q * train.grad_bytes)       # the adapters, beside the frozen base
+    offloaded = lay.offload != "none"
+    gradients = _sharded(rnd(train.q * train.grad_bytes), lay.shard_group, 2, lay.zero)
+    master = _sharded(rnd(train.q * train.master_bytes), lay.shard_group, 1, lay.zero) \
+        if train.master_bytes else None
+    pools: "list[Pool]" = []
+    host: "list[Pool]" = []
+    (host if lay.offload == "params" else pools).append(_weights(setup, stored))
+    pools += _gathered_weights(setup, stage, stored)
+    # The fp32 master weights receive fp32 copies of the gradients before the step; the 16-bit
+    # gradients are not needed then. Offloaded steps run on the CPU.
+    pools.append(_gradients(setup, train, gradients, in_step=master is None and not offloaded))
+    optimizer_pools = host if offloaded else pools
+    if master is not None:
+        optimizer_pools.append(_master_weights(master, offloaded))
+    optimizer_pools.append(_optimizer_state(setup, train, offloaded))
+    optimizer_pools += _step_temporaries_pool(setup, train, master, offloaded)
+    if offloaded:
+        host.append(make("offloaded_gradients", "Gradient copies (in CPU memory)", gradients, (), _opt_source()))
+    return States(tuple(pools), tuple(host), train.grad_bytes, train.count)
+
+
+def _opt_source() -> str:
+    """The optimizer module's second paragraph: the states each optimizer keeps per parameter, and why."""
+    return (opt.__doc__ or "").split("\n\n")[1].replace("\n", " ")
+
+
+def _host(offloaded: bool) -> str:
+    """The label's note for a pool kept in CPU memory."""
+    return " (in CPU memory)" if offloaded else ""
+
+
+def _weights(setup: Setup, stored: Q) -> Pool:
+    """The weights in their storage format, sharded by ZeRO-3/FSDP; in CPU memory with offload=params."""
+    weights = _sharded(stored, setup.layout.shard_group, 3, setup.layout.zero)
+    if setup.layout.offload == "params":
+        return make("weights", "Weights (in CPU memory)", weights, (), SOURCE_ZERO, WEIGHT_SYMBOLS)
+    weight_format = f"{setup.quant} storage" if setup.quant != "none" else setup.policy.weight
+    return make("weights", f"Weights ({weight_format})", weights, STATIC,
+                "parameters counted layer by layer, exact against transformers (docs/validation.md)", WEIGHT_SYMBOLS)
+
+
+def _gathered_weights(setup: Setup, stage: Stage, stored: Q) -> "list[Pool]":
+    """Weights kept whole beside the shards: FSDP2 and ZeRO-3 gather one layer at a time, but keep the root
+    group (embeddings and head) gathered through forward and backward (validation/measured_fsdp.json);
+    SHARD_GRAD_OP keeps its shard beside the full copy."""
+    lay = setup.layout
+    group = lay.shard_group
     if lay.fsdp == "SHARD_GRAD_OP" and group > 1:
-        pools.append(make("gathered_weights", "Weight shard kept beside the full copy (SHARD_GRAD_OP)",
-                          ceil(stored / sym("g", group)), STATIC, "PyTorch FSDP SHARD_GRAD_OP", symbols,
-                          group="weights"))
-    elif sharded3 and stage.root_params:
-        pools.append(make("gathered_weights", "Gathered embeddings and head (FSDP root group)",
-                          sym("R", stage.root_params) * policy.bytes("gather"), STATIC, "validation/measured_fsdp.json (FSDP2)",
-                          "R = parameters of the root group (embeddings, final norm, head)", group="weights"))
-    gradients = _sharded(rnd(trainable_q * grad_bytes), group, 2, zero)
-    master = _sharded(rnd(trainable_q * master_bytes), group, 1, zero) if master_bytes else None
+        return [make("gathered_weights", "Weight shard kept beside the full copy (SHARD_GRAD_OP)",
+                     ceil(stored / sym("g", group)), STATIC, "PyTorch FSDP SHARD_GRAD_OP", WEIGHT_SYMBOLS,
+                     group="weights")]
+    if lay.zero == 3 and group > 1 and stage.root_params:
+        return [make("gathered_weights", "Gathered embeddings and head (FSDP root group)",
+                     sym("R", stage.root_params) * setup.policy.bytes("gather"), STATIC,
+                     "validation/measured_fsdp.json (FSDP2)",
+                     "R = parameters of the root group (embeddings, final norm, head)", group="weights")]
+    return []
+
+
+def _gradients(setup: Setup, train: Trainable, gradients: Q, in_step: bool) -> Pool:
+    """One gradient per trainable parameter, from the last layer's backward on; through the optimizer step
+    too when the step reads them (``in_step``: no fp32 master copy takes them over, no offload)."""
+    moments = GRADIENT_MOMENTS + (("optimizer step",) if in_step else ())
+    accumulated = train.grad_bytes == 4 and setup.policy.bytes("grad") != 4
+    return make("gradients", f"Gradients ({dtype_name(train.grad_bytes)})", gradients, moments,
+                "one gradient per trainable parameter" + (
+                    "; fp32 accumulation across micro-batches (Megatron, DeepSpeed)" if accumulated else ""),
+                "S = trainable parameters on this GPU; A = LoRA adapter parameters; g = GPUs one shard spans")
+
+
+def _master_weights(master: Q, offloaded: bool) -> Pool:
+    """The fp32 copy mixed-precision training updates (Micikevicius et al. 2018), sharded from ZeRO-1 on."""
+    return make("master_weights", f"Master weights (fp32){_host(offloaded)}", master, () if offloaded else STATIC,
+                "Micikevicius et al. 2018, mixed precision training", "S = parameters on this GPU")
+
+
+def _optimizer_state(setup: Setup, train: Trainable, offloaded: bool) -> Pool:
+    """The optimizer's states per trainable parameter (pycore.memory.optimizer), sharded from ZeRO-1 on."""
     states_per_param = opt.STATES[setup.optimizer]
     if setup.optimizer == "adam-8bit":
         # bitsandbytes: two uint8 states plus an fp32 absmax per 2048-element block for each
-        state = trainable_q * 2 + ceil(trainable_q / 2048) * 8
+        state = train.q * 2 + ceil(train.q / 2048) * 8
     else:
-        state = rnd(trainable_q * num(states_per_param) * state_bytes)
-    optimizer = _sharded(state, group, 1, zero)
-    temporaries = _step_temporaries(setup, trainable_q, state_bytes)
-    temporaries = _sharded(temporaries, group, 1, zero) if temporaries is not None else None
-    opt_source = opt.__doc__.split("\n\n")[1].replace("\n", " ")
-    offloaded = lay.offload != "none"
-    # The fp32 master weights receive fp32 copies of the gradients before the step; the 16-bit
-    # gradients are not needed then. Offloaded steps run on the CPU.
-    step_gradients = not master and not offloaded
-    grad_moments = GRADIENT_MOMENTS + (("optimizer step",) if step_gradients else ())
-    pools.append(make("gradients", f"Gradients ({_dtype_name(grad_bytes)})", gradients, grad_moments,
-                      "one gradient per trainable parameter" + (
-                          "; fp32 accumulation across micro-batches (Megatron, DeepSpeed)"
-                          if grad_bytes == 4 and policy.bytes("grad") != 4 else ""),
-                      "S = trainable parameters on this GPU; A = LoRA adapter parameters; g = GPUs one shard spans"))
-    target = host if offloaded else pools
-    moments_static = () if offloaded else STATIC
-    label_host = " (in CPU memory)" if offloaded else ""
-    if master is not None:
-        target.append(make("master_weights", f"Master weights (fp32){label_host}", master, moments_static,
-                           "Micikevicius et al. 2018, mixed precision training", "S = parameters on this GPU"))
-    target.append(make("optimizer", f"Optimizer state ({setup.optimizer}){label_host}", optimizer, moments_static,
-                       opt_source, f"S = trainable parameters; {states_per_param:g} states per parameter"))
+        state = rnd(train.q * num(states_per_param) * train.state_bytes)
+    optimizer = _sharded(state, setup.layout.shard_group, 1, setup.layout.zero)
+    return make("optimizer", f"Optimizer state ({setup.optimizer}){_host(offloaded)}", optimizer,
+                () if offloaded else STATIC, _opt_source(),
+                f"S = trainable parameters; {states_per_param:g} states per parameter")
+
+
+def _step_temporaries_pool(setup: Setup, train: Trainable, master: "Q | None", offloaded: bool) -> "list[Pool]":
+    """What the optimizer step allocates for itself: the kernel's temporaries and, with master weights,
+    the fp32 copies of the gradients; none when there are neither."""
+    temporaries = _step_temporaries(setup, train.q, train.state_bytes)
+    if temporaries is not None:
+        temporaries = _sharded(temporaries, setup.layout.shard_group, 1, setup.layout.zero)
     step: "list[Q]" = [q for q in (temporaries,) if q is not None and q.value]
     if master is not None:
         step.append(master)
-    if step:
-        combined = step[0] if len(step) == 1 else step[0] + step[1]
-        label = "Optimizer step temporaries" + (" (+ fp32 gradient copies)" if master is not None else "")
-        if offloaded:
-            host.append(make("optimizer_step_temporaries", label + " (in CPU memory)", combined, (), opt_source))
-        else:
-            pools.append(make("optimizer_step_temporaries", label, combined, ("optimizer step",),
-                              KERNEL_SOURCES[setup.optimizer_impl],
-                              "S = trainable parameters; n, n_prev = the largest parameter tensor and the "
-                              "one updated before it"))
+    if not step:
+        return []
+    combined = step[0] if len(step) == 1 else step[0] + step[1]
+    label = "Optimizer step temporaries" + (" (+ fp32 gradient copies)" if master is not None else "")
     if offloaded:
-        host.append(make("offloaded_gradients", "Gradient copies (in CPU memory)", gradients, (), opt_source))
-    return States(tuple(pools), tuple(host), grad_bytes, trainable)
+        return [make("optimizer_step_temporaries", label + " (in CPU memory)", combined, (), _opt_source())]
+    return [make("optimizer_step_temporaries", label, combined, ("optimizer step",),
+                 KERNEL_SOURCES[setup.optimizer_impl],
+                 "S = trainable parameters; n, n_prev = the largest parameter tensor and the "
+                 "one updated before it")]
 
 
 def _step_temporaries(setup: Setup, trainable: Q, state_bytes: float) -> "Q | None":
@@ -169,7 +226,3 @@ def _step_temporaries(setup: Setup, trainable: Q, state_bytes: float) -> "Q | No
     size = min(size or count, count)
     before = min(before, count - size)
     return rnd((sym("n", size) * a + sym("n_prev", before) * b) * state_bytes)
-
-
-def _dtype_name(element_bytes: float) -> str:
-    return {4: "fp32", 2: "16-bit", 1: "8-bit", 0.5: "4-bit"}.get(element_bytes, f"{element_bytes:g} B")

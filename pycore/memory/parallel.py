@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from pycore.inputs.schema import InputError
+from pycore.base.errors import InputError
 from pycore.model.architecture import count_parameters, is_dense_layer, layer_params
 
 if TYPE_CHECKING:
-    from pycore.model.architecture import Architecture
+    from pycore.inputs.schema import Values
+    from pycore.model.architecture import Architecture, ParameterCount
 
 FSDP_STAGES = {"none": None, "NO_SHARD": 0, "SHARD_GRAD_OP": 2, "FULL_SHARD": 3, "HYBRID_SHARD": 3}
 
@@ -49,34 +50,13 @@ class Layout:
         return self.world == 1 and self.ep == 1
 
 
-def layout(values: dict, arch: "Architecture") -> Layout:
+def layout(values: "Values", arch: "Architecture") -> Layout:
     """The Layout of parsed inputs, checked against the architecture; InputError names the key."""
     zero = int(values["zero"])
     if values["fsdp"] != "none":
         zero = FSDP_STAGES[values["fsdp"]] or 0
-    replicas = values["dp"] * values["cp"]
-    shard = replicas
-    if values["fsdp"] == "HYBRID_SHARD":
-        shard = values["shard_group"] or min(replicas, 8)
-        if replicas % shard:
-            raise InputError("shard_group", f"must divide dp × cp ({replicas}), got {shard}")
-    if arch.kind != "generic":
-        if arch.heads % values["tp"] or (arch.kv_heads % values["tp"] and values["tp"] % arch.kv_heads):
-            raise InputError("tp", f"must divide the attention heads ({arch.heads}), got {values['tp']}")
-        if values["pp"] > arch.layers:
-            raise InputError("pp", f"at most one stage per layer ({arch.layers}), got {values['pp']}")
-        if values["ep"] > 1 and (not arch.experts or arch.experts % values["ep"]):
-            raise InputError("ep", f"must divide the routed experts ({arch.experts}), got {values['ep']}")
-        # In training, expert-parallel groups are carved out of the data- and context-parallel GPUs
-        # (Megatron-LM parallel_state.initialize_model_parallel). Serving (vLLM --enable-expert-parallel)
-        # puts ep GPUs side by side, attention replicated where tp is smaller: any ep dividing the experts.
-        hosts = values["dp"] * values["cp"]
-        if values["mode"] == "train" and values["ep"] > 1 and hosts % values["ep"]:
-            raise InputError("ep", f"expert parallelism spreads experts over the dp × cp GPUs ({hosts}), which "
-                                   f"must be a multiple of ep ({values['ep']})")
-    elif values["tp"] > 1 or values["pp"] > 1 or values["ep"] > 1:
-        raise InputError("tp" if values["tp"] > 1 else "pp" if values["pp"] > 1 else "ep",
-                         "a generic network (params only) supports data parallelism and ZeRO only")
+    shard = _shard_group(values)
+    _check_split(values, arch)
     if values["offload"] == "params" and zero != 3:
         raise InputError("offload", "offloading parameters needs ZeRO-3 / FULL_SHARD (zero=3)")
     if values["interleave"] > 1 and values["microbatches"] % values["pp"]:
@@ -86,6 +66,40 @@ def layout(values: dict, arch: "Architecture") -> Layout:
     return Layout(values["dp"], values["tp"], values["pp"], values["cp"], values["ep"], zero, shard,
                   values["sp"] == "yes", values["microbatches"], values["interleave"], values["offload"],
                   values["fsdp"])
+
+
+def _shard_group(values: "Values") -> int:
+    """GPUs one ZeRO/FSDP shard spans: every data- and context-parallel GPU, or HYBRID_SHARD's group."""
+    replicas: int = values["dp"] * values["cp"]
+    if values["fsdp"] != "HYBRID_SHARD":
+        return replicas
+    shard: int = values["shard_group"] or min(replicas, 8)
+    if replicas % shard:
+        raise InputError("shard_group", f"must divide dp × cp ({replicas}), got {shard}")
+    return shard
+
+
+def _check_split(values: "Values", arch: "Architecture") -> None:
+    """Tensor, pipeline and expert parallelism must split the model evenly; InputError names the key."""
+    tp, pp, ep = values["tp"], values["pp"], values["ep"]
+    if arch.kind == "generic":
+        if tp > 1 or pp > 1 or ep > 1:
+            raise InputError("tp" if tp > 1 else "pp" if pp > 1 else "ep",
+                             "a generic network (params only) supports data parallelism and ZeRO only")
+        return
+    if arch.heads % tp or (arch.kv_heads % tp and tp % arch.kv_heads):
+        raise InputError("tp", f"must divide the attention heads ({arch.heads}), got {tp}")
+    if pp > arch.layers:
+        raise InputError("pp", f"at most one stage per layer ({arch.layers}), got {pp}")
+    if ep > 1 and (not arch.experts or arch.experts % ep):
+        raise InputError("ep", f"must divide the routed experts ({arch.experts}), got {ep}")
+    # In training, expert-parallel groups are carved out of the data- and context-parallel GPUs
+    # (Megatron-LM parallel_state.initialize_model_parallel). Serving (vLLM --enable-expert-parallel)
+    # puts ep GPUs side by side, attention replicated where tp is smaller: any ep dividing the experts.
+    hosts = values["dp"] * values["cp"]
+    if values["mode"] == "train" and ep > 1 and hosts % ep:
+        raise InputError("ep", f"expert parallelism spreads experts over the dp × cp GPUs ({hosts}), which "
+                               f"must be a multiple of ep ({ep})")
 
 
 @dataclass(frozen=True)
@@ -123,12 +137,7 @@ def _place(arch: "Architecture", lay: Layout) -> "tuple[Stage, ...]":
         return (Stage(0, arch.layers, math.ceil(counts.total / t), math.ceil(counts.total / t), per_layer,
                       math.ceil(counts.embedding / t), True, True, 1),)
     embedding = math.ceil(counts.embedding / t)
-    if arch.kind == "decoder":      # the final norm, replicated; the head's weight (and bias) vocabulary-parallel
-        head = math.ceil((counts.head - arch.norm_params) / t) + arch.norm_params
-    else:
-        lm = arch.task_head in ("causal-lm", "masked-lm") and not arch.tied_embeddings
-        head = math.ceil((arch.vocab * arch.hidden if lm else 0) / t) + counts.head - \
-            (arch.vocab * arch.hidden if lm else 0)
+    head = _head_params(arch, counts, t)
     result = []
     first = 0
     for index in range(lay.pp):
@@ -149,10 +158,26 @@ def _place(arch: "Architecture", lay: Layout) -> "tuple[Stage, ...]":
         matrix = params - (embedding if has_embedding else 0) - n * 2 * arch.norm_params
         if has_head and arch.tied_embeddings:
             matrix += embedding if lay.pp == 1 else 0
-        in_flight: float = min(lay.pp - index, lay.microbatches)
-        if lay.interleave > 1 and index == 0:
-            in_flight = lay.pp * (1 + (lay.pp - 1) / (lay.pp * lay.interleave))
         root = params - sum(placed)
         result.append(Stage(index, n, params, matrix, max(placed, default=0), root, has_embedding, has_head,
-                            in_flight))
+                            _in_flight(lay, index)))
     return tuple(result)
+
+
+def _head_params(arch: "Architecture", counts: "ParameterCount", t: int) -> int:
+    """Parameters of the last stage's head on one GPU: the output matrix (and bias) vocabulary-parallel, t
+    ways; the final norm and an encoder's other head layers replicated."""
+    if arch.kind == "decoder":
+        return math.ceil((counts.head - arch.norm_params) / t) + arch.norm_params
+    lm = arch.task_head in ("causal-lm", "masked-lm") and not arch.tied_embeddings
+    return math.ceil((arch.vocab * arch.hidden if lm else 0) / t) + counts.head - \
+        (arch.vocab * arch.hidden if lm else 0)
+
+
+def _in_flight(lay: Layout, index: int) -> float:
+    """Micro-batches whose activations stage ``index`` holds at once: 1F1B keeps pp − index of them (at most
+    every micro-batch); the interleaved schedule's first stage, the fullest, p·(1 + (p − 1)/(p·v)) with v
+    model chunks per stage."""
+    if lay.interleave > 1 and index == 0:
+        return lay.pp * (1 + (lay.pp - 1) / (lay.pp * lay.interleave))
+    return min(lay.pp - index, lay.microbatches)

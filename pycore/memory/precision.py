@@ -4,10 +4,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pycore.inputs.schema import Values
     from pycore.model.architecture import Architecture
 
 # Bits per element. int4/nf4 storage scales are added by the weights model, not here.
 BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "nf4": 4, "none": 0}
+
+
+def dtype_name(element_bytes: float) -> str:
+    """How a pool's label names its element size: fp32, 16-bit, 8-bit or 4-bit (bf16 and fp16 look alike in
+    memory, as do fp8 and int8, int4 and nf4), else the bytes themselves (0 B where a dtype is "none")."""
+    bits = element_bytes * 8
+    if bits == BITS["fp32"]:
+        return "fp32"
+    if bits and bits in BITS.values():
+        return f"{bits:g}-bit"
+    return f"{element_bytes:g} B"
 
 
 @dataclass(frozen=True)
@@ -58,20 +70,22 @@ def serving_dtype(arch_dtype: str, engine: str = "hf") -> str:
     return dtype
 
 
-def named_policy(values: dict, arch: "Architecture | None" = None) -> str:
+def named_policy(values: "Values", arch: "Architecture | None" = None) -> str:
     """The precision name in force: the one given, or what precision=auto resolves to."""
-    if values["precision"] != "auto":
-        return values["precision"]
+    given: str = values["precision"]
+    if given != "auto":
+        return given
     if values["mode"] == "infer":
         return serving_dtype(getattr(arch, "dtype", ""), values.get("engine", "hf"))
     from pycore.inputs.frameworks import CHECKPOINT_DTYPE, FRAMEWORKS, framework_name
     name = framework_name(values)
     if name in CHECKPOINT_DTYPE:
         return getattr(arch, "dtype", "") or "bf16"
-    return FRAMEWORKS[name].defaults.get("precision", TRAINING_DEFAULT)
+    default: str = FRAMEWORKS[name].defaults.get("precision", TRAINING_DEFAULT)
+    return default
 
 
-def policy(values: dict, arch: "Architecture | None" = None) -> Policy:
+def policy(values: "Values", arch: "Architecture | None" = None) -> Policy:
     """The policy for parsed inputs: the named precision with any *_dtype overrides applied."""
     base = POLICIES[named_policy(values, arch)]
     changes = {pool: values[f"{pool}_dtype"] for pool in ("weight", "grad", "master", "opt", "act", "kv")

@@ -17,14 +17,17 @@ int8, fp8, GPTQ, AWQ and NF4 quantize the linear layers of the blocks; embedding
 norms stay in the weight dtype. GGUF files quantize every tensor, at the bits per weight above.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pycore.base.expr import Q, rnd, sym
 
 if TYPE_CHECKING:
     from pycore.model.architecture import Architecture, ParameterCount
 
-FORMATS: "dict[str, Any]" = {
+# (bits per weight, bits of scale/zero per group, group size or "group"/"row"/"tensor", whether GGUF)
+Format = tuple[float, float, "int | str", bool]
+
+FORMATS: "dict[str, Format | None]" = {
     # name: (bits per weight, bits of scale/zero per group, group size or "row"/"tensor", GGUF)
     "none": None,
     "int8": (8, 32, "row", False),
@@ -46,14 +49,14 @@ FORMATS: "dict[str, Any]" = {
 
 def bits_per_weight(name: str, group_size: int, row_length: int) -> float:
     """Storage bits per quantized weight, scales and zero points included."""
-    bits, extra, group, _ = FORMATS[name]
-    if group == "group":
-        group = group_size
-    elif group == "row":
-        group = row_length
-    elif group == "tensor":
+    spec = FORMATS[name]
+    if spec is None:
+        raise ValueError(f"{name!r} is no quantized format: its weights keep the policy's dtype")
+    bits, extra, group, _ = spec
+    if group == "tensor":
         return bits
-    return bits + extra / group
+    size = group_size if group == "group" else row_length if group == "row" else int(group)
+    return bits + extra / size
 
 
 def weight_bytes_q(name: str, group_size: int, arch: "Architecture", counts: "ParameterCount", weight_bytes_per_param: float) -> Q:
@@ -62,10 +65,11 @@ def weight_bytes_q(name: str, group_size: int, arch: "Architecture", counts: "Pa
     Per-row scales are counted for a row of ``hidden`` inputs, the width of most of the model's matrices.
     """
     total = sym("P", counts.total)
-    if FORMATS.get(name) is None or arch.kind == "generic":
+    spec = FORMATS.get(name)
+    if spec is None or arch.kind == "generic":
         return rnd(total * weight_bytes_per_param)
     bits = bits_per_weight(name, group_size, arch.hidden)
-    if FORMATS[name][3]:
+    if spec[3]:                 # GGUF: every tensor at the file's bits per weight
         return rnd(total * sym("bits", bits) / 8)
     quantized = sym("Pq", matrix_params(arch, counts))
     return rnd(quantized * sym("bits", bits) / 8 + (total - quantized) * weight_bytes_per_param)

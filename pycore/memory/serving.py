@@ -16,13 +16,15 @@ Pipeline stages hold their own layers and their own layers' cache; expert parall
 experts.
 """
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pycore.base.expr import Q, ceil, floor, num, rnd, split, sym
+from pycore.base.units import GIB
 from pycore.memory import parallel
 from pycore.memory.model_states import stored_weights
-from pycore.memory.pools import Pool, make, peak_of, worst_stage
-from pycore.memory.setup import Setup
+from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
+from pycore.memory.setup import Setup, Workload
 
 if TYPE_CHECKING:
     from pycore.model.architecture import Architecture
@@ -75,7 +77,7 @@ def kv_cache_bytes(arch: "Architecture", tokens: int, kv_bytes: float, engine: s
     return rnd(kv_values_per_token(arch, engine, tp) * cached_layers(arch, 0, arch.layers, tokens) * kv_bytes).value
 
 
-def serving(setup: Setup, gpu: dict) -> dict:
+def serving(setup: Setup, gpu: "Mapping[str, Any]") -> StageResult:
     """Pools and moments of serving on the worst pipeline stage (every stage's summary when pp > 1)."""
     stages = parallel.stages(setup.arch, setup.layout)
     first = 0
@@ -86,72 +88,92 @@ def serving(setup: Setup, gpu: dict) -> dict:
     return worst_stage(results)
 
 
-def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: dict) -> dict:
-    arch, policy, work, lay = setup.arch, setup.policy, setup.workload, setup.layout
-    engine = work.engine
+WEIGHT_SYMBOLS = "P = parameters; S = parameters on this GPU (tensor/pipeline/expert part); Pq = parameters " \
+                 "in quantized matrices; bits = bits per quantized weight"
+KV_SYMBOLS = ("k = key/value heads; t = tensor-parallel degree; d = head size; Ls = layers on this GPU; "
+              "n = tokens per sequence; Lg/Lw = full/sliding-window layers; W = window; B = sequences")
+
+
+def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[str, Any]") -> StageResult:
+    """The pools of one pipeline stage, whose layers start at ``first_layer``, under the chosen engine."""
+    work = setup.workload
     stored = stored_weights(setup, stage)
-    weights_label = f"Weights ({setup.quant if setup.quant != 'none' else policy.weight})"
-    weight_symbols = "P = parameters; S = parameters on this GPU (tensor/pipeline/expert part); Pq = parameters " \
-                     "in quantized matrices; bits = bits per quantized weight"
-    kv_bytes = policy.bytes("kv")
-    per_value = kv_values_per_token(arch, engine, lay.tp)
-    kv_symbols = ("k = key/value heads; t = tensor-parallel degree; d = head size; Ls = layers on this GPU; "
-                  "n = tokens per sequence; Lg/Lw = full/sliding-window layers; W = window; B = sequences")
-    per_token = rnd(per_value * cached_layers(arch, first_layer, stage.layers, 1) * kv_bytes)
-    e = policy.bytes("act")
-    batch, prompt, new = work.batch, work.seq, work.new_tokens
-    width = max(3 * arch.ffn * max(arch.experts_per_token, 1), 4 * arch.q_dim + 2 * arch.kv_dim)
-    result: dict = {"tokens": batch * prompt, "layers": stage.layers, "stage": stage.index,
-                    "params_per_gpu": stage.params, "activation_terms": [], "host": [], "host_bytes": 0,
-                    "kv_bytes_per_token": per_token.value}
+    per_token = rnd(kv_values_per_token(setup.arch, work.engine, setup.layout.tp)
+                    * cached_layers(setup.arch, first_layer, stage.layers, 1) * setup.policy.bytes("kv"))
     moments: "tuple[str, ...]"
-    if engine == "vllm":
-        pools = _vllm_pools(setup, stage, gpu, stored, weights_label, weight_symbols, per_token, width, e)
+    if work.engine == "vllm":
+        pools = _vllm_pools(setup, stage, gpu, stored, per_token)
         moments = VLLM_MOMENTS
     else:
-        final_tokens = prompt + max(new - 1, 0)
-        kv_cache = sym("B", batch) * rnd(per_value * cached_layers(arch, first_layer, stage.layers, final_tokens)
-                                         * kv_bytes)
-        prompt_cache = sym("B", batch) * rnd(per_value * cached_layers(arch, first_layer, stage.layers, prompt)
-                                             * kv_bytes)
-        tokens = sym("B", batch) * sym("n", prompt)
-        working = (split(sym("wf", width), "t", lay.tp, None) + sym("h", 3 * arch.hidden)) * e * tokens
-        if stage.has_head:
-            working = working + split(sym("V", arch.output_width), "t", lay.tp) * sym("B", batch) * 8
-        if work.attention == "eager":
-            working = working + rnd(split(sym("a", (4 + e) * arch.heads), "t", lay.tp, None) * sym("n", prompt) * tokens)
-        kv_source = "keys and values of every cached layer (transformers DynamicCache)"
-        pools = [make("weights", weights_label, stored, MOMENTS, "parameters counted layer by layer",
-                      weight_symbols),
-                 make("kv_cache_prompt", "KV cache of the prompt", prompt_cache, ("prefill",), kv_source, kv_symbols,
-                      group="kv_cache"),
-                 make("prefill_working", "Prefill working set", working, ("prefill",),
-                      "one layer's MLP or attention intermediates + last-token logits (validation/measured.json)",
-                      "wf = widest intermediate per token; h = hidden; e = activation bytes; V = vocabulary"),
-                 make("kv_cache", "KV cache", kv_cache, ("decode",), kv_source, kv_symbols),
-                 make("cache_append_copy", "Cache append copy (one layer)",
-                      ceil(kv_cache / sym("Ls", max(stage.layers, 1))), ("decode",),
-                      "DynamicCache appends with torch.cat: one layer's keys and values exist twice", kv_symbols,
-                      group="decode_working")]
+        pools = _hf_pools(setup, stage, first_layer, stored)
         moments = MOMENTS
-    result.update(pools=pools, **peak_of(pools, moments))
-    return result
+    peak = peak_of(pools, moments)
+    return {"tokens": work.batch * work.seq, "layers": stage.layers, "stage": stage.index,
+            "params_per_gpu": stage.params, "activation_terms": [], "host": [], "host_bytes": 0,
+            "kv_bytes_per_token": int(per_token.value), "pools": pools, "moments": peak["moments"],
+            "phases": peak["phases"], "peak_moment": peak["peak_moment"], "peak_phase": peak["peak_phase"],
+            "peak_bytes": peak["peak_bytes"]}
 
 
-def _vllm_pools(setup, stage, gpu, stored, weights_label, weight_symbols, per_token, width, e) -> "list[Pool]":
+def _weights(setup: Setup, stored: Q, moments: "tuple[str, ...]") -> Pool:
+    """The weights in their storage format (quantized or the policy's dtype), all through serving."""
+    label = f"Weights ({setup.quant if setup.quant != 'none' else setup.policy.weight})"
+    return make("weights", label, stored, moments, "parameters counted layer by layer", WEIGHT_SYMBOLS)
+
+
+def _widest(arch: "Architecture") -> int:
+    """Elements per token of one layer's widest intermediate: the MLP's (its routed experts' together) or
+    the attention's q, k, v and output."""
+    return max(3 * arch.ffn * max(arch.experts_per_token, 1), 4 * arch.q_dim + 2 * arch.kv_dim)
+
+
+def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) -> "list[Pool]":
+    """transformers ``generate()``: the prompt's cache and the prefill working set, then the cache at its
+    final length and DynamicCache's append copy of one layer."""
+    arch, lay, work = setup.arch, setup.layout, setup.workload
+    kv_bytes, e = setup.policy.bytes("kv"), setup.policy.bytes("act")
+    batch, prompt = work.batch, work.seq
+    per_value = kv_values_per_token(arch, work.engine, lay.tp)
+    final_tokens = prompt + max(work.new_tokens - 1, 0)
+    kv_cache = sym("B", batch) * rnd(per_value * cached_layers(arch, first_layer, stage.layers, final_tokens)
+                                     * kv_bytes)
+    prompt_cache = sym("B", batch) * rnd(per_value * cached_layers(arch, first_layer, stage.layers, prompt)
+                                         * kv_bytes)
+    tokens = sym("B", batch) * sym("n", prompt)
+    working = (split(sym("wf", _widest(arch)), "t", lay.tp, None) + sym("h", 3 * arch.hidden)) * e * tokens
+    if stage.has_head:
+        working = working + split(sym("V", arch.output_width), "t", lay.tp) * sym("B", batch) * 8
+    if work.attention == "eager":
+        working = working + rnd(split(sym("a", (4 + e) * arch.heads), "t", lay.tp, None) * sym("n", prompt) * tokens)
+    kv_source = "keys and values of every cached layer (transformers DynamicCache)"
+    return [_weights(setup, stored, MOMENTS),
+            make("kv_cache_prompt", "KV cache of the prompt", prompt_cache, ("prefill",), kv_source, KV_SYMBOLS,
+                 group="kv_cache"),
+            make("prefill_working", "Prefill working set", working, ("prefill",),
+                 "one layer's MLP or attention intermediates + last-token logits (validation/measured.json)",
+                 "wf = widest intermediate per token; h = hidden; e = activation bytes; V = vocabulary"),
+            make("kv_cache", "KV cache", kv_cache, ("decode",), kv_source, KV_SYMBOLS),
+            make("cache_append_copy", "Cache append copy (one layer)",
+                 ceil(kv_cache / sym("Ls", max(stage.layers, 1))), ("decode",),
+                 "DynamicCache appends with torch.cat: one layer's keys and values exist twice", KV_SYMBOLS,
+                 group="decode_working")]
+
+
+def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", stored: Q, per_token: Q) -> "list[Pool]":
     """vLLM's start-up arithmetic: requested memory minus weights, non-torch memory and the profiling
     run's activation peak is the KV cache, in whole blocks."""
     arch, lay, work = setup.arch, setup.layout, setup.workload
+    e = setup.policy.bytes("act")
     requested = floor(sym("M", gpu["usable_bytes"]) * sym("u", work.gpu_util))
     non_torch = sym("N", VLLM_NON_TORCH)
     tokens = sym("Tb", work.max_batched_tokens)
-    activation = rnd((split(sym("wf", width), "t", lay.tp, None) + sym("h", 3 * arch.hidden)) * e * tokens)
+    activation = rnd((split(sym("wf", _widest(arch)), "t", lay.tp, None) + sym("h", 3 * arch.hidden)) * e * tokens)
     if stage.has_head:
         # The sampler's warm-up (_dummy_sampler_run): fp32 logits of max_num_seqs requests over the
         # gathered vocabulary, sorted for top-k/top-p: about three fp32 copies (approximate, not measured).
         # max_num_seqs is 1024 on GPUs of 70 GiB or more other than the A100, else 256
         # (vllm/engine/arg_utils.py _set_default_args_v1, v0.10-v0.11).
-        seqs = 1024 if gpu["usable_bytes"] >= 70 * 2**30 and "a100" not in gpu["id"] else 256
+        seqs = 1024 if gpu["usable_bytes"] >= 70 * GIB and "a100" not in gpu["id"] else 256
         activation = activation + sym("V", arch.output_width) * sym("seqs", seqs) * 12
     left = requested - stored - non_torch - activation
     block = per_token * BLOCK_TOKENS
@@ -161,7 +183,7 @@ def _vllm_pools(setup, stage, gpu, stored, weights_label, weight_symbols, per_to
         kv = num(0)
     source = "vllm/v1/worker/gpu_worker.py determine_available_memory (vLLM 0.11)"
     return [
-        make("weights", weights_label, stored, VLLM_MOMENTS, "parameters counted layer by layer", weight_symbols),
+        _weights(setup, stored, VLLM_MOMENTS),
         make("non_torch", "Memory outside PyTorch (cuBLAS, NCCL)", non_torch, VLLM_MOMENTS, source,
              "N = non-torch memory vLLM's profiler charges (cuBLAS workspaces, kernels; not the CUDA context)"),
         make("profile_activations", "Activation peak of the profiling run", activation, VLLM_MOMENTS, source,
@@ -173,7 +195,7 @@ def _vllm_pools(setup, stage, gpu, stored, weights_label, weight_symbols, per_to
     ]
 
 
-def vllm_capacity(result: dict, work: Any) -> dict:
+def vllm_capacity(result: "Mapping[str, Any]", work: Workload) -> "dict[str, Any]":
     """vLLM's start-up log figures: "GPU KV cache size: N tokens" and "Maximum concurrency"."""
     per_token = result["kv_bytes_per_token"]
     kv = result["components"].get("kv_cache", 0)
@@ -182,5 +204,3 @@ def vllm_capacity(result: dict, work: Any) -> dict:
     # vllm/v1/core/kv_cache_utils.py: tokens = blocks × block size; concurrency = blocks / cdiv(L, 16)
     return {"kv_cache_tokens": blocks * BLOCK_TOKENS, "kv_cache_blocks": blocks, "context": context,
             "max_concurrency": blocks / -(-context // BLOCK_TOKENS) if context else 0.0}
-
-

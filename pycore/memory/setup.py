@@ -7,6 +7,7 @@ combinations that cannot work, raising a FieldError that names the key to change
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from pycore.base.errors import FieldError
 from pycore.inputs import frameworks
@@ -19,6 +20,9 @@ from pycore.model.architecture import ARCH_FIELDS, Architecture, ParameterCount,
 from pycore.model.catalog import architecture as preset_architecture
 from pycore.model.catalog import gpus as gpu_catalog
 from pycore.model.hf_config import architecture_from_file
+
+if TYPE_CHECKING:
+    from pycore.inputs.schema import Overhead, Values
 
 
 @dataclass(frozen=True)
@@ -67,11 +71,11 @@ class Setup:
     optimizer: str
     optimizer_impl: str         # foreach | fused | for-loop
     gpu: str
-    overhead: "tuple | None"    # ("bytes", n) or ("percent", x); None: modelled (pycore.memory.device)
+    overhead: "Overhead | None"     # ("bytes", n) or ("percent", x); None: modelled (pycore.memory.device)
     expandable_segments: str = "no"
 
 
-def resolve_architecture(values: dict) -> Architecture:
+def resolve_architecture(values: "Values") -> Architecture:
     """The Architecture named by parsed inputs: config file, else preset, else a bare parameter count."""
     if values.get("config"):
         return _with_overrides(architecture_from_file(values["config"]), values)
@@ -84,7 +88,7 @@ def resolve_architecture(values: dict) -> Architecture:
 # its architecture is looked up once (presets never change while running; count_parameters keeps its own).
 @lru_cache(maxsize=256)
 def _named_architecture(model: str, params: int, layers: int, hidden: int, heads: int,
-                        overrides: tuple) -> Architecture:
+                        overrides: "tuple[tuple[str, Any], ...]") -> Architecture:
     if params and model == DEFAULTS["model"]:
         return Architecture(name="generic", kind="generic", params_override=params, layers=layers, hidden=hidden,
                             heads=heads)
@@ -95,7 +99,7 @@ def _named_architecture(model: str, params: int, layers: int, hidden: int, heads
     return _with_overrides(arch, dict(overrides))
 
 
-def _with_overrides(arch: Architecture, values: dict) -> Architecture:
+def _with_overrides(arch: Architecture, values: "Values") -> Architecture:
     overrides = {k: values.get(k) for k in ARCH_FIELDS if values.get(k) is not None}
     try:
         return with_overrides(arch, overrides)
@@ -108,14 +112,15 @@ def _with_overrides(arch: Architecture, values: dict) -> Architecture:
         raise FieldError(key, message) from None
 
 
-def quantization_of(values: dict) -> str:
+def quantization_of(values: "Values") -> str:
     """The weight storage format: quant, or NF4 with double quantization for QLoRA (Dettmers et al. 2023)."""
-    if values["quant"] == "none" and values["method"] == "qlora":
+    quant: str = values["quant"]
+    if quant == "none" and values["method"] == "qlora":
         return "nf4-dq"
-    return values["quant"]
+    return quant
 
 
-def resolve(values: dict) -> Setup:
+def resolve(values: "Values") -> Setup:
     """The typed Setup of parsed values; FieldError names the key when a combination cannot work."""
     values = frameworks.apply(values)
     if values["gpu"] not in gpu_catalog():

@@ -22,7 +22,8 @@ from pycore.base.expr import floor, maximum, num, rnd, split, sym
 from pycore.memory import activations as act
 from pycore.memory import parallel
 from pycore.memory.model_states import STATIC, model_states
-from pycore.memory.pools import Pool, make, peak_of, worst_stage
+from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
+from pycore.memory.precision import dtype_name
 from pycore.memory.setup import Setup
 
 MOMENTS = STATIC
@@ -31,7 +32,7 @@ WORKING = ("backward, first layer", "backward, last layer")
 GENERIC_MOMENTS = ("forward end", "backward", "optimizer step")
 
 
-def training(setup: Setup, every_stage: bool = True) -> dict:
+def training(setup: Setup, every_stage: bool = True) -> StageResult:
     """Pools, moments and phases of the worst pipeline stage; every stage's summary when pp > 1.
 
     ``every_stage=False`` (totals only) leaves out a stage when another holds the same layers with more
@@ -48,7 +49,7 @@ def training(setup: Setup, every_stage: bool = True) -> dict:
 
 def _most_loaded_of_each_kind(stages: "list[parallel.Stage]") -> "list[parallel.Stage]":
     """Of the stages that differ only in index and micro-batches in flight, the first with the most."""
-    most: dict = {}
+    most: "dict[parallel.Stage, parallel.Stage]" = {}
     for stage in stages:
         kind = replace(stage, index=0, in_flight=0)
         if kind not in most or stage.in_flight > most[kind].in_flight:
@@ -56,60 +57,93 @@ def _most_loaded_of_each_kind(stages: "list[parallel.Stage]") -> "list[parallel.
     return sorted(most.values(), key=lambda stage: stage.index)
 
 
-def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "tuple | None" = None) -> dict:
+def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken | None" = None) -> StageResult:
     """Every pool of one stage, the total of each moment and the peak."""
-    arch, lay, work, policy = setup.arch, setup.layout, setup.workload, setup.policy
+    arch, lay, work = setup.arch, setup.layout, setup.workload
     states = model_states(setup, stage)
-    pools: "list[Pool]" = list(states.pools)
     tokens = work.batch * work.seq // lay.cp
     generic = arch.kind == "generic"
-    sharded3 = lay.zero == 3 and lay.shard_group > 1
-    T = sym("T", tokens)
-    terms: list = []
-    saved_moments = ("forward end", "backward") if generic else SAVED
+    pools: "list[Pool]" = list(states.pools)
+    terms: "list[act.Term]" = []
     if generic or work.activation_model != "detailed":
-        whole = act.whole_model(setup, tokens)
-        if generic:
-            saved = sym("A", whole)
-        else:
-            saved = rnd(sym("A", whole) * sym("Ls", stage.layers) / sym("L", arch.layers) * sym("m", stage.in_flight))
-        pools.append(make("activations", "Activations (saved for backward)", saved, saved_moments,
-                          _model_source(work.activation_model),
-                          "A = activation bytes of the whole model (" + work.activation_model + " model); "
-                          "Ls = layers on this GPU; L = layers; m = micro-batches in flight"))
+        pools.append(_whole_model_activations(setup, stage, tokens))
     else:
         per_layer, terms, final, working = per_token or act.per_token(setup)
-        saved = sym("a", per_layer) * sym("Ls", stage.layers) * sym("m", stage.in_flight) * T
-        if stage.has_head:
-            saved = saved + sym("f", final) * T
-        pools.append(make("activations", "Activations (saved for backward)", saved, saved_moments,
-                          "tensors autograd saves in the transformers layer, term by term below; "
-                          "checked in docs/validation.md",
-                          "a = bytes saved per token per layer (the terms below); Ls = layers on this GPU; "
-                          "m = micro-batches in flight (1F1B); T = tokens per micro-batch on this GPU; "
-                          "f = final norm bytes per token"
-                          + ("; full recompute keeps each layer's input only" if work.recompute == "full" else "")))
-        working_q = rnd(sym("w", working) * T)
-        if setup.quant != "none" and setup.finetune.adapters:
-            # bitsandbytes dequantizes one layer's weights at a time to compute in 16 bit
-            working_q = working_q + sym("Pl", stage.largest_layer) * 2
-        pools.append(make("backward_working", "Backward working tensors (one layer)", working_q, WORKING,
-                          "one layer's gradient buffers and rebuilt activations during its backward",
-                          "w = working bytes per token of one layer; T = tokens; Pl = parameters of the largest layer"))
+        pools += _detailed_activations(setup, stage, tokens, per_layer, final, working)
     if not generic and stage.has_head and work.mode == "train" and arch.output_width:
         pools += _loss_pools(setup, tokens)
-    if not generic and stage.has_head and not setup.finetune.adapters and arch.output_width:
+    pools += _gradient_buffers(setup, stage, states.grad_bytes)
+    pools += _weight_copies(setup, stage)
+    moments = GENERIC_MOMENTS if generic else MOMENTS
+    if generic:
+        pools = [_generic_moments(p) for p in pools]
+    peak = peak_of(pools, moments)
+    return {"pools": pools, "host": list(states.host), "moments": peak["moments"], "phases": peak["phases"],
+            "peak_moment": peak["peak_moment"], "peak_phase": peak["peak_phase"], "peak_bytes": peak["peak_bytes"],
+            "activation_terms": terms, "tokens": tokens, "layers": stage.layers, "stage": stage.index,
+            "params_per_gpu": stage.params, "host_bytes": sum(p.bytes for p in states.host)}
+
+
+def _whole_model_activations(setup: Setup, stage: parallel.Stage, tokens: int) -> Pool:
+    """Activations of a whole-model formula (korthikanti, multiplier, per-sample; a generic network's),
+    shared out by the stage's layers and micro-batches in flight."""
+    arch, work = setup.arch, setup.workload
+    whole = act.whole_model(setup, tokens)
+    moments: "tuple[str, ...]"
+    if arch.kind == "generic":
+        saved = sym("A", whole)
+        moments = ("forward end", "backward")
+    else:
+        saved = rnd(sym("A", whole) * sym("Ls", stage.layers) / sym("L", arch.layers) * sym("m", stage.in_flight))
+        moments = SAVED
+    return make("activations", "Activations (saved for backward)", saved, moments,
+                _model_source(work.activation_model),
+                "A = activation bytes of the whole model (" + work.activation_model + " model); "
+                "Ls = layers on this GPU; L = layers; m = micro-batches in flight")
+
+
+def _detailed_activations(setup: Setup, stage: parallel.Stage, tokens: int, per_layer: float, final: float,
+                          working: float) -> "list[Pool]":
+    """The detailed model's saved activations (pycore.memory.activations.per_token) over the stage's layers
+    and micro-batches in flight, and one layer's working tensors during its backward."""
+    work = setup.workload
+    T = sym("T", tokens)
+    saved = sym("a", per_layer) * sym("Ls", stage.layers) * sym("m", stage.in_flight) * T
+    if stage.has_head:
+        saved = saved + sym("f", final) * T
+    working_q = rnd(sym("w", working) * T)
+    if setup.quant != "none" and setup.finetune.adapters:
+        # bitsandbytes dequantizes one layer's weights at a time to compute in 16 bit
+        working_q = working_q + sym("Pl", stage.largest_layer) * 2
+    return [make("activations", "Activations (saved for backward)", saved, SAVED,
+                 "tensors autograd saves in the transformers layer, term by term below; "
+                 "checked in docs/validation.md",
+                 "a = bytes saved per token per layer (the terms below); Ls = layers on this GPU; "
+                 "m = micro-batches in flight (1F1B); T = tokens per micro-batch on this GPU; "
+                 "f = final norm bytes per token"
+                 + ("; full recompute keeps each layer's input only" if work.recompute == "full" else "")),
+            make("backward_working", "Backward working tensors (one layer)", working_q, WORKING,
+                 "one layer's gradient buffers and rebuilt activations during its backward",
+                 "w = working bytes per token of one layer; T = tokens; Pl = parameters of the largest layer")]
+
+
+def _gradient_buffers(setup: Setup, stage: parallel.Stage, grad_bytes: float) -> "list[Pool]":
+    """Gradients that exist for a moment of backward beside the gradients pool: the output head's, the
+    buffers of the end of backward (tied embeddings, FSDP's root group), ZeRO-2/3's reduce-scatter bucket."""
+    arch, lay = setup.arch, setup.layout
+    pools = []
+    tied = None
+    if arch.kind != "generic" and stage.has_head and not setup.finetune.adapters and arch.output_width:
         # The head's weight gradient appears first in backward. With tied embeddings autograd holds it
         # until the embedding's own gradient arrives at the very end, then sums the two into a third
         # tensor: three vocab × hidden gradients exist for a moment.
-        head_q = rnd(split(sym("V", arch.output_width), "t", lay.tp) * sym("h", arch.hidden) * states.grad_bytes)
+        head_q = rnd(split(sym("V", arch.output_width), "t", lay.tp) * sym("h", arch.hidden) * grad_bytes)
         pools.append(make("head_gradient", "Output head's weight gradient", head_q, ("backward, first layer",),
                           "the first gradient backward produces", "V = vocabulary; t = tensor-parallel degree; "
                           "h = hidden size", group="gradient_buffers"))
         tied = head_q * 2 if arch.tied_embeddings and stage.has_embedding else None
-    else:
-        tied = None
-    root = rnd(sym("R", stage.root_params) * states.grad_bytes) if sharded3 and stage.root_params else None
+    sharded3 = lay.zero == 3 and lay.shard_group > 1
+    root = rnd(sym("R", stage.root_params) * grad_bytes) if sharded3 and stage.root_params else None
     ends = [q for q in (tied, root) if q is not None and q.value]
     if ends:
         pools.append(make("end_of_backward_buffers", "Gradient buffers at the end of backward", maximum(*ends),
@@ -118,9 +152,17 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "tuple | None
                           "R = root-group parameters", group="gradient_buffers"))
     if lay.zero >= 2 and lay.shard_group > 1 and not setup.finetune.adapters:
         pools.append(make("gradient_buckets", "Unsharded gradient of the layer being reduced",
-                          rnd(sym("Pl", stage.largest_layer) * states.grad_bytes), ("backward, last layer", "backward end"),
+                          rnd(sym("Pl", stage.largest_layer) * grad_bytes), ("backward, last layer", "backward end"),
                           "ZeRO-2/3 and FSDP reduce-scatter one layer's full gradient at a time",
                           "Pl = parameters of the largest layer", group="gradient_buffers"))
+    return pools
+
+
+def _weight_copies(setup: Setup, stage: parallel.Stage) -> "list[Pool]":
+    """Weights held a second time while computing: ZeRO-3/FSDP's gathered layer and autocast's 16-bit copies."""
+    lay, policy = setup.layout, setup.policy
+    sharded3 = lay.zero == 3 and lay.shard_group > 1
+    pools = []
     if sharded3:
         pools.append(make("gathered_layer", "Gathered layer (ZeRO-3/FSDP)",
                           rnd(sym("Pl", stage.largest_layer) * policy.bytes("gather")),
@@ -129,24 +171,18 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "tuple | None
     # Autocast's 16-bit weight copies live until backward. Under ZeRO-3/FSDP the gathered layer is cast
     # and freed layer by layer (FSDP2's mixed precision casts at all-gather), so only one layer's copy.
     # bitsandbytes' 4-bit matmul saves the quantized weight and dequantizes again in backward.
-    if policy.autocast and not generic and setup.quant == "none":
+    if policy.autocast and setup.arch.kind != "generic" and setup.quant == "none":
         cast = sym("Pl", stage.largest_layer) if sharded3 else sym("Pm", stage.matrix_params)
         pools.append(make("autocast_weight_copies", "Autocast 16-bit weight copies", cast * 2, SAVED,
                           "torch.autocast casts each weight once per forward and autograd keeps the copy",
                           "Pm = parameters in matrices on this GPU; Pl = parameters of the largest layer"))
-    moments = GENERIC_MOMENTS if generic else MOMENTS
-    if generic:
-        pools = [_generic_moments(p) for p in pools]
-    return {"pools": pools, "host": list(states.host), **peak_of(pools, moments), "activation_terms": terms,
-            "tokens": tokens, "layers": stage.layers, "stage": stage.index,
-            "params_per_gpu": stage.params, "host_bytes": sum(p.bytes for p in states.host)}
+    return pools
 
 
 def _generic_moments(pool: Pool) -> Pool:
     """A generic network has no layer structure to follow: gradients and activations share one backward
     moment, the plain sum (validation/vision_measured.json: the peak at any batch is weights, gradients
     and optimizer state plus a per-sample figure)."""
-    from dataclasses import replace
     moments = set()
     for m in pool.moments:
         moments.add("backward" if m.startswith("backward") else m)
@@ -166,9 +202,9 @@ def _loss_pools(setup: Setup, tokens: int) -> "list[Pool]":
     symbols = "V = vocabulary; t = tensor-parallel degree; T = tokens per micro-batch on this GPU; " \
               "c = loss chunks"
     source = "transformers ForCausalLMLoss: logits.float() then cross_entropy (log_softmax saved for backward)"
-    pools = [make("logits", f"Logits ({_bytes_name(logits_bytes)})", vocab_tokens * num(logits_bytes), ("forward end",),
+    pools = [make("logits", f"Logits ({dtype_name(logits_bytes)})", vocab_tokens * num(logits_bytes), ("forward end",),
                   source, symbols, group="logits_and_loss"),
-             make("log_softmax", f"Log-softmax saved for backward ({_bytes_name(loss_bytes)})",
+             make("log_softmax", f"Log-softmax saved for backward ({dtype_name(loss_bytes)})",
                   vocab_tokens * num(loss_bytes), ("forward end", "backward start"), source, symbols,
                   group="logits_and_loss")]
     if arch.final_softcap:
@@ -186,10 +222,6 @@ def _loss_pools(setup: Setup, tokens: int) -> "list[Pool]":
                       split(vocab_tokens * num(loss_bytes) * 2, "c", chunks, floor), ("backward start",),
                       source + "; torchtune CEWithChunkedOutputLoss when c > 1", symbols, group="logits_and_loss"))
     return pools
-
-
-def _bytes_name(element_bytes: float) -> str:
-    return "fp32" if element_bytes == 4 else "16-bit" if element_bytes == 2 else f"{element_bytes:g} B"
 
 
 def _model_source(model: str) -> str:
