@@ -5,6 +5,7 @@ formulas) with some inputs changed; every search is bounded, and runs in steps o
 
 import math
 from itertools import combinations
+from typing import Any
 
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
@@ -23,7 +24,7 @@ MAX_DP = 1 << 16
 RECOMPUTE_COST = {"none": 1.0, "selective": 1.03, "full": 4 / 3}
 
 
-def _total(values: dict, **changes: object) -> "Steps[int | None]":
+def _total(values: dict[str, Any], **changes: object) -> "Steps[int | None]":
     yield                                        # a step: each estimate is one (pycore/base/steps.py)
     try:
         return total_bytes({**values, **changes})
@@ -31,12 +32,12 @@ def _total(values: dict, **changes: object) -> "Steps[int | None]":
         return None
 
 
-def _fits(values: dict, usable: int, **changes: object) -> "Steps[bool]":
+def _fits(values: dict[str, Any], usable: int, **changes: object) -> "Steps[bool]":
     total = yield from _total(values, **changes)
     return total is not None and total <= usable
 
 
-def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEARCH_LIMIT) -> "Steps[int | None]":
+def _largest(values: dict[str, Any], key: str, usable: int, low: int = 1, high: int = SEARCH_LIMIT) -> "Steps[int | None]":
     """The largest value of an integer input that still fits, or None if even ``low`` does not.
 
     Memory is piecewise linear in the batch and the sequence, and close to convex (a maximum over
@@ -49,7 +50,7 @@ def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEAR
     t_low = yield from _total(values, **{key: low})
     if t_low is None or t_low > usable:
         return None
-    x = max(low, min(values[key], high))
+    x: int = max(low, min(values[key], high))
     t_x = (yield from _total(values, **{key: x})) if x != low else t_low
     t_hi: "int | None"
     if t_x is not None and t_x <= usable:
@@ -82,7 +83,7 @@ def _largest(values: dict, key: str, usable: int, low: int = 1, high: int = SEAR
     return lo
 
 
-def _valid_tp(values: dict, heads: int, kv_heads: int) -> "list[int]":
+def _valid_tp(values: dict[str, Any], heads: int, kv_heads: int) -> "list[int]":
     out = []
     for tp in (1, 2, 4, NODE):
         if heads and heads % tp == 0 and (kv_heads % tp == 0 or tp % kv_heads == 0):
@@ -90,7 +91,7 @@ def _valid_tp(values: dict, heads: int, kv_heads: int) -> "list[int]":
     return out or [1]
 
 
-def _smallest_dp(values: dict, usable: int, changes: dict, most: "int | None" = None) -> "Steps[int | None]":
+def _smallest_dp(values: dict[str, Any], usable: int, changes: dict[str, Any], most: "int | None" = None) -> "Steps[int | None]":
     """Fewest data-parallel ZeRO-3 shards that fit; None when the unsharded part alone does not fit, or
     when more than ``most`` shards would be needed.
 
@@ -141,6 +142,11 @@ def _smallest_dp(values: dict, usable: int, changes: dict, most: "int | None" = 
             failed, line = dp, [(d2, t2), (dp, t)]
     if fitted is None:
         return None
+    return (yield from _narrow(values, usable, changes, failed, fitted, unit))
+
+
+def _narrow(values: dict[str, Any], usable: int, changes: dict[str, Any], failed: int, fitted: int, unit: int) -> "Steps[int]":
+    """The fewest shards between ``failed`` (does not fit) and ``fitted`` (fits), in steps of ``unit``."""
     if fitted - failed > unit:                  # one shard fewer first: usually it does not fit
         if (yield from _fits(values, usable, **changes, dp=fitted - unit)):
             fitted -= unit
@@ -155,7 +161,7 @@ def _smallest_dp(values: dict, usable: int, changes: dict, most: "int | None" = 
     return fitted
 
 
-def plan(values: dict, usable: int, limit: int = 5) -> "Steps[list[dict]]":
+def plan(values: dict[str, Any], usable: int, limit: int = 5) -> "Steps[list[dict[str, Any]]]":
     """Training layouts that fit the chosen GPU, fewest GPUs first, then by the compute they cost.
 
     Tried: the layout as given; ZeRO-3 / FSDP FULL_SHARD over the fewest data-parallel GPUs, with tensor
@@ -212,13 +218,13 @@ def plan(values: dict, usable: int, limit: int = 5) -> "Steps[list[dict]]":
     return unique[:limit]
 
 
-def _option(label: str, changes: dict, gpus: int, total: int, recompute: str, values: dict) -> dict:
+def _option(label: str, changes: dict[str, Any], gpus: int, total: int, recompute: str, values: dict[str, Any]) -> dict[str, Any]:
     query = {k: str(v) for k, v in changes.items() if values.get(k) != v}
     return {"label": label, "gpus": gpus, "total_bytes": total, "total_text": format_bytes(total)["text"],
             "compute_cost": RECOMPUTE_COST[recompute], "query": query}
 
 
-def serving_plan(values: dict, usable: int) -> "Steps[list[dict]]":
+def serving_plan(values: dict[str, Any], usable: int) -> "Steps[list[dict[str, Any]]]":
     """Serving layouts that fit: the smallest tensor-parallel degree inside a node, then pipeline stages."""
     arch = resolve_architecture(values)
     options = []
@@ -236,7 +242,7 @@ def serving_plan(values: dict, usable: int) -> "Steps[list[dict]]":
     return options
 
 
-def _cost(values: dict, result: Estimate, gpu: dict, gpus: "int | None") -> dict:
+def _cost(values: dict[str, Any], result: Estimate, gpu: dict[str, Any], gpus: "int | None") -> dict[str, Any]:
     world = values["dp"] * values["tp"] * values["pp"] * values["cp"]
     count = values["gpus"] or world
     price = values["price"] if values["price"] is not None else gpu["price_usd_per_gpu_hour"]
@@ -259,7 +265,7 @@ def _cost(values: dict, result: Estimate, gpu: dict, gpus: "int | None") -> dict
     return answer
 
 
-def _how_to_fit(values: dict, usable: int, current: int) -> "Steps[list[dict]]":
+def _how_to_fit(values: dict[str, Any], usable: int, current: int) -> "Steps[list[dict[str, Any]]]":
     """Changes that lower the total, alone, in pairs or threes, ranked: those that fit first (by the compute
     they cost, then the fewest changes), then by the total they give."""
     if values["mode"] == "infer":
@@ -301,13 +307,13 @@ def _how_to_fit(values: dict, usable: int, current: int) -> "Steps[list[dict]]":
     return [row for _, row in rows[:12]]
 
 
-def _fix(label: str, change: dict, total: int, usable: int) -> dict:
+def _fix(label: str, change: dict[str, Any], total: int, usable: int) -> dict[str, Any]:
     cost = RECOMPUTE_COST.get(str(change.get("recompute", "none")), 1.0)
     return {"change": label, "total_bytes": total, "total_text": format_bytes(total)["text"],
             "fits": total <= usable, "compute_cost": cost, "query": {k: str(v) for k, v in change.items()}}
 
 
-def _training_changes(values: dict) -> "list[tuple[str, dict]]":
+def _training_changes(values: dict[str, Any]) -> "list[tuple[str, dict[str, Any]]]":
     return [
         ("recompute=full", {"recompute": "full"}),
         ("recompute=selective", {"recompute": "selective"}),
@@ -322,18 +328,18 @@ def _training_changes(values: dict) -> "list[tuple[str, dict]]":
     ]
 
 
-def answer(values: dict, result: Estimate) -> dict:
+def answer(values: dict[str, Any], result: Estimate) -> dict[str, Any]:
     """fits, plan, gpus_needed, max_batch, max_seq, cost, how_to_fit and charts for the chosen GPU."""
     return finish(answer_steps(values, result))
 
 
-def answer_steps(values: dict, result: Estimate) -> "Steps[dict]":
+def answer_steps(values: dict[str, Any], result: Estimate) -> "Steps[dict[str, Any]]":
     """``answer`` in steps (pycore/base/steps.py)."""
     values = frameworks.apply(values)            # read concrete values, not "auto"
     gpu = gpu_catalog()[values["gpu"]]
     usable = gpu["usable_bytes"]
     fits = result.total_bytes <= usable
-    out: dict = {"gpu": values["gpu"], "fits": fits, "notes": []}
+    out: dict[str, Any] = {"gpu": values["gpu"], "fits": fits, "notes": []}
     limit = result.model.max_positions or SEARCH_LIMIT
     if values["mode"] == "train":
         out["plan"] = yield from plan(values, usable)

@@ -1,6 +1,8 @@
 """Memory against micro-batch and against sequence length (context when serving), stacked by the pools
 live at each point's peak: the data the page draws once typing pauses. Each point is one estimate."""
 
+from typing import Any
+
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps
 from pycore.memory.estimate import Estimate, totals_only
@@ -8,7 +10,7 @@ from pycore.memory.estimate import Estimate, totals_only
 POINTS = 9
 
 
-def _series(values: dict, key: str, xs: "list[int]") -> "Steps[dict]":
+def _series(values: dict[str, Any], key: str, xs: "list[int]") -> "Steps[dict[str, Any]]":
     rows = []
     for x in xs:
         yield                            # a step: each point is an estimate (pycore/base/steps.py)
@@ -18,7 +20,7 @@ def _series(values: dict, key: str, xs: "list[int]") -> "Steps[dict]":
             continue
         parts = {p.key: (p.label, p.bytes) for p in result.breakdown}
         rows.append((x, parts, result.total_bytes))
-    keys: dict = {}
+    keys: dict[str, Any] = {}
     for _, parts, _ in rows:
         for k, (label, _) in parts.items():
             keys.setdefault(k, label)
@@ -38,7 +40,7 @@ def _doubling(start: int, top: int) -> "list[int]":
     return sorted(set(xs))
 
 
-def charts(values: dict, result: Estimate, answers: dict, usable: int) -> "Steps[dict]":
+def charts(values: dict[str, Any], result: Estimate, answers: dict[str, Any], usable: int) -> "Steps[dict[str, Any]]":
     """{"batch": {...}, "seq": {...}}: x values, one series of bytes per component, the GPU's usable
     bytes and the largest value that fits (from the answers); in steps (pycore/base/steps.py)."""
     if values["mode"] == "infer" and values.get("engine") == "vllm":

@@ -1,6 +1,7 @@
 """Which GPUs an estimate fits on: computed once, after the estimate, from its total bytes."""
 
 from functools import lru_cache
+from typing import Any
 
 from pycore.base.units import format_bytes
 from pycore.model.catalog import gpus as gpu_catalog
@@ -14,7 +15,7 @@ def _usable_text(usable: int) -> str:
     return format_bytes(usable)["text"]
 
 
-def gpu_fit(total_bytes: int, gpu_id: str, chosen: str) -> dict:
+def gpu_fit(total_bytes: int, gpu_id: str, chosen: str) -> dict[str, Any]:
     """One catalog GPU's status and headroom for a total per GPU."""
     gpu = gpu_catalog()[gpu_id]
     usable = gpu["usable_bytes"]
@@ -26,7 +27,7 @@ def gpu_fit(total_bytes: int, gpu_id: str, chosen: str) -> dict:
             "headroom_text": f"{format_bytes(abs(headroom))['text']} {'free' if headroom >= 0 else 'short'}"}
 
 
-def gpu_fits(total_bytes: int, chosen: str) -> "list[dict]":
+def gpu_fits(total_bytes: int, chosen: str) -> "list[dict[str, Any]]":
     """Every catalog GPU with its status and headroom: the chosen one first, then by headroom."""
     rows = [gpu_fit(total_bytes, gpu_id, chosen) for gpu_id in gpu_catalog()]
     rows.sort(key=lambda r: (not r["chosen"], -r["headroom_bytes"]))

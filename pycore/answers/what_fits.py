@@ -5,7 +5,7 @@ over all of them; for serving, the largest tensor-parallel degree inside a node 
 then pipeline stages for the rest. One estimate each (totals only).
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pycore.answers.answer import NODE, _valid_tp
 from pycore.answers.fit import TIGHT
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pycore.model.architecture import Architecture
 
 
-def layout_for(values: dict, arch: "Architecture", count: int) -> dict:
+def layout_for(values: dict[str, Any], arch: "Architecture", count: int) -> dict[str, Any]:
     """The inputs that spread one model over ``count`` GPUs."""
     if count <= 1:
         return {}
@@ -29,7 +29,7 @@ def layout_for(values: dict, arch: "Architecture", count: int) -> dict:
     return {"tp": tp, "pp": pp} if 1 < pp <= arch.layers else {"tp": tp}
 
 
-def what_fits(values: dict, count: int) -> "list[dict]":
+def what_fits(values: dict[str, Any], count: int) -> "list[dict[str, Any]]":
     """Every preset with its total per GPU on ``count`` GPUs of ``values['gpu']``, most headroom first.
 
     Args:

@@ -13,9 +13,9 @@ from typing import Any
 
 from pycore.base.errors import FieldError, InputError
 from pycore.base.expr import rnd, split, sym
-from pycore.inputs.schema import parse
+from pycore.inputs.schema import Values, parse
 from pycore.memory.device import overhead_pools
-from pycore.memory.pools import Pool, live, stage_components
+from pycore.memory.pools import Pool, StageResult, live, stage_components
 from pycore.memory.precision import named_policy
 from pycore.memory.record import JSON, Estimate, LayoutInfo, ModelInfo, SetupInfo
 from pycore.memory.serving import kv_cache_bytes, serving, vllm_capacity
@@ -25,8 +25,6 @@ from pycore.model.catalog import gpus as gpu_catalog
 
 __all__ = ["Estimate", "estimate", "estimate_values", "estimate_setup", "kv_cache_bytes", "quantization_of",
            "resolve_architecture", "FieldError", "InputError"]
-
-Values = dict[str, Any]      # inputs parsed by schema.parse
 
 
 def estimate(inputs: "dict[str, str]") -> Estimate:
@@ -108,7 +106,7 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
     return record
 
 
-def _term_rows(result: "dict[str, Any]", setup: Setup) -> "list[JSON]":
+def _term_rows(result: StageResult, setup: Setup) -> "list[JSON]":
     """Each saved activation term over the layers on this GPU, split as tensor/sequence parallelism splits it."""
     rows = []
     lay = setup.layout

@@ -2,6 +2,7 @@
 
 import json
 import sys
+from typing import Any
 
 from pycore.answers.answer import answer
 from pycore.answers.compare import compare
@@ -22,14 +23,14 @@ Estimates GPU memory per device for a training step or for serving. Keys: see do
 or `python -m pycore schema`. Sizes are shown in GiB (2^30 bytes)."""
 
 
-def parse_arguments(words: list) -> tuple:
+def parse_arguments(words: "list[str]") -> "tuple[str, dict[str, Any], dict[str, Any]]":
     """(output format, key -> value, baseline key -> value) from the words; InputError on a malformed one.
 
     Words after --compare change the baseline, as base.KEY=VALUE does in the URL.
     """
     fmt = "table"
-    raw: dict = {}
-    base: dict = {}
+    raw: dict[str, Any] = {}
+    base: dict[str, Any] = {}
     target = raw
     for word in words:
         if word in ("--json", "--csv"):
@@ -52,12 +53,12 @@ def parse_arguments(words: list) -> tuple:
     return fmt, raw, base
 
 
-def _printable(text):
+def _printable(text: str) -> str:
     """Text safe to echo to a terminal: control characters shown as '?'."""
     return "".join(c if c.isprintable() else "?" for c in text)
 
 
-def main(argv: list | None = None) -> int:
+def main(argv: "list[str] | None" = None) -> int:
     """The console script: the exit status (0 done, 2 bad input); a closed pipe ends it quietly."""
     try:
         return _main(argv)
@@ -66,7 +67,7 @@ def main(argv: list | None = None) -> int:
         return 0
 
 
-def _fits(words):
+def _fits(words: "list[str]") -> int:
     """python -m pycore fits [--json] gpu=ID gpus=N KEY=VALUE...: every preset on those GPUs."""
     from pycore.answers.what_fits import what_fits
     try:
@@ -93,7 +94,7 @@ def _fits(words):
     return 0
 
 
-def _main(argv=None):
+def _main(argv: "list[str] | None" = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     if words and words[0] in ("-h", "--help"):
         print(USAGE)
