@@ -110,39 +110,49 @@ def _smallest_dp(values: dict[str, Any], usable: int, changes: dict[str, Any], m
         most = most // unit * unit
         if most < first or not (yield from _fits(values, usable, **changes, dp=most)):
             return None
-    failed, fitted = first - unit, None      # the most shards known not to fit (or not tried), the fewest that do
+    found = yield from _follow_line(values, usable, changes, first, unit, most)
+    if found is None:
+        return None
+    failed, fitted = found
+    return (yield from _narrow(values, usable, changes, failed, fitted, unit))
+
+
+def _follow_line(values: dict[str, Any], usable: int, changes: dict[str, Any], first: int, unit: int,
+                 most: "int | None") -> "Steps[tuple[int, int] | None]":
+    """(the most shards known not to fit, or not tried; the fewest found that fit), or None: two estimates
+    from ``first`` shards, then the line through the two most-sharded ones, up to eight times."""
+    failed = first - unit
     line: "list[tuple[int, int]]" = []
     for dp in (first, 2 * first if most is None else min(2 * first, most)):
         t = yield from _total(values, **changes, dp=dp)
         if t is None:
             return None
         if t <= usable:
-            fitted = dp
-            break
+            return failed, dp
         failed, line = dp, line + [(dp, t)]
     for _ in range(8):
-        if fitted is not None:
-            break
-        (d1, t1), (d2, t2) = line
-        sharded = (t1 - t2) / (1 / d1 - 1 / d2)
-        fixed = t2 - sharded / d2
-        if fixed >= usable or sharded <= 0:
+        guess = _line_guess(line, usable, failed, unit)
+        if guess is None:
             return None
-        dp = max(failed + unit, math.ceil(sharded / (usable - fixed) / unit) * unit)
-        if dp > MAX_DP:
-            return None
-        if most is not None:
-            dp = min(dp, most)               # known to fit (and remembered)
+        dp = guess if most is None else min(guess, most)     # ``most`` is known to fit (and remembered)
         t = yield from _total(values, **changes, dp=dp)
         if t is None:
             return None
         if t <= usable:
-            fitted = dp
-        else:
-            failed, line = dp, [(d2, t2), (dp, t)]
-    if fitted is None:
+            return failed, dp
+        failed, line = dp, [line[1], (dp, t)]
+    return None
+
+
+def _line_guess(line: "list[tuple[int, int]]", usable: int, failed: int, unit: int) -> "int | None":
+    """Where ``fixed + sharded / dp`` through the two points reaches ``usable``; None when it never does."""
+    (d1, t1), (d2, t2) = line
+    sharded = (t1 - t2) / (1 / d1 - 1 / d2)
+    fixed = t2 - sharded / d2
+    if fixed >= usable or sharded <= 0:
         return None
-    return (yield from _narrow(values, usable, changes, failed, fitted, unit))
+    dp = max(failed + unit, math.ceil(sharded / (usable - fixed) / unit) * unit)
+    return None if dp > MAX_DP else dp
 
 
 def _narrow(values: dict[str, Any], usable: int, changes: dict[str, Any], failed: int, fitted: int, unit: int) -> "Steps[int]":
@@ -190,32 +200,34 @@ def plan(values: dict[str, Any], usable: int, limit: int = 5) -> "Steps[list[dic
                     break                    # a larger tp cannot use fewer GPUs than that layout
                 shown = sorted({o["label"]: o["gpus"] for o in options}.values())
                 most = shown[limit - 1] // (tp * pp * values["cp"]) if len(shown) >= limit else None
-                changes = {"recompute": recompute, "tp": tp, "pp": pp, "zero": "3", "fsdp": "none",
-                           "offload": "none", "microbatches": max(values["microbatches"], pp)}
-                dp: "int | None" = 1
-                if tp == 1 and pp == 1 and (yield from _fits(values, usable, **changes, dp=1)):
-                    dp = 1
-                else:
-                    dp = yield from _smallest_dp(values, usable, changes, most)
-                if dp is None:
+                found = yield from _sharded_layout(values, usable, recompute, tp, pp, most)
+                if found is None:
                     continue
-                changes = {**changes, "dp": dp}
-                if dp * values["cp"] == 1:      # nothing to shard over: ZeRO would change nothing
-                    changes.update(zero=values["zero"], fsdp=values["fsdp"])
-                total = yield from _total(values, **changes)
-                if total is not None:
-                    label = " ".join(f"{k}={changes[k]}" for k in ("zero", "dp", "tp", "pp", "recompute")
-                                     if changes[k] != values[k]) or "as given"
-                    gpus = dp * tp * pp * values["cp"]
-                    options.append(_option(label, changes, gpus, total, recompute, values))
-                    fewest = gpus if fewest is None else min(fewest, gpus)
+                changes, gpus, total = found
+                label = " ".join(f"{k}={changes[k]}" for k in ("zero", "dp", "tp", "pp", "recompute")
+                                 if changes[k] != values[k]) or "as given"
+                options.append(_option(label, changes, gpus, total, recompute, values))
+                fewest = gpus if fewest is None else min(fewest, gpus)
     options.sort(key=lambda o: (o["gpus"], o["compute_cost"], o["total_bytes"]))
-    seen, unique = set(), []
-    for option in options:
-        if option["label"] not in seen:
-            seen.add(option["label"])
-            unique.append(option)
-    return unique[:limit]
+    unique = {option["label"]: option for option in reversed(options)}      # the first of each label
+    return sorted(unique.values(), key=options.index)[:limit]
+
+
+def _sharded_layout(values: dict[str, Any], usable: int, recompute: str, tp: int, pp: int,
+                    most: "int | None") -> "Steps[tuple[dict[str, Any], int, int] | None]":
+    """(changes, GPUs, total) of ZeRO-3 over the fewest data-parallel GPUs at this tp and pp, or None."""
+    changes = {"recompute": recompute, "tp": tp, "pp": pp, "zero": "3", "fsdp": "none",
+               "offload": "none", "microbatches": max(values["microbatches"], pp)}
+    dp: "int | None" = 1
+    if not (tp == 1 and pp == 1 and (yield from _fits(values, usable, **changes, dp=1))):
+        dp = yield from _smallest_dp(values, usable, changes, most)
+    if dp is None:
+        return None
+    changes = {**changes, "dp": dp}
+    if dp * values["cp"] == 1:      # nothing to shard over: ZeRO would change nothing
+        changes.update(zero=values["zero"], fsdp=values["fsdp"])
+    total = yield from _total(values, **changes)
+    return None if total is None else (changes, dp * tp * pp * values["cp"], total)
 
 
 def _option(label: str, changes: dict[str, Any], gpus: int, total: int, recompute: str, values: dict[str, Any]) -> dict[str, Any]:
