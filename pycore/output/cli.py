@@ -94,24 +94,23 @@ def _fits(words: "list[str]") -> int:
     return 0
 
 
+def _listing(word: str) -> str:
+    """The usage text, or a catalog with its sources: models, gpus, or the inputs' schema."""
+    if word == "models":
+        return "".join(f"{model_id:28s} {entry['params']:>16,d}  {entry['source']}\n"
+                       for model_id, entry in catalog.models().items())
+    if word == "gpus":
+        return "".join(f"{gpu_id:22s} {gpu['usable_bytes'] / GIB:8.2f} GiB usable ({gpu['usable_source']}); "
+                       f"{gpu['datasheet']}; price: {gpu['price_source']}\n" for gpu_id, gpu in catalog.gpus().items())
+    return markdown_table() if word == "schema" else USAGE + "\n"
+
+
 def _main(argv: "list[str] | None" = None) -> int:
     words = sys.argv[1:] if argv is None else argv
-    if words and words[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0
-    if words == ["models"]:
-        for model_id, entry in catalog.models().items():
-            print(f"{model_id:28s} {entry['params']:>16,d}  {entry['source']}")
-        return 0
-    if words == ["gpus"]:
-        for gpu_id, gpu in catalog.gpus().items():
-            print(f"{gpu_id:22s} {gpu['usable_bytes'] / GIB:8.2f} GiB usable ({gpu['usable_source']}); "
-                  f"{gpu['datasheet']}; price: {gpu['price_source']}")
-        return 0
     if words and words[0] == "fits":
         return _fits(words[1:])
-    if words == ["schema"]:
-        sys.stdout.write(markdown_table())
+    if words and (words[0] in ("-h", "--help") or words in (["models"], ["gpus"], ["schema"])):
+        sys.stdout.write(_listing(words[0]))
         return 0
     try:
         fmt, raw, base = parse_arguments(words)
