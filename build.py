@@ -50,9 +50,11 @@ SOURCE_DATE_EPOCH = "315532800"                     # 1980-01-01, the earliest t
 PRECACHE_SKIP = ("pyscript/codemirror", "pyscript/xterm", "prerendered/", "validation.md", ".nojekyll")
 
 sys.path.insert(0, str(ROOT))
+from pycore.base.units import TIB_FROM_BYTES  # noqa: E402
 from pycore.inputs import applies, schema  # noqa: E402
 from pycore.model import catalog  # noqa: E402
 from pycore.model.architecture import ARCH_FIELDS as ARCH_KEYS  # noqa: E402
+from pycore.output import report  # noqa: E402
 
 
 def fail(message):
@@ -113,8 +115,8 @@ def field_html(field):
 FOLDED = {"model": ("Architecture overrides", set(ARCH_KEYS)),
           "precision": ("Per-pool dtypes", {"weight_dtype", "grad_dtype", "master_dtype", "opt_dtype",
                                             "act_dtype", "kv_dtype"}),
-          "parallel": ("Single GPU — open to shard across GPUs",
-                       {f.key for f in schema.FIELDS if f.group == "parallel"})}
+          # Python's words for one GPU; app.js draws each estimate's own (web.run's parallel_heading).
+          "parallel": (report.SINGLE_GPU, {f.key for f in schema.FIELDS if f.group == "parallel"})}
 
 
 IMPORT_PANEL = """<details class="more import" id="import"><summary>Import a Hugging Face config.json</summary>
@@ -151,8 +153,11 @@ def form_html():
                    for g, e in catalog.gpus().items())
     # Which inputs apply when (pycore/inputs/applies.py), as data the page reads: CSP-safe, never executed.
     table = json.dumps(applies.APPLIES, sort_keys=True).replace("<", "\\u003c")
+    # Where sizes switch to TiB (pycore/base/units.py), for the few sizes the page words itself.
+    units = json.dumps({"tib_from_bytes": TIB_FROM_BYTES})
     return (columns + f'<datalist id="model-list">{models}</datalist><datalist id="gpu-list">{gpus}</datalist>'
-            f'<script type="application/json" id="applies-table">{table}</script>')
+            f'<script type="application/json" id="applies-table">{table}</script>'
+            f'<script type="application/json" id="units-table">{units}</script>')
 
 
 def sha256(path):

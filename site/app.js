@@ -318,6 +318,7 @@ function renderDetails(payload) {
     setText(share, row === totalRow ? "100%" : `${row.share.toFixed(1)}%`);
   });
 
+  renderParallelHeading(payload);
   renderGpus(payload.gpus || r.gpus);
   renderStages(r);
   kind = r.model.kind === "generic" ? "generic" : "transformer";
@@ -449,17 +450,26 @@ function showApplies() {
   headings(values);
 }
 
+let parallelDrawn = false;   // whether Python's parallel_heading is on the page yet
+
+/** The parallel section's summary: pycore's words for the layout it estimated (web.run's parallel_heading,
+ * pycore.output.report.parallel_heading), never a product of the form's numbers. */
+function renderParallelHeading(payload) {
+  const [parallel] = SUMMARIES.parallel || [];
+  if (!parallel || !payload.parallel_heading) return;
+  parallelDrawn = true;
+  delete parallel.dataset.pending;
+  setText(parallel, payload.parallel_heading);
+}
+
 /** Folded sections' summaries say what is set inside them. */
 function headings(values) {
-  const ways = ["dp", "tp", "pp", "cp", "ep"].map((key) => [key, Number(values[key]) || 1]).filter(([, n]) => n > 1);
-  const gpus = ways.reduce((product, [, n]) => product * n, 1);
-  const [parallel] = SUMMARIES.parallel || [];
-  if (parallel) {
-    const sharding = [values.zero !== "0" ? `ZeRO-${values.zero}` : "", values.fsdp !== "none" ? `FSDP ${values.fsdp}` : ""]
-      .filter(Boolean);
-    setText(parallel, !ways.length && !sharding.length ? "Single GPU — open to shard across GPUs"
-      : `${plural(gpus, "GPU")}${ways.length ? ": " + ways.map(([key, n]) => `${key} ${n}`).join(" × ") : ""}` +
-        `${sharding.length ? " · " + sharding.join(" · ") : ""}`);
+  const [parallel, parallelInputs] = SUMMARIES.parallel || [];
+  // Before Python's first word on a link that sets the layout, the build-time words ("Single GPU") would be
+  // wrong: the summary waits for Python instead.
+  if (parallel && !parallelDrawn && parallelInputs.some((node) => node.value.trim() !== "" && node.value !== defaults[node.dataset.key])) {
+    parallel.dataset.pending = "";
+    setText(parallel, "Parallel layout — waiting for Python…");
   }
   for (const [group, words] of [["model", "Architecture overrides"], ["precision", "Per-pool dtypes"]]) {
     if (!SUMMARIES[group]) continue;
@@ -524,33 +534,13 @@ function renderPlans(a) {
   for (const line of a.vllm_log || []) log.append(el("li", line));
 }
 
-function renderAnswers(a, r, display) {
+/** The answers as pycore words them (web.answers' display: pycore.output.report.display_answers), drawn
+ * verbatim; the build-time payloads carry them too. */
+function renderAnswers(a, display) {
   renderPlans(a);
   const list = document.getElementById("answers");
   list.replaceChildren();
-  const add = (term, value) => list.append(el("dt", term), el("dd", value));
-  if (display) {
-    for (const row of display) add(row.label, row.text);
-    if (r && r.host_bytes) add("Host RAM for offload", `${bytesText(r.host_bytes)} per GPU`);
-    renderFixes(a);
-    return;
-  }
-  const count = (n, one, many, tail = "") => (n === null || n === undefined ? "none fits" : `${plural(n, one, many)}${tail}`);
-  if ("gpus_needed" in a) add("GPUs needed", count(a.gpus_needed, "GPU", "GPUs", " (dp × tp × pp × cp)"));
-  if (!("max_concurrency" in a)) add("Largest micro-batch", count(a.max_batch, "sequence"));
-  if ("max_concurrency" in a) {
-    add("Concurrent sequences", count(a.max_concurrency, "sequence", "sequences", " of prompt + new tokens"));
-    add("Longest context", count(a.max_context, "token", "tokens", " at this batch"));
-  } else if (a.max_seq !== null) add("Longest sequence", count(a.max_seq, "token", "tokens", " at this batch"));
-  if (a.cost) {
-    if (a.cost.hours !== null) {
-      const days = Number((a.cost.hours / 24).toFixed(1));
-      add("Training time", `${plural(days, "day")} on ${plural(a.cost.gpus, "GPU")}`);
-    }
-    if (a.cost.cost_usd !== null) add("Training cost", `$${numberText(Math.round(a.cost.cost_usd))} at $${a.cost.price_usd_per_gpu_hour}/GPU-hour`);
-    if (a.cost.why_not) add("Time and cost", a.cost.why_not);
-  }
-  if (r.host_bytes) add("Host RAM for offload", `${bytesText(r.host_bytes)} per GPU`);
+  for (const row of display || []) list.append(el("dt", row.label), el("dd", row.text));
   renderFixes(a);
 }
 
@@ -578,38 +568,22 @@ function renderStages(r) {
   });
 }
 
+/** The comparison as pycore words it (web.answers' comparison: pycore.output.report.display_comparison),
+ * every cell drawn verbatim. */
 function renderComparison(c) {
   const box = document.getElementById("comparison");
   box.hidden = !c;
   if (!c) return;
-  document.getElementById("compare-what").textContent =
-    c.mode === "serving" ? "the same model, the other workload" : "fp32 with no memory savers";
+  document.getElementById("compare-what").textContent = c.what;
   const message = document.getElementById("compare-message");
-  message.textContent = `${c.message} Baseline: ${bytesText(c.baseline_total_bytes)}, this: ${bytesText(c.total_bytes)}.`;
-  message.classList.toggle("negative", c.saving < 0);
+  message.textContent = c.message;
+  message.classList.toggle("negative", c.negative);
   const body = document.querySelector("#compare-table tbody");
   body.replaceChildren();
-  const signed = (bytes) => `${bytes > 0 ? "+" : bytes < 0 ? "−" : ""}${bytesText(Math.abs(bytes))}`;
-  for (const row of c.components) {
-    const tr = el("tr");
-    tr.append(el("td", row.component.replaceAll("_", " ")), el("td", bytesText(row.bytes), "num"),
-      el("td", bytesText(row.baseline_bytes), "num"), el("td", signed(row.difference_bytes), "num"));
-    body.append(tr);
-  }
-  const total = el("tr", undefined, "total-row");
-  total.append(el("td", "Total per GPU"), el("td", bytesText(c.total_bytes), "num"), el("td", bytesText(c.baseline_total_bytes), "num"),
-    el("td", signed(c.total_bytes - c.baseline_total_bytes), "num"));
-  body.append(total);
-  if (c.gpus_needed !== undefined) {
-    const tr = el("tr");
-    tr.append(el("td", "GPUs needed"), el("td", String(c.gpus_needed ?? "none fit"), "num"),
-      el("td", String(c.baseline_gpus_needed ?? "none fit"), "num"), el("td", ""));
-    body.append(tr);
-  }
-  if (c.cost_usd !== null && c.cost_usd !== undefined) {
-    const tr = el("tr");
-    const dollars = (x) => (x === null || x === undefined ? "—" : `$${numberText(Math.round(x))}`);
-    tr.append(el("td", "Training cost"), el("td", dollars(c.cost_usd), "num"), el("td", dollars(c.baseline_cost_usd), "num"), el("td", ""));
+  for (const row of c.rows) {
+    const tr = el("tr", undefined, row.key === "total" ? "total-row" : undefined);
+    tr.dataset.row = row.key;
+    tr.append(el("td", row.label), el("td", row.this, "num"), el("td", row.baseline, "num"), el("td", row.difference, "num"));
     body.append(tr);
   }
 }
@@ -630,8 +604,8 @@ function scheduleAnswers() {
     const payload = JSON.parse(window.pycoreAnswersFor(query));    // made while typing, or now (main.py)
     if (payload.formulas) renderFormulas(payload.formulas);
     if (payload.answers) {
-      renderAnswers(payload.answers, lastResult, payload.display);
-      renderComparison(payload.answers.comparison);
+      renderAnswers(payload.answers, payload.display);
+      renderComparison(payload.comparison);
     }
     const baseErrors = Object.entries(payload.errors).filter(([key]) => key.startsWith("base."));
     for (const [, message] of baseErrors) document.getElementById("messages").append(el("p", message));
@@ -642,8 +616,6 @@ function scheduleAnswers() {
     }
   }, 120);
 }
-
-let lastResult = null;
 
 // While a person types, the answers for the latest breakdown are made in slices of a few estimates
 // (main.py answers_slice; pycore/base/steps.py) between keystrokes, at background priority, so they are ready
@@ -675,7 +647,6 @@ function flushDetails() {
   const query = pendingDetails;
   pendingDetails = null;
   const payload = JSON.parse(run(query, false));
-  lastResult = payload.result;
   renderDetails(payload);     // the headline for this query is drawn already (web.headline agrees with web.run)
   if (payload.result) answersAhead(query);
 }
@@ -846,7 +817,7 @@ setTimeout(() => failed("it did not finish loading within 90 seconds"), 90000);
 // startup.js paints the answer build.py computed with pycore, before Python is ready.
 window.pycorePaint = (payload, answers) => {
   render(payload);
-  if (payload.result && answers?.answers) { renderAnswers(answers.answers, payload.result); renderComparison(answers.answers.comparison); }
+  if (payload.result && answers?.answers) { renderAnswers(answers.answers, answers.display); renderComparison(answers.comparison); }
 };
 
 // Phones: the one-line total (#mini) appears once the panel's own total has scrolled away.

@@ -1,6 +1,6 @@
 // What fits on my GPUs: pycore estimates every preset for this workload; this lists and sorts them.
 import { el, formQuery, requestQuery } from "./app.js";
-import { bytesText, numberText } from "./format.js";
+import { numberText } from "./format.js";
 
 let fitsRows = [];
 let fitsSort = "headroom_bytes";
@@ -31,9 +31,8 @@ function drawFits() {
     link.href = `?${query.toString()}`;
     const name = el("td");
     name.append(link);
-    const size = row.total_bytes === null ? row.error || "—"
-      : `${row.total_text} · ${bytesText(row.headroom_bytes)} ${row.headroom_bytes >= 0 ? "free" : "over"}`;
-    tr.append(name, el("td", numberText(row.params), "num"), el("td", size, "num"),
+    // pycore words the size cell (pycore.output.report.fit_size_text).
+    tr.append(name, el("td", numberText(row.params), "num"), el("td", row.size_text, "num"),
       el("td", [Object.entries(row.layout).map(([k, v]) => `${k}=${v}`).join(" "), row.note].filter(Boolean).join(" — ")));
     body.append(tr);
   }

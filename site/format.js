@@ -3,6 +3,11 @@
 
 const GIB = 2 ** 30;
 const TIB = 2 ** 40;
+// Where sizes switch to TiB: pycore.base.units.TIB_FROM_BYTES, written into the page by build.py (as data,
+// read, never executed), so these few sizes the page words itself (chart axes, headroom) switch where
+// pycore's own texts do.
+const UNITS = JSON.parse(globalThis.document?.getElementById("units-table")?.textContent || "{}");
+const TIB_FROM = UNITS.tib_from_bytes;
 // Digits grouped by hand, not with Intl.NumberFormat: its first use in a page loads the ICU number data,
 // 45 ms of a cold load's main thread on a 2-core machine (a CPU profile of the first paint), before the
 // first frame. en-US grouping: "1,234.56".
@@ -15,10 +20,10 @@ function two(x) {
   return grouped(x.toFixed(2));
 }
 
-/** "1,234.56 GiB", or TiB above 1,024 GiB. */
+/** "1,234.56 GiB", or TiB from 1,024 GiB up (pycore.base.units.format_bytes). */
 export function bytesText(bytes) {
   const magnitude = Math.abs(bytes);
-  return magnitude > 1024 * GIB
+  return TIB_FROM !== undefined && magnitude >= TIB_FROM
     ? `${two(bytes / TIB)} TiB`
     : `${two(bytes / GIB)} GiB`;
 }

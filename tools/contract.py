@@ -28,6 +28,8 @@ ENTRY_POINTS = {
         "result": "the Estimate record below; breakdown rows add `text` and `gb_text` (GiB and GB strings)",
         "breakdown": "the same rows as result.breakdown",
         "summary": "sentences under the total: `peak`, `model`, `views`, `layout`",
+        "parallel_heading": "the parallel section's summary line: `summary.layout` and the sharding in force "
+                            "(\"2 GPUs: dp 2 · ZeRO-3\"), or \"Single GPU — open to shard across GPUs\"",
         "total": "{bytes, text, gb_text, unit_note}: the total per GPU as the page shows it",
         "gpus": "each GPU preset's fit for the total: {id, name, memory_bytes, headroom_bytes, status, ...}",
         "formulas": "every pool's formula row {name, key, formula, substituted, symbols, bytes, text, source, "
@@ -40,7 +42,11 @@ ENTRY_POINTS = {
     "web.answers(query)": {
         "answers": "the searches' answers: fits, plan, gpus_needed, max_batch, max_seq, cost, how_to_fit, "
                    "charts, comparison, ...",
-        "display": "the answers as labelled sentences [{key, label, text}]: what the page and the table show",
+        "display": "the answers as labelled sentences [{key, label, text}]: what the page and the table show "
+                   "(the page's rows add host RAM for offload)",
+        "comparison": "answers.comparison as the page shows it, every cell a string: {what, message, negative, "
+                      "labels, rows: [{key, label, this, baseline, difference}]} (components, total per GPU, GPUs "
+                      "needed, training cost); null without a comparison",
         "formulas": "as web.run", "errors": "as web.run",
     },
 }

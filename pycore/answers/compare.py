@@ -69,6 +69,7 @@ def compare_steps(values: dict, result: Estimate, base_raw: dict, answers: "dict
         "mode": values["compare"],
         "baseline_query": to_query(base),
         "total_bytes": result.total_bytes, "baseline_total_bytes": base_total,
+        "difference_bytes": result.total_bytes - base_total,
         "peak_phase": result.peak_phase, "baseline_peak_phase": base_result.peak_phase,
         "saving": saving, "message": message, "components": rows,
         "labels": {"this": "This setup", "baseline": "Baseline", "difference": "Δ"},

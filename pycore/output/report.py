@@ -7,6 +7,7 @@ from typing import Any
 
 from pycore.answers.fit import gpu_fits
 from pycore.base.units import GIB, format_bytes, plural
+from pycore.inputs.applies import applies
 from pycore.inputs.schema import FIELDS, format_value
 from pycore.memory.estimate import Estimate
 
@@ -53,15 +54,17 @@ def answer_rows(result: Estimate, answers: dict) -> "list[tuple]":
                                                  f"{stage['peak_phase']}"))
     if result.host_bytes:
         rows.append(("host_ram_bytes", result.host_bytes))
-    comparison = answers.get("comparison")
-    if comparison:
-        rows.append(("baseline", "&".join(f"{k}={v}" for k, v in comparison["baseline_query"])))
-        rows.append(("baseline_total_bytes", comparison["baseline_total_bytes"]))
-        rows.append(("saving_percent", f"{100 * comparison['saving']:.1f}"))
-        for row in comparison["components"]:
-            rows.append((f"difference_{row['component']}", row["difference_bytes"]))
-        rows.append(("baseline_gpus_needed", comparison["baseline_gpus_needed"]))
-    return rows
+    return rows + _comparison_rows(answers.get("comparison"))
+
+
+def _comparison_rows(comparison: "dict | None") -> "list[tuple]":
+    if not comparison:
+        return []
+    rows: "list[tuple]" = [("baseline", "&".join(f"{k}={v}" for k, v in comparison["baseline_query"])),
+                           ("baseline_total_bytes", comparison["baseline_total_bytes"]),
+                           ("saving_percent", f"{100 * comparison['saving']:.1f}")]
+    rows += [(f"difference_{row['component']}", row["difference_bytes"]) for row in comparison["components"]]
+    return rows + [("baseline_gpus_needed", comparison["baseline_gpus_needed"])]
 
 
 def summary(result: Estimate) -> dict:
@@ -90,46 +93,115 @@ def layout_text(result: Estimate) -> str:
     return text + (f", experts split {lay.ep} ways within dp × cp" if lay.ep > 1 else "")
 
 
-def display_answers(result: Estimate, answers: dict) -> "list[dict]":
-    """The answers as labelled sentences (key, label, text): what the page and the table show."""
-    rows = []
+SINGLE_GPU = "Single GPU — open to shard across GPUs"
 
-    def add(key: str, label: str, text: str) -> None:
-        rows.append({"key": key, "label": label, "text": text})
-    plan = answers.get("plan") or []
-    if answers.get("gpus_needed"):
-        best = plan[0] if plan else {}
-        add("gpus_needed", "GPUs needed", plural(answers["gpus_needed"], "GPU")
-            + (f" ({best['label']})" if best.get("label") and best["label"] != "as given" else ""))
-    elif "gpus_needed" in answers:
-        add("gpus_needed", "GPUs needed", "no layout tried fits: see the changes below")
-    if answers.get("min_tp"):
-        add("min_tp", "Smallest tensor-parallel degree", f"tp={answers['min_tp']}")
-    if "kv_cache_tokens" in answers and answers["kv_cache_tokens"] is not None:
-        add("kv_cache_tokens", "KV cache capacity (vLLM)", f"{answers['kv_cache_tokens']:,} tokens")
-    if answers.get("max_batch") is not None:
-        add("max_batch", "Largest micro-batch" if "cost" in answers else "Most sequences at once",
-            plural(answers["max_batch"], "sequence"))
-    if answers.get("max_concurrency") is not None and answers.get("kv_cache_tokens") is not None:
-        add("max_concurrency", "Maximum concurrency (vLLM)", f"{answers['max_concurrency']:.2f}× at "
-            f"{answers['vllm_context']:,} tokens per request" if answers.get("vllm_context") else
-            f"{answers['max_concurrency']:.2f}×")
-    if answers.get("max_seq") is not None:
-        add("max_seq", "Longest sequence", f"{answers['max_seq']:,} tokens at this batch")
-    if answers.get("max_context") is not None:
-        add("max_context", "Longest context", f"{answers['max_context']:,} tokens at this batch")
-    cost = answers.get("cost")
-    if cost:
-        if cost["hours"] is not None:
-            text = f"{cost['duration_text']} on {plural(cost['gpus'], 'GPU')}"
-            if cost["cost_usd"] is not None:
-                text += f", ${cost['cost_usd']:,.0f}"
-            add("cost", "Time and cost", text)
-        else:
-            add("cost", "Time and cost", cost.get("why_not", ""))
-    for note in answers.get("notes", ()):
-        add("note", "Note", note)
-    return rows
+
+def parallel_heading(result: Estimate, values: dict) -> str:
+    """The parallel section's summary line on the page: the layout estimated (``layout_text``) and the
+    sharding in force, "2 GPUs: dp 2 · ZeRO-3"; SINGLE_GPU for one GPU with nothing sharded."""
+    values = {**values, "kind": result.model.kind}
+    sharding = []
+    if applies("zero", values) and str(values.get("zero", "0")) != "0":
+        sharding.append(f"ZeRO-{values['zero']}")
+    if applies("fsdp", values) and values.get("fsdp", "none") != "none":
+        sharding.append(f"FSDP {values['fsdp']}")
+    if result.layout.gpus == 1 and not sharding:
+        return SINGLE_GPU
+    return " · ".join([layout_text(result), *sharding])
+
+
+def _gpus_needed_text(answers: dict) -> str:
+    if not answers.get("gpus_needed"):
+        return "no layout tried fits: see the changes below"
+    best = (answers.get("plan") or [{}])[0]
+    label = best.get("label")
+    return plural(answers["gpus_needed"], "GPU") + (f" ({label})" if label and label != "as given" else "")
+
+
+def _concurrency_text(answers: dict) -> str:
+    if answers.get("vllm_context"):
+        return f"{answers['max_concurrency']:.2f}× at {answers['vllm_context']:,} tokens per request"
+    return f"{answers['max_concurrency']:.2f}×"
+
+
+def _cost_text(cost: dict) -> str:
+    if cost["hours"] is None:
+        return str(cost.get("why_not", ""))
+    text = f"{cost['duration_text']} on {plural(cost['gpus'], 'GPU')}"
+    return text + (f", ${cost['cost_usd']:,.0f}" if cost["cost_usd"] is not None else "")
+
+
+def display_answers(result: Estimate, answers: dict, host: bool = False) -> "list[dict]":
+    """The answers as labelled sentences (key, label, text): what the page and the table show. ``host``
+    adds the host RAM offload needs (the page's row; the table has its own line for it)."""
+    def known(key: str) -> bool:
+        return answers.get(key) is not None
+    rows = [
+        ("gpus_needed", "GPUs needed", "gpus_needed" in answers, lambda: _gpus_needed_text(answers)),
+        ("min_tp", "Smallest tensor-parallel degree", bool(answers.get("min_tp")), lambda: f"tp={answers['min_tp']}"),
+        ("kv_cache_tokens", "KV cache capacity (vLLM)", known("kv_cache_tokens"),
+         lambda: f"{answers['kv_cache_tokens']:,} tokens"),
+        ("max_batch", "Largest micro-batch" if "cost" in answers else "Most sequences at once", known("max_batch"),
+         lambda: plural(answers["max_batch"], "sequence")),
+        ("max_concurrency", "Maximum concurrency (vLLM)", known("max_concurrency") and known("kv_cache_tokens"),
+         lambda: _concurrency_text(answers)),
+        ("max_seq", "Longest sequence", known("max_seq"), lambda: f"{answers['max_seq']:,} tokens at this batch"),
+        ("max_context", "Longest context", known("max_context"),
+         lambda: f"{answers['max_context']:,} tokens at this batch"),
+        ("cost", "Time and cost", bool(answers.get("cost")), lambda: _cost_text(answers["cost"])),
+    ]
+    shown = [{"key": key, "label": label, "text": text()} for key, label, wanted, text in rows if wanted]
+    shown += [{"key": "note", "label": "Note", "text": note} for note in answers.get("notes", ())]
+    if host and result.host_bytes:
+        shown.append({"key": "host_bytes", "label": "Host RAM for offload",
+                      "text": f"{format_bytes(result.host_bytes)['text']} per GPU"})
+    return shown
+
+
+def fit_size_text(row: dict) -> str:
+    """A what-fits row's size cell: "15.20 GiB · 62.80 GiB free" (or "over"), or why it has no size."""
+    if row.get("total_bytes") is None:
+        return str(row.get("error") or "—")
+    headroom = row["headroom_bytes"]
+    return f"{row['total_text']} · {format_bytes(abs(headroom))['text']} {'free' if headroom >= 0 else 'over'}"
+
+
+COMPARED_WITH = {"serving": "the same model, the other workload", "baseline": "fp32 with no memory savers"}
+
+
+def _signed(num_bytes: int) -> str:
+    """"+1.50 GiB", "−1.50 GiB" (a minus sign, not a hyphen), "0.00 GiB"."""
+    sign = "+" if num_bytes > 0 else "−" if num_bytes < 0 else ""
+    return sign + format_bytes(abs(num_bytes))["text"]
+
+
+def _dollars(value: "float | None") -> str:
+    return "—" if value is None else f"${round(value):,}"
+
+
+def display_comparison(comparison: "dict | None") -> "dict | None":
+    """The comparison as the page shows it, every cell a string: ``what`` it is compared with, the
+    ``message``, whether the saving is ``negative``, the column ``labels`` and the ``rows`` {key, label,
+    this, baseline, difference}: each component, the total per GPU, GPUs needed and, when known, the
+    training cost."""
+    if not comparison:
+        return None
+    c = comparison
+    text = {key: format_bytes(c[key])["text"] for key in ("total_bytes", "baseline_total_bytes")}
+    rows = [{"key": row["component"], "label": row["component"].replace("_", " "),
+             "this": format_bytes(row["bytes"])["text"], "baseline": format_bytes(row["baseline_bytes"])["text"],
+             "difference": _signed(row["difference_bytes"])} for row in c["components"]]
+    rows.append({"key": "total", "label": "Total per GPU", "this": text["total_bytes"],
+                 "baseline": text["baseline_total_bytes"], "difference": _signed(c["difference_bytes"])})
+    needed = ["none fit" if n is None else f"{n:,}" for n in (c["gpus_needed"], c["baseline_gpus_needed"])]
+    rows.append({"key": "gpus_needed", "label": "GPUs needed", "this": needed[0], "baseline": needed[1],
+                 "difference": ""})
+    if c.get("cost_usd") is not None:
+        rows.append({"key": "cost_usd", "label": "Training cost", "this": _dollars(c["cost_usd"]),
+                     "baseline": _dollars(c.get("baseline_cost_usd")), "difference": ""})
+    return {"what": COMPARED_WITH.get(c["mode"], COMPARED_WITH["baseline"]),
+            "message": f"{c['message']} Baseline: {text['baseline_total_bytes']}, this: {text['total_bytes']}.",
+            "negative": c["saving"] < 0, "labels": c["labels"], "rows": rows}
 
 
 def table(result: Estimate, answers: "dict | None" = None, gpu: str = "") -> str:

@@ -128,6 +128,7 @@ def run(query: str, formulas: bool = True) -> str:
         total = result.total_bytes
         shown = report.result_json(result, formulas)
         payload.update(result=shown, breakdown=shown["breakdown"], summary=report.summary(result),
+                       parallel_heading=report.parallel_heading(result, values),
                        total={"bytes": total, **format_bytes(total), "unit_note": report.UNIT_NOTE},
                        gpus=gpu_fits(total, values["gpu"]), warnings=list(result.warnings))
         if formulas:
@@ -168,12 +169,13 @@ def answers_steps(query: str) -> "Steps[str]":
     yield
     values, result, errors, base_raw = _estimate(query)
     if result is None:
-        return _dumps({"answers": None, "formulas": None, "errors": errors})
+        return _dumps({"answers": None, "display": None, "comparison": None, "formulas": None, "errors": errors})
     found = yield from _answers(values, result, base_raw, errors)
     yield
     formulas = explain_formulas(result)
     yield
-    return _dumps({"answers": found, "display": report.display_answers(result, found), "formulas": formulas,
+    return _dumps({"answers": found, "display": report.display_answers(result, found, host=True),
+                   "comparison": report.display_comparison(found["comparison"]), "formulas": formulas,
                    "errors": errors})
 
 
@@ -189,7 +191,8 @@ def fits(query: str) -> str:
     """JSON rows of every preset's total per GPU for the query's workload on its ``gpus`` GPUs."""
     from pycore.answers.what_fits import what_fits
     values, _, errors, _ = _estimate(query)
-    return _dumps({"rows": what_fits(values, values["gpus"] or 1), "gpus": values["gpus"] or 1,
+    rows = [{**row, "size_text": report.fit_size_text(row)} for row in what_fits(values, values["gpus"] or 1)]
+    return _dumps({"rows": rows, "gpus": values["gpus"] or 1,
                    "gpu": values["gpu"], "errors": errors})
 
 

@@ -109,7 +109,7 @@ def test_url_restores_every_field_after_reload(watched, base_url):
     page.wait_for_selector("html.py-ready", timeout=120_000)
     for selector, value in {**edits, **choices}.items():
         assert page.locator(selector).input_value() == value
-    assert total(page) == estimate(dict(parse_qsl(urlsplit(page.url).query)))["total_bytes"]
+    assert total(page) == estimate(dict(parse_qsl(urlsplit(page.url).query))).total_bytes
 
 
 def test_back_and_forward_restore_the_inputs(watched, base_url):
