@@ -20,8 +20,8 @@ fi
 
 echo "== ruff (pyproject.toml's [tool.ruff])"
 .venv/bin/ruff check
-echo "== mypy --check-untyped-defs pycore"
-.venv/bin/mypy pycore
+echo "== mypy --strict pycore"
+.venv/bin/mypy --strict pycore
 
 echo "== building dist/"
 .venv/bin/python build.py

@@ -1,6 +1,8 @@
 """Compare an estimate with a baseline: by default the same setup in fp32 with no memory savers, or the
 same model served instead of trained, with any input of the baseline changed by ``base.KEY``."""
 
+from typing import Any
+
 from pycore.answers.answer import answer_steps
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
@@ -14,7 +16,7 @@ for _key in ("weight_dtype", "grad_dtype", "master_dtype", "opt_dtype", "act_dty
     PLAIN[_key] = None
 
 
-def baseline_values(values: dict, base_raw: dict) -> dict:
+def baseline_values(values: dict[str, Any], base_raw: dict[str, Any]) -> dict[str, Any]:
     """The baseline's inputs: the current ones, then the compare mode's changes, then base.* overrides."""
     changed = dict(values)
     if values["compare"] == "serving":
@@ -34,7 +36,7 @@ def baseline_values(values: dict, base_raw: dict) -> dict:
     return changed
 
 
-def compare(values: dict, result: Estimate, base_raw: dict, answers: "dict | None" = None) -> dict:
+def compare(values: dict[str, Any], result: Estimate, base_raw: dict[str, Any], answers: "dict[str, Any] | None" = None) -> dict[str, Any]:
     """Both estimates side by side, the difference of every component and the saving.
 
     ``answers`` are the current estimate's answers when the caller has them (they are not recomputed).
@@ -42,7 +44,8 @@ def compare(values: dict, result: Estimate, base_raw: dict, answers: "dict | Non
     return finish(compare_steps(values, result, base_raw, answers))
 
 
-def compare_steps(values: dict, result: Estimate, base_raw: dict, answers: "dict | None" = None) -> "Steps[dict]":
+def compare_steps(values: dict[str, Any], result: Estimate, base_raw: dict[str, Any],
+                  answers: "dict[str, Any] | None" = None) -> "Steps[dict[str, Any]]":
     """``compare`` in steps (pycore/base/steps.py)."""
     yield                                        # the baseline's estimate is a step of its own
     base = baseline_values(values, base_raw)

@@ -3,6 +3,7 @@ estimate's records (pycore.memory.pools), nothing is derived here."""
 
 import csv
 import io
+from collections.abc import Callable
 from typing import Any
 
 from pycore.answers.fit import gpu_fits
@@ -28,9 +29,9 @@ def breakdown(result: Estimate) -> "list[dict[str, Any]]":
     return [{**row, **format_bytes(row["bytes"])} for row in result.as_dict()["breakdown"]]
 
 
-def answer_rows(result: Estimate, answers: dict) -> "list[tuple]":
+def answer_rows(result: Estimate, answers: dict[str, Any]) -> "list[tuple[str, Any]]":
     """(key, value) rows of the answers, as the table and the CSV show them."""
-    rows: "list[tuple]" = [("fits", answers["fits"])]
+    rows: "list[tuple[str, Any]]" = [("fits", answers["fits"])]
     for key in ("gpus_needed", "max_batch", "max_seq", "max_concurrency", "max_context", "kv_cache_tokens",
                 "min_tp"):
         if key in answers:
@@ -57,17 +58,17 @@ def answer_rows(result: Estimate, answers: dict) -> "list[tuple]":
     return rows + _comparison_rows(answers.get("comparison"))
 
 
-def _comparison_rows(comparison: "dict | None") -> "list[tuple]":
+def _comparison_rows(comparison: "dict[str, Any] | None") -> "list[tuple[str, Any]]":
     if not comparison:
         return []
-    rows: "list[tuple]" = [("baseline", "&".join(f"{k}={v}" for k, v in comparison["baseline_query"])),
+    rows: "list[tuple[str, Any]]" = [("baseline", "&".join(f"{k}={v}" for k, v in comparison["baseline_query"])),
                            ("baseline_total_bytes", comparison["baseline_total_bytes"]),
                            ("saving_percent", f"{100 * comparison['saving']:.1f}")]
     rows += [(f"difference_{row['component']}", row["difference_bytes"]) for row in comparison["components"]]
     return rows + [("baseline_gpus_needed", comparison["baseline_gpus_needed"])]
 
 
-def summary(result: Estimate) -> dict:
+def summary(result: Estimate) -> dict[str, Any]:
     """The sentences under the total, the same on the page and in the table."""
     peak, overhead = format_bytes(result.peak_bytes)["text"], format_bytes(result.overhead_bytes)["text"]
     setup = result.setup
@@ -96,7 +97,7 @@ def layout_text(result: Estimate) -> str:
 SINGLE_GPU = "Single GPU — open to shard across GPUs"
 
 
-def parallel_heading(result: Estimate, values: dict) -> str:
+def parallel_heading(result: Estimate, values: dict[str, Any]) -> str:
     """The parallel section's summary line on the page: the layout estimated (``layout_text``) and the
     sharding in force, "2 GPUs: dp 2 · ZeRO-3"; SINGLE_GPU for one GPU with nothing sharded."""
     values = {**values, "kind": result.model.kind}
@@ -110,7 +111,7 @@ def parallel_heading(result: Estimate, values: dict) -> str:
     return " · ".join([layout_text(result), *sharding])
 
 
-def _gpus_needed_text(answers: dict) -> str:
+def _gpus_needed_text(answers: dict[str, Any]) -> str:
     if not answers.get("gpus_needed"):
         return "no layout tried fits: see the changes below"
     best = (answers.get("plan") or [{}])[0]
@@ -118,25 +119,25 @@ def _gpus_needed_text(answers: dict) -> str:
     return plural(answers["gpus_needed"], "GPU") + (f" ({label})" if label and label != "as given" else "")
 
 
-def _concurrency_text(answers: dict) -> str:
+def _concurrency_text(answers: dict[str, Any]) -> str:
     if answers.get("vllm_context"):
         return f"{answers['max_concurrency']:.2f}× at {answers['vllm_context']:,} tokens per request"
     return f"{answers['max_concurrency']:.2f}×"
 
 
-def _cost_text(cost: dict) -> str:
+def _cost_text(cost: dict[str, Any]) -> str:
     if cost["hours"] is None:
         return str(cost.get("why_not", ""))
     text = f"{cost['duration_text']} on {plural(cost['gpus'], 'GPU')}"
     return text + (f", ${cost['cost_usd']:,.0f}" if cost["cost_usd"] is not None else "")
 
 
-def display_answers(result: Estimate, answers: dict, host: bool = False) -> "list[dict]":
+def display_answers(result: Estimate, answers: dict[str, Any], host: bool = False) -> "list[dict[str, Any]]":
     """The answers as labelled sentences (key, label, text): what the page and the table show. ``host``
     adds the host RAM offload needs (the page's row; the table has its own line for it)."""
     def known(key: str) -> bool:
         return answers.get(key) is not None
-    rows = [
+    rows: "list[tuple[str, str, bool, Callable[[], str]]]" = [
         ("gpus_needed", "GPUs needed", "gpus_needed" in answers, lambda: _gpus_needed_text(answers)),
         ("min_tp", "Smallest tensor-parallel degree", bool(answers.get("min_tp")), lambda: f"tp={answers['min_tp']}"),
         ("kv_cache_tokens", "KV cache capacity (vLLM)", known("kv_cache_tokens"),
@@ -158,7 +159,7 @@ def display_answers(result: Estimate, answers: dict, host: bool = False) -> "lis
     return shown
 
 
-def fit_size_text(row: dict) -> str:
+def fit_size_text(row: dict[str, Any]) -> str:
     """A what-fits row's size cell: "15.20 GiB · 62.80 GiB free" (or "over"), or why it has no size."""
     if row.get("total_bytes") is None:
         return str(row.get("error") or "—")
@@ -179,7 +180,7 @@ def _dollars(value: "float | None") -> str:
     return "—" if value is None else f"${round(value):,}"
 
 
-def display_comparison(comparison: "dict | None") -> "dict | None":
+def display_comparison(comparison: "dict[str, Any] | None") -> "dict[str, Any] | None":
     """The comparison as the page shows it, every cell a string: ``what`` it is compared with, the
     ``message``, whether the saving is ``negative``, the column ``labels`` and the ``rows`` {key, label,
     this, baseline, difference}: each component, the total per GPU, GPUs needed and, when known, the
@@ -204,7 +205,7 @@ def display_comparison(comparison: "dict | None") -> "dict | None":
             "negative": c["saving"] < 0, "labels": c["labels"], "rows": rows}
 
 
-def table(result: Estimate, answers: "dict | None" = None, gpu: str = "") -> str:
+def table(result: Estimate, answers: "dict[str, Any] | None" = None, gpu: str = "") -> str:
     """A readable text table in GiB (2**30 bytes)."""
     total = result.total_bytes
     lines = [f"Model: {result.model.name}  ({result.params_total:,} parameters)",
@@ -238,7 +239,7 @@ def _cell(value: object) -> object:
     return value
 
 
-def to_csv(values: dict, result: Estimate, answers: dict) -> str:
+def to_csv(values: dict[str, Any], result: Estimate, answers: dict[str, Any]) -> str:
     """The CSV the page downloads: one section of inputs, one of results, exact bytes."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")

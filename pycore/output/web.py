@@ -5,6 +5,7 @@ and every other input is kept. Repeated keys take their last value (as URLSearch
 """
 
 import json
+from typing import Any
 from urllib.parse import parse_qsl
 
 from pycore.answers.answer import answer_steps
@@ -24,11 +25,11 @@ MAX_KEYS = 200              # key=value pairs that are read
 NOT_FROM_LINKS = {"config"}  # a link must not read files: an imported config travels as preset + overrides
 
 
-def _pairs(query: str) -> "tuple[dict, dict]":
+def _pairs(query: str) -> "tuple[dict[str, Any], dict[str, Any]]":
     """Key -> last value of a query string (base.KEY under its own key), and messages for repeated,
     unknown or refused keys."""
-    raw: dict = {}
-    errors: dict = {}
+    raw: dict[str, Any] = {}
+    errors: dict[str, Any] = {}
     pairs = parse_qsl(query[:MAX_QUERY].lstrip("?"), keep_blank_values=True, max_num_fields=None)
     if len(pairs) > MAX_KEYS:
         errors["query"] = f"query: {len(pairs):,} inputs given; the first {MAX_KEYS} are read"
@@ -52,7 +53,7 @@ def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in text)
 
 
-def _estimate(query: str, explain: bool = True) -> "tuple[dict, Estimate | None, dict, dict]":
+def _estimate(query: str, explain: bool = True) -> "tuple[dict[str, Any], Estimate | None, dict[str, Any], dict[str, Any]]":
     """(values, result or None, errors, baseline inputs) for a query string; bad inputs fall back to their
     defaults, the key that caused each error named. ``explain=False``: the totals only, remembered
     (``estimate.totals_only``)."""
@@ -85,7 +86,7 @@ def _estimate(query: str, explain: bool = True) -> "tuple[dict, Estimate | None,
     return values, None, errors, base_raw
 
 
-def _answers(values: dict, result: Estimate, base_raw: dict, errors: dict) -> "Steps[dict]":
+def _answers(values: dict[str, Any], result: Estimate, base_raw: dict[str, Any], errors: dict[str, Any]) -> "Steps[dict[str, Any]]":
     answers = yield from answer_steps(values, result)
     answers["comparison"] = None
     if values["compare"] != "off":
@@ -96,7 +97,7 @@ def _answers(values: dict, result: Estimate, base_raw: dict, errors: dict) -> "S
     return answers
 
 
-def _dumps(payload: dict) -> str:
+def _dumps(payload: dict[str, Any]) -> str:
     """JSON that JSON.parse accepts: no NaN or Infinity (a non-finite float becomes null)."""
     try:
         return json.dumps(payload, allow_nan=False)
@@ -123,7 +124,7 @@ def run(query: str, formulas: bool = True) -> str:
     answers, which re-run the estimate many times, come from ``answers`` so typing stays fast.
     """
     values, result, errors, _ = _estimate(query)
-    payload: dict = {"errors": errors, "query": to_query(values), "warnings": []}
+    payload: dict[str, Any] = {"errors": errors, "query": to_query(values), "warnings": []}
     if result is not None:
         total = result.total_bytes
         shown = report.result_json(result, formulas)
@@ -142,7 +143,7 @@ def headline(query: str) -> str:
     errors; JSON shaped as ``run``'s payload with only those parts (``gpus`` holds the chosen GPU alone).
     The page asks ``run`` for everything else in the frame after, so a key is answered within a frame."""
     values, result, errors, _ = _estimate(query, explain=False)
-    payload: dict = {"errors": errors}
+    payload: dict[str, Any] = {"errors": errors}
     if result is not None:
         total = result.total_bytes
         payload.update(result={"total_bytes": total, "peak_bytes": result.peak_bytes},
@@ -151,7 +152,7 @@ def headline(query: str) -> str:
     return _dumps(payload)
 
 
-def _ignored(values: dict, query: str) -> "list[str]":
+def _ignored(values: dict[str, Any], query: str) -> "list[str]":
     """Messages for keys given that do not apply to the mode or method chosen (pycore.inputs.applies)."""
     given = [k for k, _ in parse_qsl(query[:MAX_QUERY].lstrip("?"))[:MAX_KEYS] if k in BY_KEY]
     return [describe(key, values) for key in ignored(values, list(dict.fromkeys(given)))]
