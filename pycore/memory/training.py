@@ -19,8 +19,8 @@ the four backward moments. Every pipeline stage is estimated and the worst one r
 from dataclasses import replace
 
 from pycore.base.expr import floor, maximum, num, rnd, split, sym
+from pycore.memory import accumulation, parallel
 from pycore.memory import activations as act
-from pycore.memory import parallel
 from pycore.memory.model_states import STATIC, model_states
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
 from pycore.memory.precision import dtype_name
@@ -65,23 +65,45 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken
     generic = arch.kind == "generic"
     pools: "list[Pool]" = list(states.pools)
     terms: "list[act.Term]" = []
-    if generic or work.activation_model != "detailed":
-        pools.append(_whole_model_activations(setup, stage, tokens))
-    else:
-        per_layer, terms, final, working = per_token or act.per_token(setup)
-        pools += _detailed_activations(setup, stage, tokens, per_layer, final, working)
+    if not generic and work.activation_model == "detailed":
+        terms = (per_token or act.per_token(setup))[1]
+    pools += _activations(setup, stage, tokens, per_token)
     if not generic and stage.has_head and work.mode == "train" and arch.output_width:
         pools += _loss_pools(setup, tokens)
     pools += _gradient_buffers(setup, stage, states.grad_bytes)
     pools += _weight_copies(setup, stage)
-    moments = GENERIC_MOMENTS if generic else MOMENTS
+    per_microbatch, once = (GENERIC_MOMENTS[:2], GENERIC_MOMENTS[2:]) if generic else (MOMENTS[:-1], MOMENTS[-1:])
     if generic:
         pools = [_generic_moments(p) for p in pools]
+    moments = per_microbatch + once
+    if lay.microbatches > 1:
+        pools = accumulation.with_later_moments(pools, per_microbatch, lay.offload == "none",
+                                                _later_activations(setup, stage, tokens, per_token))
+        moments = accumulation.moments(per_microbatch, once)
     peak = peak_of(pools, moments)
     return {"pools": pools, "host": list(states.host), "moments": peak["moments"], "phases": peak["phases"],
             "peak_moment": peak["peak_moment"], "peak_phase": peak["peak_phase"], "peak_bytes": peak["peak_bytes"],
             "activation_terms": terms, "tokens": tokens, "layers": stage.layers, "stage": stage.index,
             "params_per_gpu": stage.params, "host_bytes": sum(p.bytes for p in states.host)}
+
+
+def _activations(setup: Setup, stage: parallel.Stage, tokens: int, per_token: "act.PerToken | None") -> "list[Pool]":
+    """The saved activations of the micro-batches the stage holds, and one layer's working tensors."""
+    if setup.arch.kind == "generic" or setup.workload.activation_model != "detailed":
+        return [_whole_model_activations(setup, stage, tokens)]
+    per_layer, _, final, working = per_token or act.per_token(setup)
+    return _detailed_activations(setup, stage, tokens, per_layer, final, working)
+
+
+def _later_activations(setup: Setup, stage: parallel.Stage, tokens: int,
+                       per_token: "act.PerToken | None") -> "list[Pool] | None":
+    """A pipeline stage's saved activations during a later micro-batch, when it holds fewer micro-batches
+    then than during the first (pycore.memory.accumulation.in_flight_later); None when as many."""
+    fewer = accumulation.in_flight_later(stage.in_flight, setup.layout.microbatches)
+    if fewer == stage.in_flight or setup.arch.kind == "generic":
+        return None
+    saved = [p for p in _activations(setup, replace(stage, in_flight=fewer), tokens, per_token) if p.key == "activations"]
+    return [replace(p, label=f"{p.label}, {fewer:g} micro-batches in flight") for p in saved]
 
 
 def _whole_model_activations(setup: Setup, stage: parallel.Stage, tokens: int) -> Pool:
