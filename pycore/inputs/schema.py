@@ -259,6 +259,10 @@ FIELDS = (
     _choice("expandable_segments", "no", ("no", "yes"), "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: "
             "the caching allocator grows segments in place and strands far less memory", "hardware",
             "PyTorch's default (off); torchtitan's run_train.sh turns it on"),
+    _choice("cuda_modules", "lazy", ("lazy", "eager"), "CUDA_MODULE_LOADING: lazy loads each kernel when first "
+            "used (PyTorch 2.0 on, with CUDA 11.7 or later); eager loads every kernel at start-up (PyTorch 1.x, "
+            "or CUDA before 11.7), a larger CUDA context", "hardware",
+            "PyTorch sets LAZY unless the variable is set (aten/src/ATen/cuda/detail/CUDAHooks.cpp)"),
     _int("dp", 1, "data-parallel degree (replicas, or ZeRO/FSDP shards)", "parallel"),
     _int("tp", 1, "tensor-parallel degree (Megatron-style, within a node)", "parallel", span=(1, 1024)),
     _int("pp", 1, "pipeline-parallel stages", "parallel", span=(1, 1024)),
@@ -314,7 +318,7 @@ LABELS = {
     "interleave": "Interleaved stages", "offload": "CPU offload", "gpus": "GPUs available",
     "train_tokens": "Tokens to train", "mfu": "MFU", "price": "Price",
     "act_per_sample": "Activation bytes per sample", "overhead": "Runtime overhead", "gpu": "GPU",
-    "expandable_segments": "Expandable segments",
+    "expandable_segments": "Expandable segments", "cuda_modules": "CUDA module loading",
 }
 GROUPS = (("model", "Model"), ("workload", "Workload"), ("precision", "Precision and optimizer"),
           ("savers", "Memory savers"), ("finetune", "Fine-tuning and quantization"), ("parallel", "Parallelism"),

@@ -28,12 +28,18 @@ TRANSIENT = ("activations", "logits", "log_softmax", "logits_upcast", "loss_grad
              "autocast_weight_copies", "prefill_working", "cache_append_copy", "head_gradient",
              "end_of_backward_buffers", "gradient_buckets", "gathered_layer", "optimizer_step_temporaries")
 FRAGMENTATION = {"no": 0.25, "yes": 0.03}      # stranded share of the transient bytes at the peak
-CUDA_CONTEXT = 512 * 2**20                      # CUDA context with cuBLAS/cuDNN handles, lazily loaded modules
+# The CUDA context with cuBLAS/cuDNN handles, by CUDA_MODULE_LOADING. lazy (PyTorch sets it from 2.0 on,
+# aten/src/ATen/cuda/detail/CUDAHooks.cpp maybe_set_cuda_module_loading("LAZY"); CUDA 11.7 or later): the
+# allowance fit to published readings (docs/validation.md). eager (PyTorch 1.x, or CUDA before 11.7): every
+# kernel loaded at start-up, 1,343 MiB on a V100 before any tensor (transformers docs,
+# model_memory_anatomy.md: "GPU memory occupied: 1343 MB" read with pynvml).
+CUDA_CONTEXT = {"lazy": 512 * 2**20, "eager": 1343 * 2**20}
+LOADED = {"lazy": "as first used", "eager": "all at start-up"}
 NCCL_BUFFERS = 512 * 2**20                      # NCCL communicators' buffers once GPUs talk (world > 1)
 
 
 def overhead_pools(live: "list[Pool]", overhead: "Overhead | None", expandable: str, world: int,
-                   peak: int) -> "list[Pool]":
+                   peak: int, cuda_modules: str = "lazy") -> "list[Pool]":
     """The rows between the peak of live tensors and what the GPU shows; one row if ``overhead`` is given."""
     if overhead is not None:
         kind, amount = overhead
@@ -51,9 +57,10 @@ def overhead_pools(live: "list[Pool]", overhead: "Overhead | None", expandable: 
                  f"X = bytes allocated and freed within the step that are live at the peak; {share:g} of them "
                  f"stay stranded ({'expandable segments' if expandable == 'yes' else 'default segments'})",
                  group="reserved"),
-            make("cuda_context", "CUDA context", num(CUDA_CONTEXT), (),
-                 "the CUDA context, cuBLAS workspace and loaded kernels, outside PyTorch's allocator "
-                 "(nvidia-smi counts it; max_memory_reserved does not)", group="device")]
+            make("cuda_context", "CUDA context", num(CUDA_CONTEXT[cuda_modules]), (),
+                 f"the CUDA context, cuBLAS workspace and the kernels loaded {LOADED[cuda_modules]} "
+                 f"(CUDA_MODULE_LOADING={cuda_modules.upper()}), outside PyTorch's allocator (nvidia-smi counts it; "
+                 "max_memory_reserved does not)", group="device")]
     if world > 1:
         rows.append(make("nccl_buffers", "NCCL communication buffers", num(NCCL_BUFFERS), (),
                          "NCCL communicators' channel buffers, outside PyTorch's allocator", group="device"))

@@ -80,7 +80,8 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
     pools: "list[Pool]" = result["pools"]
     peak = result["peak_bytes"]
     at_peak = live(pools, result["peak_moment"])
-    extra = overhead_pools(at_peak, setup.overhead, setup.expandable_segments, max(lay.world, lay.ep), peak)
+    extra = overhead_pools(at_peak, setup.overhead, setup.expandable_segments, max(lay.world, lay.ep), peak,
+                           setup.cuda_modules)
     overhead_bytes = sum(p.bytes for p in extra)
     stages = result.get("stages")
     kv_per_token = result.get("kv_bytes_per_token")

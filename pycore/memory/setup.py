@@ -73,6 +73,7 @@ class Setup:
     gpu: str
     overhead: "Overhead | None"     # ("bytes", n) or ("percent", x); None: modelled (pycore.memory.device)
     expandable_segments: str = "no"
+    cuda_modules: str = "lazy"          # CUDA_MODULE_LOADING (pycore.memory.device)
 
 
 def resolve_architecture(values: "Values") -> Architecture:
@@ -153,4 +154,5 @@ def resolve(values: "Values") -> Setup:
                         values["lora_targets"], values["lora_dtype"])
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
                  values["optimizer"], values["optimizer_impl"], values["gpu"],
-                 values["overhead"], values.get("expandable_segments", "no"))
+                 values["overhead"], values.get("expandable_segments", "no"),
+                 values.get("cuda_modules", "lazy"))
