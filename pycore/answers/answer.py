@@ -21,7 +21,9 @@ MAX_DP = 1 << 16
 # Compute each plan costs, relative to the plain step (the rule plans are ranked by after the GPU count):
 # full recomputation runs every layer's forward twice, 4/3 of a step's FLOPs (Korthikanti et al. 2022,
 # section 5: "full recomputation ... 30-40% overhead"); selective recomputation ~2.7% (their Table 4).
-RECOMPUTE_COST = {"none": 1.0, "selective": 1.03, "full": 4 / 3}
+# torchtitan's layer mode rebuilds every 2nd layer (7/6); its op mode rebuilds the 2nd, 4th and 6th matmul of
+# a block (k, o, up: 37% of a Llama 3 8B block's forward matmul FLOPs) and the cheap ops, about 1 + 0.37 / 3.
+RECOMPUTE_COST = {"none": 1.0, "selective": 1.03, "full": 4 / 3, "layer": 7 / 6, "op": 1.12}
 
 
 def _total(values: dict[str, Any], **changes: object) -> "Steps[int | None]":

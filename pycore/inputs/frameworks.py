@@ -164,7 +164,7 @@ FRAMEWORKS = {
     "torchtitan": Framework(
         "torchtitan", "0.2.2",
         {"optimizer": "adamw", "optimizer_impl": "fused", "precision": "fsdp2-bf16", "attention": "flash",
-         "loss_chunks": "1"},
+         "loss_chunks": "1", "recompute": "op"},
         {
             "optimizer": "pytorch/torchtitan torchtitan/config/job_config.py@v0.2.2 L135: name = 'AdamW'",
             "optimizer_impl": "pytorch/torchtitan torchtitan/config/job_config.py@v0.2.2 L151: "
@@ -181,14 +181,16 @@ FRAMEWORKS = {
                                 "sharded gradients and accumulates there",
             "reduce_dtype": "pytorch/torchtitan torchtitan/config/job_config.py@v0.2.2 L290: "
                             "mixed_precision_reduce = 'float32'",
-            "recompute_saves": "pytorch/torchtitan torchtitan/config/job_config.py@v0.2.2 L652-655: "
-                               "mode = 'selective', selective_ac_option = '2': every 2nd layer is checkpointed "
-                               "whole (its input saved), the others keep all activations; the llama3 tomls "
-                               "(models/llama3/train_configs/llama3_8b.toml L58-59) use 'op', which saves every "
-                               "other matmul output and the attention output. Neither is pycore's recompute "
-                               "value, so recompute is left out of defaults",
+            "recompute": "pytorch/torchtitan torchtitan/models/llama3/train_configs/llama3_8b.toml@v0.2.2 "
+                         "L58-59: [activation_checkpoint] mode = 'selective', selective_ac_option = 'op' "
+                         "(recompute=op); job_config.py L652-655's default without a toml is '2' "
+                         "(recompute=layer)",
+            "recompute_saves": "pytorch/torchtitan torchtitan/distributed/activation_checkpoint.py@v0.2.2 "
+                               "_custom_policy: the outputs of mm (all but every second), SDPA and "
+                               "reduce-scatter, and each block's input",
         },
-        {"grad_accum_dtype": "fp32", "reduce_dtype": "fp32", "recompute_saves": "input of every 2nd layer"},
+        {"grad_accum_dtype": "fp32", "reduce_dtype": "fp32",
+         "recompute_saves": "every other matmul output, attention output, block input"},
     ),
     "megatron": Framework(
         "Megatron-LM", "core_v0.19.0",

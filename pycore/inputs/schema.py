@@ -236,9 +236,11 @@ FIELDS = (
                               "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k"),
             "quantized weight storage (qlora defaults to nf4-dq); bits per weight in the formulas", "finetune"),
     _int("group_size", 128, "weights per scale for GPTQ/AWQ", "finetune", "GPTQ and AWQ default"),
-    _choice("recompute", "auto", ("auto", "none", "selective", "full"),
-            "activation recomputation: auto (as the framework does), none, selective (attention core only), "
-            "full (every layer)", "savers", "the framework's: off except torchtune (full)"),
+    _choice("recompute", "auto", ("auto", "none", "selective", "full", "op", "layer"),
+            "activation recomputation: auto (as the framework does), none, selective (Megatron's: the attention "
+            "core only), full (every layer), op (torchtitan's selective by op: every other matmul's output and "
+            "the attention output kept), layer (torchtitan's selective by layer: every 2nd layer checkpointed)",
+            "savers", "the framework's: off except torchtune (full) and torchtitan (op)"),
     _choice("attention", "auto", ("auto", "flash", "flash-repeat", "eager"),
             "auto (as the framework does); flash: fused kernel (SDPA / FlashAttention) that never stores the s×s "
             "scores and keeps grouped-query K/V per kv head; flash-repeat: the same with K/V expanded to every "

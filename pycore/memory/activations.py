@@ -15,6 +15,7 @@ models reproduce the formulas people already know:
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pycore.base.errors import FieldError
 from pycore.base.remember import remembered
 
 if TYPE_CHECKING:
@@ -184,10 +185,34 @@ def _mlp_terms(arch: "Architecture", e: float, amp: bool = False) -> "list[Term]
     return terms
 
 
+def op_terms(arch: "Architecture", e: float, attention: str) -> "list[Term]":
+    """What torchtitan's selective activation checkpointing by op keeps of a layer (recompute=op).
+
+    pytorch/torchtitan torchtitan/distributed/activation_checkpoint.py@v0.2.2 ``_custom_policy``: inside each
+    checkpointed block the outputs of the ops on ``_save_list`` are saved (aten.mm, the SDPA kernels and
+    their logsumexp, reduce-scatters), except every second mm, counted per block; everything else is
+    recomputed, and the block's input is kept to recompute from. A Llama block's matmuls run q, k, v, o, then
+    w1 (gate), w3 (up), w2 (down): the 1st, 3rd, 5th and 7th outputs stay.
+    """
+    if arch.mlp != "gated" or arch.experts or arch.qkv_bias or arch.out_bias or arch.mlp_bias:
+        raise FieldError("recompute", "op (torchtitan's selective checkpointing by op) is modelled for dense, "
+                         "bias-free gated-MLP blocks (Llama-style), whose matmuls are aten.mm; use layer or full")
+    terms = [Term("block input (kept to recompute from)", e * arch.hidden, "e·h", replicated=True),
+             Term("q projection output (1st matmul)", e * arch.q_dim, "e·a·d"),
+             Term("v projection output (3rd matmul)", e * arch.kv_dim, "e·k·d")]
+    if attention in ("flash", "flash-repeat"):
+        terms.append(Term("attention output and logsumexp (SDPA)", e * arch.q_dim + 4 * arch.heads, "e·a·d + 4·a"))
+    terms += [Term("gate projection output (5th matmul)", e * arch.ffn, "e·f"),
+              Term("down projection output (7th matmul)", e * arch.hidden, "e·h")]
+    return terms
+
+
 def layer_terms(arch: "Architecture", policy: "Policy", attention: str, recompute: str, seq: int) -> list[Term]:
     """Saved tensors of one layer (bytes per token), without full recomputation."""
     e = policy.bytes("act")
     amp = policy.autocast
+    if recompute == "op":
+        return op_terms(arch, e, attention)
     terms = _norm_terms(arch, e, amp, 3 if arch.norm == "rmsnorm" else 1, "attention norm", "qkv")
     terms += _attention_terms(arch, e, amp, attention, recompute, seq)
     if arch.norms_per_layer == 4:           # Gemma 2/3: norms on the attention and MLP outputs too
@@ -261,18 +286,34 @@ def per_token(setup: "Setup") -> PerToken:
     working = 3 * e * width
     if attention == "eager":
         working += (4 + e) * arch.heads / lay.tp * work.seq
-    if work.recompute == "full":
-        working += per_layer           # one layer's activations rebuilt during its backward
-        per_layer = layer_input_bytes(arch, policy) / (lay.tp if lay.sp else 1)
+    return _recomputed(setup, per_layer, terms, final, working)
+
+
+def _recomputed(setup: "Setup", per_layer: float, terms: "list[Term]", final: float, working: float) -> PerToken:
+    """What a recompute mode keeps of the saved ``per_layer`` bytes, and the layer it rebuilds in backward."""
+    recompute, lay = setup.workload.recompute, setup.layout
+    layer_input = layer_input_bytes(setup.arch, setup.policy) / (lay.tp if lay.sp else 1)
+    if recompute == "full":
+        return layer_input, terms, final, working + per_layer      # one layer rebuilt during its backward
+    if recompute == "layer":
+        # torchtitan selective_ac_option = "2" (activation_checkpoint.py@v0.2.2 _apply_layer_sac): every 2nd
+        # block is checkpointed whole (its input kept, rebuilt in its backward), the others keep everything.
+        return (per_layer + layer_input) / 2, terms, final, working + per_layer
+    if recompute == "op":
+        everything = sum(t.bytes_per_token for t in layer_terms(
+            setup.arch, setup.policy, setup.workload.attention, "none", setup.workload.seq)) / lay.tp
+        return per_layer, terms, final, working + everything         # the block's other ops rebuilt
     return per_layer, terms, final, working
 
 
 def whole_model(setup: "Setup", tokens: int) -> float:
     """Activation bytes of the whole model under the korthikanti, multiplier or per-sample models."""
-    from pycore.base.errors import FieldError
     arch, work, lay = setup.arch, setup.workload, setup.layout
     e = setup.policy.bytes("act")
     model = work.activation_model
+    if work.recompute in ("op", "layer") and model != "detailed":
+        raise FieldError("recompute", f"{work.recompute} (torchtitan's selective checkpointing) is modelled "
+                         "term by term: use activations=auto with a preset or config, or recompute=selective or full")
     if model == "none":             # a bare parameter count: activations not counted (said in warnings)
         return 0
     if model == "detailed":         # a generic preset with measured bytes per sample

@@ -111,8 +111,9 @@ def _term_rows(result: StageResult, setup: Setup) -> "list[JSON]":
     """Each saved activation term over the layers on this GPU, split as tensor/sequence parallelism splits it."""
     rows = []
     lay = setup.layout
-    full = setup.workload.recompute == "full"
-    layers = 1 if full else result["layers"]
+    recompute = setup.workload.recompute
+    full = recompute == "full"
+    layers = 1 if full else result["layers"] / 2 if recompute == "layer" else result["layers"]
     for term in result.get("activation_terms", ()):
         ways = lay.tp if (not term.replicated or lay.sp) else 1
         q = rnd(split(sym("b", term.bytes_per_token), "t", ways, None) * sym("T", result["tokens"])
@@ -120,7 +121,8 @@ def _term_rows(result: StageResult, setup: Setup) -> "list[JSON]":
         rows.append({"name": term.name, "formula": term.formula + " per token and layer", "bytes_per_token":
                      term.bytes_per_token, "bytes": q.value, "symbols": q.symbols, "substituted": q.numbers,
                      "replicated": term.replicated,
-                     "source": "one layer, rebuilt during its backward" if full else "all layers on this GPU"})
+                     "source": "one layer, rebuilt during its backward" if full else "the layers not checkpointed "
+                     "(every 2nd layer is)" if recompute == "layer" else "all layers on this GPU"})
     return rows
 
 
