@@ -290,6 +290,14 @@ DEFAULT = "hf-trainer"
 # transformers 5 loads dtype="auto" (see hf-trainer's precision source above), so a bf16 checkpoint trains
 # in pure bf16 and an fp32 one (GPT-2, BERT) in fp32.
 CHECKPOINT_DTYPE = {"hf-trainer", "axolotl"}
+# Frameworks whose data parallelism without ZeRO/FSDP is torch's DistributedDataParallel with its default
+# gradient_as_bucket_view=False (pytorch/pytorch torch/nn/parallel/distributed.py@v2.13.0; accelerate
+# DistributedDataParallelKwargs.gradient_as_bucket_view = False, which the Trainer and Axolotl go through;
+# Lightning's DDPStrategy passes none): the reducer allocates flat buckets as large as every gradient at
+# construction (torch/csrc/distributed/c10d/reducer.cpp, Reducer::initialize_buckets) and copies each
+# gradient into them, a second copy kept for the whole run. Megatron's DDP reduces its contiguous
+# gradient buffer itself, and DeepSpeed, torchtune and torchtitan shard.
+DDP_COPIES_GRADIENTS = {"pytorch", "hf-trainer", "accelerate", "lightning", "axolotl"}
 # Inputs whose default is "as the framework does": "auto" (None for loss_chunks) until the user sets them.
 FOLLOWS: "dict[str, str | None]" = {"optimizer_impl": "auto", "attention": "auto", "recompute": "auto",
                                     "loss_chunks": None}

@@ -74,6 +74,7 @@ class Setup:
     overhead: "Overhead | None"     # ("bytes", n) or ("percent", x); None: modelled (pycore.memory.device)
     expandable_segments: str = "no"
     cuda_modules: str = "lazy"          # CUDA_MODULE_LOADING (pycore.memory.device)
+    ddp_buckets: bool = False           # data parallelism through torch DDP's gradient buckets (frameworks)
 
 
 def resolve_architecture(values: "Values") -> Architecture:
@@ -155,4 +156,5 @@ def resolve(values: "Values") -> Setup:
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
                  values["optimizer"], values["optimizer_impl"], values["gpu"],
                  values["overhead"], values.get("expandable_segments", "no"),
-                 values.get("cuda_modules", "lazy"))
+                 values.get("cuda_modules", "lazy"),
+                 frameworks.framework_name(values) in frameworks.DDP_COPIES_GRADIENTS)

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pycore.base.expr import floor, maximum, num, rnd, split, sym
 from pycore.memory import accumulation, parallel
 from pycore.memory import activations as act
-from pycore.memory.model_states import STATIC, model_states
+from pycore.memory.model_states import STATIC, model_states, trainable
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
 from pycore.memory.precision import dtype_name
 from pycore.memory.setup import Setup
@@ -172,12 +172,26 @@ def _gradient_buffers(setup: Setup, stage: parallel.Stage, grad_bytes: float) ->
                           ("backward end",), "tied embeddings: the head and embedding gradients and their sum; "
                           "FSDP2: the root group's full-size gradient before its reduce-scatter",
                           "R = root-group parameters", group="gradient_buffers"))
+    pools += _ddp_buckets(setup, stage, grad_bytes)
     if lay.zero >= 2 and lay.shard_group > 1 and not setup.finetune.adapters:
         pools.append(make("gradient_buckets", "Unsharded gradient of the layer being reduced",
                           rnd(sym("Pl", stage.largest_layer) * grad_bytes), ("backward, last layer", "backward end"),
                           "ZeRO-2/3 and FSDP reduce-scatter one layer's full gradient at a time",
                           "Pl = parameters of the largest layer", group="gradient_buffers"))
     return pools
+
+
+def _ddp_buckets(setup: Setup, stage: parallel.Stage, grad_bytes: float) -> "list[Pool]":
+    """torch DDP's flat gradient buckets: a second copy of every trainable gradient, allocated when the model
+    is wrapped and kept (pycore.inputs.frameworks.DDP_COPIES_GRADIENTS; validation/measured_ddp.json)."""
+    lay = setup.layout
+    if not setup.ddp_buckets or lay.zero or lay.dp * lay.cp == 1 or setup.workload.mode != "train":
+        return []
+    return [make("ddp_buckets", "DDP gradient buckets (a second copy of the gradients)",
+                 rnd(sym("S", trainable(setup, stage).count) * grad_bytes), STATIC,
+                 "torch DistributedDataParallel, gradient_as_bucket_view=False (its default): "
+                 "Reducer::initialize_buckets allocates buckets as large as every gradient",
+                 "S = trainable parameters on this GPU", group="gradient_buffers")]
 
 
 def _weight_copies(setup: Setup, stage: parallel.Stage) -> "list[Pool]":
