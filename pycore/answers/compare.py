@@ -8,6 +8,9 @@ from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
 from pycore.inputs.schema import parse, to_query
 from pycore.memory.estimate import Estimate, estimate_values
+from pycore.memory.pools import Pool
+from pycore.memory.precision import POLICIES
+from pycore.model.catalog import gpus as gpu_catalog
 
 # What "no memory savers" undoes; everything else stays as the user set it.
 PLAIN: "dict[str, object]" = {"precision": "fp32", "recompute": "none", "attention": "eager", "zero": "0", "fsdp": "none",
@@ -46,18 +49,17 @@ def compare(values: dict[str, Any], result: Estimate, base_raw: dict[str, Any], 
 
 def compare_steps(values: dict[str, Any], result: Estimate, base_raw: dict[str, Any],
                   answers: "dict[str, Any] | None" = None) -> "Steps[dict[str, Any]]":
-    """``compare`` in steps (pycore/base/steps.py)."""
+    """``compare`` in steps (pycore/base/steps.py).
+
+    Each column lists the pools live at its own peak plus its overhead (``Estimate.breakdown``), matched by
+    key, so each column adds up to its own total exactly; time and cost use each column's matmul rate.
+    """
     yield                                        # the baseline's estimate is a step of its own
     base = baseline_values(values, base_raw)
     try:
         base_result = estimate_values(base)
     except FieldError as error:
         raise error.under("base.") from None
-    rows = []
-    for key in sorted(set(result.components) | set(base_result.components)):
-        new, old = result.components.get(key, 0), base_result.components.get(key, 0)
-        if new or old:
-            rows.append({"component": key, "bytes": new, "baseline_bytes": old, "difference_bytes": new - old})
     base_total = base_result.total_bytes
     saving = (base_total - result.total_bytes) / base_total if base_total else 0.0
     if saving < 0:
@@ -68,15 +70,101 @@ def compare_steps(values: dict[str, Any], result: Estimate, base_raw: dict[str, 
     if answers is None:
         answers = yield from answer_steps(values, result)
     base_answers = yield from answer_steps(base, base_result)
+    this_cost, base_cost = column_cost(values, result, answers), column_cost(base, base_result, base_answers)
     return {
         "mode": values["compare"],
         "baseline_query": to_query(base),
         "total_bytes": result.total_bytes, "baseline_total_bytes": base_total,
         "difference_bytes": result.total_bytes - base_total,
         "peak_phase": result.peak_phase, "baseline_peak_phase": base_result.peak_phase,
-        "saving": saving, "message": message, "components": rows,
+        "peak_moment": result.peak_moment, "baseline_peak_moment": base_result.peak_moment,
+        "saving": saving, "message": message, "components": component_rows(result, base_result),
         "labels": {"this": "This setup", "baseline": "Baseline", "difference": "Δ"},
         "gpus_needed": answers.get("gpus_needed"), "baseline_gpus_needed": base_answers.get("gpus_needed"),
-        "cost_usd": (answers.get("cost") or {}).get("cost_usd"),
-        "baseline_cost_usd": (base_answers.get("cost") or {}).get("cost_usd"),
+        "cost": this_cost, "baseline_cost": base_cost,
+        "cost_usd": (this_cost or {}).get("cost_usd"), "baseline_cost_usd": (base_cost or {}).get("cost_usd"),
     }
+
+
+def _by_key(pools: "tuple[Pool, ...]") -> "dict[str, tuple[str, str, int]]":
+    """key -> (label, group, bytes) of a breakdown, in its order (a key given twice adds up)."""
+    out: "dict[str, tuple[str, str, int]]" = {}
+    for pool in pools:
+        label, group, size = out.get(pool.key, (pool.label, pool.group or pool.key, 0))
+        out[pool.key] = (label, group, size + pool.bytes)
+    return out
+
+
+def _label(this: "str | None", base: "str | None") -> str:
+    """One row's label: the pool's own, or without its dtype where the columns keep it in different ones
+    ("Weights (bf16)" beside "Weights (fp32)" is "Weights")."""
+    if this is None or base is None or this == base:
+        return this or base or ""
+    plain = [text.rsplit(" (", 1)[0] if text.endswith(")") else text for text in (this, base)]
+    return plain[0] if plain[0] == plain[1] else f"{this} / {base}"
+
+
+OVERHEAD_GROUPS = ("reserved", "device")       # pycore.memory.device: listed last in each column
+
+
+def component_rows(result: Estimate, base: Estimate) -> "list[dict[str, Any]]":
+    """Rows {component, group, label, bytes, baseline_bytes, difference_bytes}: each column's pools live at
+    its own peak plus its overhead (``Estimate.breakdown``), matched by pool key. Each column adds up to its
+    ``total_bytes`` exactly; a pool live at only one column's peak is 0 in the other."""
+    this, other = _by_key(result.breakdown), _by_key(base.breakdown)
+    keys = [k for k in this if this[k][1] not in OVERHEAD_GROUPS] + \
+        [k for k in other if k not in this and other[k][1] not in OVERHEAD_GROUPS]
+    keys += [k for k in {**this, **other} if k not in keys]
+    rows = []
+    for key in keys:
+        new, old = this.get(key), other.get(key)
+        size, base_size = new[2] if new else 0, old[2] if old else 0
+        if size or base_size:
+            rows.append({"component": key, "group": (new or old or ("", key, 0))[1],
+                         "label": _label(new[0] if new else None, old[0] if old else None),
+                         "bytes": size, "baseline_bytes": base_size, "difference_bytes": size - base_size})
+    return rows
+
+
+# PyTorch computes fp32 matmuls in full fp32 unless told otherwise: torch.backends.cuda.matmul.allow_tf32 is
+# False by default since PyTorch 1.12 (docs/source/notes/cuda.rst, "TensorFloat-32 (TF32) on Ampere (and
+# later) devices"; torch.set_float32_matmul_precision defaults to "highest"), and the Trainer's tf32 argument
+# defaults to None, which leaves it so. 16-bit policies (autocast included) run on the bf16 tensor cores.
+FP32_RATE_SOURCE = ("PyTorch's torch.backends.cuda.matmul.allow_tf32 is False by default since 1.12, so fp32 "
+                    "matmuls run at the GPU's fp32 rate, not on tensor cores")
+
+
+def matmul_rate(gpu: "dict[str, Any]", compute_dtype: str) -> "tuple[float | None, str]":
+    """(dense TFLOPS, its name) of the GPU for matmuls computed in ``compute_dtype``: fp32 at the fp32 rate
+    (FP32_RATE_SOURCE), every 16-bit or narrower dtype at the bf16 tensor-core rate; None when the datasheet
+    gives no figure (presets/gpus.json)."""
+    if compute_dtype == "fp32":
+        return gpu.get("fp32_TFLOPS"), "fp32"
+    return gpu.get("bf16_dense_TFLOPS"), "bf16"
+
+
+def compute_dtype(values: dict[str, Any], result: Estimate) -> str:
+    """The dtype the step's matmuls run in: the activations' (autocast computes fp32 weights in 16 bit)."""
+    return str(values.get("act_dtype") or POLICIES[result.setup.precision].act)
+
+
+def column_cost(values: dict[str, Any], result: Estimate, answers: dict[str, Any]) -> "dict[str, Any] | None":
+    """One column's training time and cost at its own precision's matmul rate ({hours, cost_usd, rate,
+    tflops, why_not}); None when serving (no cost is asked)."""
+    cost = answers.get("cost")
+    if not cost:
+        return None
+    gpu = gpu_catalog()[values["gpu"]]
+    tflops, rate = matmul_rate(gpu, compute_dtype(values, result))
+    out: "dict[str, Any]" = {"hours": None, "cost_usd": None, "rate": rate, "tflops": tflops,
+                             "gpus": cost["gpus"], "why_not": cost.get("why_not", "")}
+    if not cost["train_flops"]:
+        return out
+    if not tflops:
+        out["why_not"] = f"{gpu['name']} has no published dense {rate} figure ({gpu.get('fp32_source', '')})"
+        return out
+    out["hours"] = cost["train_flops"] / (cost["gpus"] * tflops * 1e12 * values["mfu"]) / 3600
+    price = cost["price_usd_per_gpu_hour"]
+    out["cost_usd"] = None if price is None else cost["gpus"] * price * out["hours"]
+    out["why_not"] = "" if price is not None else "no price: set one"
+    return out

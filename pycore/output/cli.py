@@ -132,4 +132,17 @@ def _main(argv: "list[str] | None" = None) -> int:
         sys.stdout.write(report.to_csv(values, result, answers))
     else:
         sys.stdout.write(report.table(result, answers, values["gpu"]))
+        sys.stdout.write(comparison_text(report.display_comparison(answers["comparison"])))
     return 0
+
+
+def comparison_text(shown: "dict[str, Any] | None") -> str:
+    """The comparison as text: the page's table (report.display_comparison), cell for cell."""
+    if not shown:
+        return ""
+    labels = shown["labels"]
+    lines = ["", f"Compared with {shown['what']}", shown["message"], "",
+             f"{'':46s} {labels['this']:>18s} {labels['baseline']:>18s} {labels['difference']:>14s}"]
+    lines += [f"{row['label'][:46]:46s} {row['this']:>18s} {row['baseline']:>18s} {row['difference']:>14s}"
+              for row in shown["rows"]]
+    return "\n".join(lines) + "\n"

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pycore.answers.fit import gpu_fits
-from pycore.base.units import GIB, format_bytes, plural
+from pycore.base.units import GIB, duration_text, format_bytes, plural
 from pycore.inputs.applies import applies
 from pycore.inputs.schema import FIELDS, format_value
 from pycore.memory.estimate import Estimate
@@ -189,7 +189,7 @@ def display_comparison(comparison: "dict[str, Any] | None") -> "dict[str, Any] |
         return None
     c = comparison
     text = {key: format_bytes(c[key])["text"] for key in ("total_bytes", "baseline_total_bytes")}
-    rows = [{"key": row["component"], "label": row["component"].replace("_", " "),
+    rows = [{"key": row["component"], "label": row.get("label") or row["component"].replace("_", " "),
              "this": format_bytes(row["bytes"])["text"], "baseline": format_bytes(row["baseline_bytes"])["text"],
              "difference": _signed(row["difference_bytes"])} for row in c["components"]]
     rows.append({"key": "total", "label": "Total per GPU", "this": text["total_bytes"],
@@ -197,12 +197,39 @@ def display_comparison(comparison: "dict[str, Any] | None") -> "dict[str, Any] |
     needed = ["none fit" if n is None else f"{n:,}" for n in (c["gpus_needed"], c["baseline_gpus_needed"])]
     rows.append({"key": "gpus_needed", "label": "GPUs needed", "this": needed[0], "baseline": needed[1],
                  "difference": ""})
-    if c.get("cost_usd") is not None:
-        rows.append({"key": "cost_usd", "label": "Training cost", "this": _dollars(c["cost_usd"]),
-                     "baseline": _dollars(c.get("baseline_cost_usd")), "difference": ""})
+    rows += _comparison_cost_rows(c)
+    peaks = (f" Each column is the memory live at its own peak (this: {c['peak_moment']}; baseline: "
+             f"{c['baseline_peak_moment']}) and adds up to its total." if c.get("peak_moment") else "")
     return {"what": COMPARED_WITH.get(c["mode"], COMPARED_WITH["baseline"]),
-            "message": f"{c['message']} Baseline: {text['baseline_total_bytes']}, this: {text['total_bytes']}.",
+            "message": f"{c['message']} Baseline: {text['baseline_total_bytes']}, this: {text['total_bytes']}."
+                       + peaks + _rate_note(c),
             "negative": c["saving"] < 0, "labels": c["labels"], "rows": rows}
+
+
+def _comparison_cost_rows(c: "dict[str, Any]") -> "list[dict[str, str]]":
+    """Training time and cost, each column at its own precision's matmul rate (answers.compare.column_cost);
+    a column that cannot be timed says why."""
+    this, base = c.get("cost") or {}, c.get("baseline_cost") or {}
+    if this.get("hours") is None and base.get("hours") is None:
+        return []
+    def time(cost: "dict[str, Any]") -> str:
+        return duration_text(cost["hours"]) if cost.get("hours") is not None else str(cost.get("why_not") or "—")
+    return [{"key": "train_hours", "label": "Training time", "this": time(this), "baseline": time(base), "difference": ""},
+            {"key": "cost_usd", "label": "Training cost", "this": _dollars(this.get("cost_usd")),
+             "baseline": _dollars(base.get("cost_usd")), "difference": ""}]
+
+
+def _rate_note(c: "dict[str, Any]") -> str:
+    """How each column is timed: its matmul rate in dense TFLOPS, and why fp32 is not timed on tensor cores."""
+    costs = [(name, c.get(key) or {}) for name, key in (("this", "cost"), ("baseline", "baseline_cost"))]
+    if not any(cost.get("hours") is not None for _, cost in costs):
+        return ""
+    parts = [f"{name} at {cost['rate']} {cost['tflops']:g} TFLOPS" if cost.get("tflops") else
+             f"{name}: no {cost.get('rate', '')} figure" for name, cost in costs]
+    fp32 = any(cost.get("rate") == "fp32" for _, cost in costs)
+    return (" Time and cost: " + ", ".join(parts) + " dense" +
+            (" (PyTorch keeps torch.backends.cuda.matmul.allow_tf32 False by default since 1.12: fp32 matmuls "
+             "run at the fp32 rate, not on tensor cores)" if fp32 else "") + ".")
 
 
 def table(result: Estimate, answers: "dict[str, Any] | None" = None, gpu: str = "") -> str:
