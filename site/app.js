@@ -407,6 +407,11 @@ let kind = "transformer";
 function currentValues() {
   const values = Object.fromEntries(FIELDS.map((node) => [node.dataset.key, node.value.trim() || defaults[node.dataset.key]]));
   values.kind = kind;
+  // pycore/inputs/applies.py's DERIVED keys, read from the inputs the same way.
+  const chosen = values.activations || "detailed";
+  const shaped = Boolean(values.layers) && Boolean(values.hidden);
+  values.act_model = kind === "generic" && chosen === "detailed" ? (shaped ? "multiplier" : "none") : chosen;
+  values.counted_by = kind === "generic" ? values.act_model : "transformer";
   return values;
 }
 

@@ -6,6 +6,9 @@ from pycore import estimate
 from pycore.inputs.applies import APPLIES, applies, describe, ignored
 from pycore.inputs.schema import BY_KEY
 
+MODELS = set(BY_KEY["activations"].choices) | {"none"}
+DERIVED_VALUES = {"act_model": MODELS, "counted_by": MODELS | {"transformer"}}
+
 
 def test_every_key_and_condition_names_a_real_input_and_value():
     for key, conditions in APPLIES.items():
@@ -13,6 +16,9 @@ def test_every_key_and_condition_names_a_real_input_and_value():
         for other, allowed in conditions.items():
             if other == "kind":
                 assert set(allowed) <= {"generic", "transformer"}
+                continue
+            if other in DERIVED_VALUES:                 # read from the inputs (applies.DERIVED)
+                assert set(allowed) <= DERIVED_VALUES[other], (key, other)
                 continue
             values = allowed["not"] if isinstance(allowed, dict) else allowed
             field = BY_KEY[other]

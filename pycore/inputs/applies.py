@@ -24,7 +24,7 @@ ADAPTERS: Condition = {"method": ["lora", "qlora"]}
 
 # Inputs that mean nothing for a generic network (params only).
 TRANSFORMER_ONLY = ("heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", "experts_per_token", "expert_ffn",
-                    "tied", "seq", "new_tokens", "mode", "kv_dtype", "attention", "recompute", "method", "lora_rank",
+                    "tied", "new_tokens", "mode", "kv_dtype", "attention", "method", "lora_rank",
                     "lora_targets", "lora_dtype", "quant", "group_size", "tp", "pp", "cp", "ep", "sp",
                     "interleave", "loss_chunks")
 
@@ -32,7 +32,8 @@ APPLIES: "dict[str, Condition]" = {
     # Training only: the optimizer and everything a backward pass or a training run brings.
     "optimizer": TRAIN, "grad_dtype": TRAIN, "master_dtype": TRAIN, "opt_dtype": TRAIN,
     "train_tokens": TRAIN, "mfu": TRAIN, "microbatches": {**TRAIN, **TRANSFORMER}, "activations": TRAIN,
-    "recompute": {**TRAIN, **TRANSFORMER},
+    # A generic network counted by the korthikanti model (layers, hidden, heads) recomputes as transformers do.
+    "recompute": {**TRAIN, "counted_by": ["transformer", "korthikanti"]},
     "loss_chunks": {**TRAIN, **TRANSFORMER},
     # Serving splits the model with tp, pp and ep (pycore.memory.serving); data parallelism and sharding are
     # training's.
@@ -52,9 +53,14 @@ APPLIES: "dict[str, Condition]" = {
     "lora_targets": {**ADAPTERS, **TRANSFORMER},
     "lora_dtype": {**ADAPTERS, **TRANSFORMER},
     "group_size": {**TRANSFORMER, "quant": {"not": ["none"]}},
-    # The activation model's own parameter.
-    "act_multiplier": {**TRAIN, "activations": ["multiplier"]},
-    "act_per_sample": {**TRAIN, "activations": ["per-sample"]},
+    # The activation model's own parameter: the model in force (``act_model``), which for a generic network
+    # left at "detailed" is the multiplier model when layers and hidden are given.
+    "act_multiplier": {**TRAIN, "act_model": ["multiplier"]},
+    "act_per_sample": {**TRAIN, "act_model": ["per-sample"]},
+    # A sequence is counted by transformers and by a generic network's multiplier or korthikanti model, which
+    # also reads heads.
+    "seq": {"counted_by": ["transformer", "multiplier", "korthikanti"]},
+    "heads": {"counted_by": ["transformer", "korthikanti"]},
 }
 for _key in TRANSFORMER_ONLY:
     APPLIES.setdefault(_key, TRANSFORMER)
@@ -80,6 +86,26 @@ def model_kind(values: "Mapping[str, object]") -> str:
     return "transformer"
 
 
+def activation_model(values: "Mapping[str, object]") -> str:
+    """The activation model in force: the one given, except that a generic network left at ``detailed`` is
+    counted by the multiplier model when layers and hidden are given, and not at all otherwise
+    (pycore.memory.setup.resolve; a generic preset with measured figures is known to the page as such)."""
+    chosen = _text(values.get("activations")) or "detailed"
+    if model_kind(values) == "generic" and chosen == "detailed":
+        return "multiplier" if values.get("layers") and values.get("hidden") else "none"
+    return chosen
+
+
+def counted_by(values: "Mapping[str, object]") -> str:
+    """What counts the activations: ``"transformer"``, or a generic network's activation model in force
+    (multiplier and korthikanti read seq; korthikanti also heads and recompute)."""
+    return "transformer" if model_kind(values) == "transformer" else activation_model(values)
+
+
+# Keys of APPLIES' conditions that are not inputs but read from them (site/app.js computes the same).
+DERIVED = {"kind": model_kind, "act_model": activation_model, "counted_by": counted_by}
+
+
 def applies(key: str, values: "Mapping[str, object]") -> bool:
     """Whether input ``key`` changes the estimate, given the other inputs.
 
@@ -90,7 +116,7 @@ def applies(key: str, values: "Mapping[str, object]") -> bool:
         True if the key applies.
     """
     for other, allowed in APPLIES.get(key, {}).items():
-        current = model_kind(values) if other == "kind" else _text(values.get(other, DEFAULT_VALUES.get(other)))
+        current = DERIVED[other](values) if other in DERIVED else _text(values.get(other, DEFAULT_VALUES.get(other)))
         if current == "":
             current = DEFAULT_VALUES.get(other, "")
         if isinstance(allowed, dict):
@@ -119,6 +145,16 @@ def describe(key: str, values: "Mapping[str, object]") -> str:
         if other == "kind":
             if model_kind(values) not in allowed:
                 return f"{key} is ignored: a generic network (params only) has no transformer shape"
+            continue
+        if other == "counted_by" and counted_by(values) not in allowed:
+            model = counted_by(values)
+            return f"{key} is ignored: " + ("a generic network (params only) counts no activations without layers "
+                                            "and hidden" if model == "none" else
+                                            f"a generic network's {model} activation model does not read it")
+        if other in DERIVED:
+            current = DERIVED[other](values)
+            if current not in allowed:
+                return f"{key} is ignored: the activation model in force is {current}"
             continue
         current = _text(values.get(other)) or DEFAULT_VALUES.get(other, "")
         if (current in allowed["not"]) if isinstance(allowed, dict) else (current not in allowed):

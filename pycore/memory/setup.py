@@ -144,6 +144,10 @@ def resolve(values: "Values") -> Setup:
         raise FieldError("quant", "QLoRA stores the base in NF4: quant=nf4 or nf4-dq")
     if mode == "train" and values["method"] != "full" and arch.kind != "decoder":
         raise FieldError("method", "LoRA is modelled for decoder transformers (the presets' causal LMs)")
+    if mode == "infer" or arch.kind == "generic":
+        # What pycore.inputs.applies reports as ignored changes nothing: serving replicas (dp, cp) hold nothing
+        # more per GPU, and a generic network has no sequence to split (cp).
+        values = {**values, "cp": 1, **({"dp": 1} if mode == "infer" else {})}
     layout = parallel.layout(values, arch)
     policy = precision_policy(values, arch)
     workload = Workload(mode, values["batch"], values["seq"], values["new_tokens"], values["recompute"],
