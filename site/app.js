@@ -546,7 +546,20 @@ function renderAnswers(a, display) {
   const list = document.getElementById("answers");
   list.replaceChildren();
   for (const row of display || []) list.append(el("dt", row.label), el("dd", row.text));
+  renderPrecisionDefault(a.precision_default);
   renderFixes(a);
+}
+
+/** The precision the framework's default implies and what fp32 master weights would cost (pycore's sentence,
+ * answers.compare.precision_default), with a button that sets it. */
+function renderPrecisionDefault(note) {
+  const box = document.getElementById("precision-default");
+  box.replaceChildren();
+  box.hidden = !note;
+  if (!note) return;
+  const item = el("li", undefined, "fix");
+  item.append(el("span", `${note.text} `), applyButton(note.change, note.query));
+  box.append(item);
 }
 
 function renderFixes(a) {

@@ -6,6 +6,8 @@ from typing import Any
 from pycore.answers.answer import answer_steps
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
+from pycore.base.units import format_bytes
+from pycore.inputs.frameworks import CHECKPOINT_DTYPE, framework_name
 from pycore.inputs.schema import parse, to_query
 from pycore.memory.estimate import Estimate, estimate_values
 from pycore.memory.pools import Pool
@@ -168,3 +170,47 @@ def column_cost(values: dict[str, Any], result: Estimate, answers: dict[str, Any
     out["cost_usd"] = None if price is None else cost["gpus"] * price * out["hours"]
     out["why_not"] = "" if price is not None else "no price: set one"
     return out
+
+
+# Adam keeps two states a parameter (exp_avg, exp_avg_sq): model states a parameter = weight + gradient +
+# master + 2 states, in the policy's dtypes (pycore.memory.precision.POLICIES).
+_STATES = {"adamw": 2, "adam": 2}
+_MASTER_OF = {"bf16": "bf16-master", "fp16": "fp16-master"}
+_FRAMEWORK_WORDS = {"hf-trainer": "the Hugging Face Trainer", "torchtune": "torchtune", "axolotl": "Axolotl"}
+
+
+def _state_bytes(name: str, optimizer: str) -> "float | None":
+    """Bytes of model states per parameter under a named policy with Adam(W); None for other optimizers."""
+    if optimizer not in _STATES:
+        return None
+    p = POLICIES[name]
+    master = p.bytes("master") if p.master != "none" else 0
+    return p.bytes("weight") + p.bytes("grad") + master + _STATES[optimizer] * p.bytes("opt")
+
+
+def precision_default(values: dict[str, Any], result: Estimate) -> "Steps[dict[str, Any] | None]":
+    """When training at precision=auto lands on pure 16-bit (weights, gradients and optimizer state all 16-bit,
+    as the Trainer loads a bf16 checkpoint), one sentence saying so and what fp32 master weights and states
+    would cost instead, re-estimated: {text, change, query, total_bytes, difference_bytes}; None otherwise."""
+    name = result.setup.precision
+    if values["mode"] != "train" or values["precision"] != "auto" or name not in _MASTER_OF:
+        return None
+    yield
+    change = {**values, "precision": _MASTER_OF[name]}
+    try:
+        other = estimate_values(change, explain=False)
+    except FieldError:
+        return None
+    framework = framework_name(values)
+    who = _FRAMEWORK_WORDS.get(framework, f"framework={framework}")
+    now, then = _state_bytes(name, values["optimizer"]), _state_bytes(_MASTER_OF[name], values["optimizer"])
+    def per(size: "float | None") -> str:
+        return f", {size:g} bytes of model states per parameter" if now and then and size else ""
+    difference = other.total_bytes - result.total_bytes
+    what = f"this {name} checkpoint" if framework in CHECKPOINT_DTYPE else "the model"
+    text = (f"Precision: {who} trains {what} in pure {name} (precision=auto → {name}: weights, "
+            f"gradients and {values['optimizer']} states in {name}{per(now)}), not with fp32 master weights; "
+            f"precision={_MASTER_OF[name]} (fp32 master weights and optimizer states{per(then)}) would need "
+            f"{format_bytes(difference)['text']} more per GPU: {format_bytes(other.total_bytes)['text']}.")
+    return {"text": text, "change": f"precision={_MASTER_OF[name]}", "query": {"precision": _MASTER_OF[name]},
+            "total_bytes": other.total_bytes, "difference_bytes": difference}

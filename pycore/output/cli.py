@@ -5,9 +5,10 @@ import sys
 from typing import Any
 
 from pycore.answers.answer import answer
-from pycore.answers.compare import compare
+from pycore.answers.compare import compare, precision_default
 from pycore.answers.fit import gpu_fits
 from pycore.base.errors import FieldError
+from pycore.base.steps import finish
 from pycore.base.units import GIB
 from pycore.inputs.applies import describe, ignored
 from pycore.inputs.schema import markdown_table, parse
@@ -117,6 +118,7 @@ def _main(argv: "list[str] | None" = None) -> int:
         values = parse(raw)
         result = estimate_values(values)
         answers = answer(values, result)
+        answers["precision_default"] = finish(precision_default(values, result))
         answers["comparison"] = compare(values, result, base, answers) if values["compare"] != "off" else None
     except FieldError as error:
         print(f"error: {_printable(str(error))}", file=sys.stderr)
@@ -132,6 +134,8 @@ def _main(argv: "list[str] | None" = None) -> int:
         sys.stdout.write(report.to_csv(values, result, answers))
     else:
         sys.stdout.write(report.table(result, answers, values["gpu"]))
+        if answers["precision_default"]:
+            sys.stdout.write(f"\n{answers['precision_default']['text']}\n")
         sys.stdout.write(comparison_text(report.display_comparison(answers["comparison"])))
     return 0
 

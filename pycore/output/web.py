@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from pycore.answers.answer import answer_steps
-from pycore.answers.compare import compare_steps
+from pycore.answers.compare import compare_steps, precision_default
 from pycore.answers.fit import gpu_fit, gpu_fits
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
@@ -88,6 +88,7 @@ def _estimate(query: str, explain: bool = True) -> "tuple[dict[str, Any], Estima
 
 def _answers(values: dict[str, Any], result: Estimate, base_raw: dict[str, Any], errors: dict[str, Any]) -> "Steps[dict[str, Any]]":
     answers = yield from answer_steps(values, result)
+    answers["precision_default"] = yield from precision_default(values, result)
     answers["comparison"] = None
     if values["compare"] != "off":
         try:
