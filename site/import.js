@@ -16,7 +16,7 @@ function importConfig(text, origin) {
   }
   for (const [key, value] of answer.query) params.set(key, value);
   fillForm(params.toString());
-  importStatus.textContent = `${origin}: ${answer.message}`;
+  importStatus.textContent = [`${origin}: ${answer.message}`, ...(answer.warnings || [])].join(" ");
   importStatus.className = "import-status";
   update("push");
   editDone();

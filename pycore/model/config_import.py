@@ -11,7 +11,16 @@ from pycore.base.errors import InputError
 from pycore.model.architecture import ARCH_FIELDS, Architecture, count_parameters, with_overrides
 from pycore.model.catalog import architecture as preset_architecture
 from pycore.model.catalog import models
-from pycore.model.hf_config import FAMILIES, FAMILY_PRESETS, LLAMA_STYLE, Config, architecture_from_dict, parse_config_text
+from pycore.model.hf_config import (
+    FAMILIES,
+    FAMILY_PRESETS,
+    LLAMA_STYLE,
+    Config,
+    architecture_from_dict,
+    config_name,
+    parse_config_text,
+    read_config_file,
+)
 
 # Fields that change the parameter count but have no schema key: named when an import cannot express them.
 _FEATURES = {
@@ -129,9 +138,22 @@ def import_config(text: str) -> "dict[str, Any]":
                             f"{preset.name}'s ({theirs!r}).")
     model_type = config.get("model_type")
     shown = model_type if isinstance(model_type, str) else family
-    message = (f"Imported a {shown[:40]} config: {expected:,} parameters, expressed as {preset.name} with "
-               f"{len(query) - 1} override{'s' if len(query) != 2 else ''}.")
+    name = config_name(config)
+    message = (f"Imported {name} (a {shown[:40]} config): {expected:,} parameters. Closest preset: {preset.name}, "
+               f"with {len(query) - 1} override{'s' if len(query) != 2 else ''}.")
     return {"query": query, "params": expected, "message": message, "warnings": warnings}
+
+
+def file_notes(path: str) -> "list[str]":
+    """What the command line says of ``config=path``: the import's warnings (an unknown model_type read
+    Llama-style, ...) and its closest preset, as the page's import says them; [] when it cannot be read."""
+    try:
+        answer = import_config(read_config_file(path))
+    except InputError:
+        return []
+    if "error" in answer:
+        return []
+    return [*answer["warnings"], answer["message"]]
 
 
 def _typed(key: str, value: str) -> "str | int":

@@ -8,6 +8,7 @@ problem is reported as one message naming the config field (``InputError("config
 import json
 import math
 import re
+from dataclasses import replace
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from pycore.base.errors import InputError
@@ -527,11 +528,29 @@ def _config_words(message: str, source: "Mapping[str, str]") -> str:
     return f"{key}: {rest}"
 
 
-def architecture_from_file(path: str) -> Architecture:
-    """An Architecture from a config.json on disk (the CLI's config= key)."""
+def config_name(config: object) -> str:
+    """What a config calls its model: ``_name_or_path``, else ``architectures[0]``, else "imported config"
+    (printable, at most 80 characters)."""
+    names = [config.get("_name_or_path"), *(config.get("architectures") or [None])[:1]] \
+        if isinstance(config, dict) else []
+    for name in names:
+        if isinstance(name, str) and name.strip():
+            return "".join(c if c.isprintable() else "?" for c in name.strip()[:80])
+    return "imported config"
+
+
+def read_config_file(path: str) -> str:
+    """The text of a config.json on disk; InputError("config", ...) when it cannot be read."""
     try:
         with open(path, encoding="utf-8") as handle:
-            text = handle.read(MAX_BYTES + 1)
+            return handle.read(MAX_BYTES + 1)
     except (OSError, ValueError) as error:
         raise InputError("config", f"cannot read {str(path)[:80]!r}: {error}") from None
-    return architecture_from_dict(parse_config_text(text), name=str(path).rsplit("/", 1)[-1])
+
+
+def architecture_from_file(path: str, warnings: "list[str] | None" = None) -> Architecture:
+    """An Architecture from a config.json on disk (the CLI's config= key), named by the config's own name
+    (``config_name``), its source the file; ``warnings`` as for ``architecture_from_dict``."""
+    config = parse_config_text(read_config_file(path))
+    arch = architecture_from_dict(config, name=config_name(config), warnings=warnings)
+    return replace(arch, source=str(path).rsplit("/", 1)[-1])

@@ -14,6 +14,7 @@ from pycore.inputs.applies import describe, ignored
 from pycore.inputs.schema import markdown_table, parse
 from pycore.memory.estimate import estimate_values
 from pycore.model import catalog
+from pycore.model.config_import import file_notes
 from pycore.output import report
 
 USAGE = """usage: python -m pycore [--json | --csv] KEY=VALUE ... [--compare KEY=VALUE ...]
@@ -124,11 +125,14 @@ def _main(argv: "list[str] | None" = None) -> int:
         print(f"error: {_printable(str(error))}", file=sys.stderr)
         return 2
     notes = [describe(key, values) for key in ignored(values, list(raw))]
-    for note in notes:
+    read = [note for note in (file_notes(values["config"]) if values.get("config") else []) if note not in result.warnings]
+    for note in notes + read:
         print(f"note: {_printable(note)}", file=sys.stderr)
     if fmt == "json":
         gpus = gpu_fits(result.total_bytes, values["gpu"])
-        print(json.dumps({**report.result_json(result), "gpus": gpus, "answers": answers, "ignored": notes}, indent=1,
+        shown = report.result_json(result)
+        shown["warnings"] = [*shown["warnings"], *read]
+        print(json.dumps({**shown, "gpus": gpus, "answers": answers, "ignored": notes}, indent=1,
                          allow_nan=False))
     elif fmt == "csv":
         sys.stdout.write(report.to_csv(values, result, answers))
