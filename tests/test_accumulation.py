@@ -6,9 +6,34 @@ the gradients of the first micro-batch are alive through every later micro-batch
 the peak is at least weights + gradients + optimizer state + one micro-batch's saved activations.
 """
 
+import json
+import sys
+from pathlib import Path
+
 import pytest
 
 from pycore import estimate
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "validation"))
+import compare  # noqa: E402
+
+# validation/measured_accumulation.json: validation/measure_accumulation.py runs the Trainer's loop under
+# PyTorch's MemTracker (torch 2.13.0, transformers 5.24; full-size models under FakeTensorMode).
+MEASURED = json.loads((ROOT / "validation" / "measured_accumulation.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("case", MEASURED, ids=lambda c: c["label"])
+def test_within_3_percent_of_the_measured_accumulation_loop(case):
+    estimated = estimate(compare.measured_inputs(case["inputs"])).peak_bytes
+    assert abs(estimated - case["peak_bytes"]) <= 0.03 * case["peak_bytes"]
+
+
+def test_the_measured_loops_peak_above_their_single_micro_batch():
+    # what the issue found missing: the accumulation cases' measured peaks exceed the estimate for one micro-batch
+    raised = [c for c in MEASURED
+              if c["peak_bytes"] > estimate({**compare.measured_inputs(c["inputs"]), "microbatches": "1"}).peak_bytes]
+    assert len(raised) >= len(MEASURED) - 2       # two are bound by the optimizer step or one tiny adapter
 
 
 def _bytes(result, key):
