@@ -252,7 +252,7 @@ function renderHeadline(payload) {
     setHidden(badge, !chosen);
     if (chosen) {
       // The one-line bar on phones says only the verdict; the panel names the GPU.
-      const verdict = `${STATUS_WORDS[chosen.status]} on ${chosen.name}`;
+      const verdict = chosen.verdict || `${STATUS_WORDS[chosen.status]} on ${chosen.name}`;
       setText(badge, id === "mini-badge" ? STATUS_WORDS[chosen.status] : verdict);
       if (badge.title !== verdict) badge.title = verdict;
       setClass(badge, `badge ${chosen.status}`);
@@ -279,8 +279,11 @@ function renderDetails(payload) {
     `Peak tensors ${bytesText(r.peak_bytes)} during the ${r.peak_phase} phase, plus ${bytesText(r.overhead_bytes)} runtime overhead.`);
   setText(document.getElementById("params-line"), payload.summary
     ? `${payload.summary.model}${active ? ` ${active.trim()}.` : ""}` : `${r.model.name}: ${plural(r.params.total, "parameter")}${active}.`);
-  setText(document.getElementById("views-line"), [payload.summary?.views, ...(payload.warnings || [])]
-    .filter(Boolean).join(" "));
+  setText(document.getElementById("views-line"), payload.summary?.views || "");
+  // What the estimate cannot vouch for (vLLM would not start, positions past the model's) stands by the total.
+  const warnings = document.getElementById("warnings-line");
+  setHidden(warnings, !(payload.warnings || []).length);
+  setText(warnings, (payload.warnings || []).join(" "));
 
   // The bar is to scale: each segment's width is its row's share of the total.
   const rows = breakdownRows(payload, r).map((row, i) => ({
@@ -572,7 +575,7 @@ function renderFixes(a) {
   for (const fix of a.how_to_fit) {
     const item = el("li", undefined, fix.fits ? "fix fits" : "fix");
     item.append(applyButton(fix.change, fix.query),
-      el("span", ` → ${fix.total_text || fix.text || bytesText(fix.total_bytes)}${fix.fits ? " (fits)" : ""}`));
+      el("span", ` → ${fix.text || fix.total_text || bytesText(fix.total_bytes)}`));
     fixes.append(item);
   }
 }

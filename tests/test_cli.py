@@ -31,7 +31,7 @@ def test_json_output_has_the_contract_fields():
 
 
 def test_table_says_gib():
-    done = run("model=gpt2", "batch=4")
+    done = run("model=gpt2", "batch=4", "seq=1024")
     assert done.returncode == 0 and "GiB" in done.stdout and "2^30" in done.stdout
 
 

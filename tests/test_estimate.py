@@ -73,8 +73,8 @@ def test_memory_savers_save_memory():
 
 
 def test_activations_grow_linearly_with_batch():
-    one = estimate({"model": "gpt2", "batch": "1"}).components["activations"]
-    four = estimate({"model": "gpt2", "batch": "4"}).components["activations"]
+    one = estimate({"model": "gpt2", "batch": "1", "seq": "1024"}).components["activations"]
+    four = estimate({"model": "gpt2", "batch": "4", "seq": "1024"}).components["activations"]
     assert four == pytest.approx(4 * one, rel=1e-9)
 
 

@@ -115,10 +115,10 @@ def test_negative_saving_is_said_plainly():
 
 
 def test_baseline_inputs_come_from_base_keys():
-    payload = json.loads(web.answers("model=gpt2&batch=8&base.batch=2&base.precision=bf16"))
+    payload = json.loads(web.answers("model=gpt2&seq=1024&batch=8&base.batch=2&base.precision=bf16"))
     comparison = payload["answers"]["comparison"]
     assert dict(comparison["baseline_query"])["batch"] == "2"
-    expected = estimate({"model": "gpt2", "batch": "2", "precision": "bf16", "attention": "eager"})
+    expected = estimate({"model": "gpt2", "seq": "1024", "batch": "2", "precision": "bf16", "attention": "eager"})
     assert comparison["baseline_total_bytes"] == expected.total_bytes
 
 

@@ -71,7 +71,7 @@ def test_auto_inputs_follow_the_framework():
     assert plain["precision"] == "fp32" and plain["optimizer_impl"] == "foreach"
     # The Trainer trains the checkpoint's dtype: Llama 3.1 is bfloat16, GPT-2 float32.
     assert estimate({"model": "llama-3.1-8b"}).setup.precision == "bf16"
-    assert estimate({"model": "gpt2"}).setup.precision == "fp32"
+    assert estimate({"model": "gpt2", "seq": "1024"}).setup.precision == "fp32"
     # A value the user sets wins over the framework's.
     assert estimate({"model": "llama-3.1-8b", "framework": "torchtune", "optimizer_impl": "foreach"}
                     ).setup.optimizer_impl == "foreach"

@@ -15,7 +15,7 @@ from pycore.memory.estimate import estimate, estimate_values
 
 SITUATIONS = {
     "train": {"model": "llama-3.1-8b"},
-    "train-fp32": {"model": "gpt2", "batch": "4"},
+    "train-fp32": {"model": "gpt2", "batch": "4", "seq": "1024"},
     "serve-hf": {"model": "llama-3.1-8b", "mode": "infer"},
     "serve-vllm": {"model": "llama-3.1-8b", "mode": "infer", "engine": "vllm"},
     "serve-awq": {"model": "qwen2.5-7b", "mode": "infer", "quant": "awq-int4"},
@@ -30,7 +30,7 @@ SITUATIONS = {
     "generic-multiplier": {"params": "7B", "layers": "32", "hidden": "4096", "activations": "multiplier"},
     "generic-korthikanti": {"params": "7B", "layers": "32", "hidden": "4096", "heads": "32",
                             "activations": "korthikanti"},
-    "transformer-per-sample": {"model": "gpt2", "activations": "per-sample", "act_per_sample": "1GiB"},
+    "transformer-per-sample": {"model": "gpt2", "seq": "1024", "activations": "per-sample", "act_per_sample": "1GiB"},
     "generic-preset": {"model": "resnet-50", "batch": "32"},
 }
 

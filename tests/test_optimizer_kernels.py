@@ -99,6 +99,6 @@ def test_unknown_kernel_is_refused():
 ])
 def test_the_estimate_uses_the_measured_kernel_rule(kernel, expected):
     from pycore import estimate
-    result = estimate({"model": "gpt2", "precision": "fp32", "optimizer_impl": kernel}).as_dict()
+    result = estimate({"model": "gpt2", "seq": "1024", "precision": "fp32", "optimizer_impl": kernel}).as_dict()
     assert result["params"]["total"] == 124_439_808
     assert result["components"].get("optimizer_step_temporaries", 0) == expected

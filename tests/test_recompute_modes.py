@@ -50,7 +50,7 @@ def test_torchtitan_defaults_to_its_llama_3_recipe_op_mode():
     assert "selective_ac_option = 'op'" in frameworks.FRAMEWORKS["torchtitan"].sources["recompute"]
 
 
-@pytest.mark.parametrize("setup", [{"model": "mixtral-8x7b-v0.1"}, {"model": "gpt2"},
+@pytest.mark.parametrize("setup", [{"model": "mixtral-8x7b-v0.1"}, {"model": "gpt2", "seq": "1024"},
                                    {"model": "llama-3.1-8b", "activations": "korthikanti"}])
 def test_op_mode_is_refused_where_it_is_not_modelled(setup):
     with pytest.raises(FieldError) as error:

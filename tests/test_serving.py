@@ -19,8 +19,8 @@ def test_serving_loads_the_checkpoint_dtype_not_the_training_policy():
     assert result.components["weights"] == 8_030_261_248 * 2
     assert result.setup.precision == "bf16"
     # GPT-2's checkpoint is float32: transformers loads it as such, vLLM runs it in bf16.
-    assert estimate({"model": "gpt2", "mode": "infer"}).setup.weight_dtype == "fp32"
-    assert estimate({"model": "gpt2", "mode": "infer", "engine": "vllm"}).setup.weight_dtype == "bf16"
+    assert estimate({"model": "gpt2", "mode": "infer", "seq": "512"}).setup.weight_dtype == "fp32"
+    assert estimate({"model": "gpt2", "mode": "infer", "seq": "512", "engine": "vllm"}).setup.weight_dtype == "bf16"
     # Training with the Trainer's defaults keeps the checkpoint's dtype too (pycore/inputs/frameworks.py); with
     # bf16=True (precision=amp-bf16) the weights are fp32 under autocast.
     assert estimate({"model": "llama-3.1-8b"}).components["weights"] == 8_030_261_248 * 2

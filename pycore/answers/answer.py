@@ -11,7 +11,7 @@ from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
 from pycore.base.units import GIB, duration_text, format_bytes, plural
 from pycore.inputs import frameworks
-from pycore.memory.estimate import Estimate, total_bytes
+from pycore.memory.estimate import Estimate, totals_only
 from pycore.memory.setup import resolve_architecture
 from pycore.model.catalog import gpus as gpu_catalog
 
@@ -27,11 +27,14 @@ RECOMPUTE_COST = {"none": 1.0, "selective": 1.03, "full": 4 / 3, "layer": 7 / 6,
 
 
 def _total(values: dict[str, Any], **changes: object) -> "Steps[int | None]":
+    """The total per GPU of a changed setup; None when it cannot work: an input refused, or an engine that
+    would not start (vLLM's KV cache below one request of max_model_len)."""
     yield                                        # a step: each estimate is one (pycore/base/steps.py)
     try:
-        return total_bytes({**values, **changes})
+        result = totals_only({**values, **changes})
     except FieldError:
         return None
+    return None if result.refused else result.total_bytes
 
 
 def _fits(values: dict[str, Any], usable: int, **changes: object) -> "Steps[bool]":
@@ -210,9 +213,20 @@ def plan(values: dict[str, Any], usable: int, limit: int = 5) -> "Steps[list[dic
                                  if changes[k] != values[k]) or "as given"
                 options.append(_option(label, changes, gpus, total, recompute, values))
                 fewest = gpus if fewest is None else min(fewest, gpus)
+    options = [o for o in options if not _no_gain(o, options)]
     options.sort(key=lambda o: (o["gpus"], o["compute_cost"], o["total_bytes"]))
     unique = {option["label"]: option for option in reversed(options)}      # the first of each label
     return sorted(unique.values(), key=options.index)[:limit]
+
+
+def _no_gain(option: dict[str, Any], options: "list[dict[str, Any]]") -> bool:
+    """A layout with full recomputation that saves nothing over the same layout without it (a network whose
+    activations are not counted, or already recomputed): it costs compute and changes no byte."""
+    if "recompute=full" not in option["label"]:
+        return False
+    twin = option["label"].replace("recompute=full", "").replace("  ", " ").strip() or "as given"
+    return any(o["label"] == twin and o["gpus"] <= option["gpus"] and o["total_bytes"] <= option["total_bytes"]
+               for o in options)
 
 
 def _sharded_layout(values: dict[str, Any], usable: int, recompute: str, tp: int, pp: int,
@@ -322,8 +336,11 @@ def _how_to_fit(values: dict[str, Any], usable: int, current: int) -> "Steps[lis
 
 
 def _fix(label: str, change: dict[str, Any], total: int, usable: int) -> dict[str, Any]:
+    """A change with its total, and in words whether it fits or how far it still is."""
     cost = RECOMPUTE_COST.get(str(change.get("recompute", "none")), 1.0)
-    return {"change": label, "total_bytes": total, "total_text": format_bytes(total)["text"],
+    shown = format_bytes(total)["text"]
+    text = f"{shown} (fits)" if total <= usable else f"{shown}, still {format_bytes(total - usable)['text']} over"
+    return {"change": label, "total_bytes": total, "total_text": shown, "text": text,
             "fits": total <= usable, "compute_cost": cost, "query": {k: str(v) for k, v in change.items()}}
 
 
@@ -334,7 +351,7 @@ def _training_changes(values: dict[str, Any]) -> "list[tuple[str, dict[str, Any]
         ("attention=flash", {"attention": "flash"}),
         ("precision=bf16 (no fp32 master or states)", {"precision": "bf16"}),
         ("optimizer=adam-8bit", {"optimizer": "adam-8bit"}),
-        (f"batch={max(values['batch'] // 2, 1)}", {"batch": max(values["batch"] // 2, 1)}),
+        *_smaller_micro_batches(values),
         ("zero=3 over 8 GPUs", {"zero": "3", "fsdp": "none", "dp": max(values["dp"], 8)}),
         (f"tp={values['tp'] * 2}", {"tp": values["tp"] * 2}),
         ("offload=optimizer with zero=3" if values["zero"] != "3" else "offload=optimizer",
@@ -342,9 +359,71 @@ def _training_changes(values: dict[str, Any]) -> "list[tuple[str, dict[str, Any]
     ]
 
 
+def _smaller_micro_batches(values: dict[str, Any]) -> "list[tuple[str, dict[str, Any]]]":
+    """What people do first: a smaller micro-batch with more accumulation, the global batch kept (half the
+    micro-batch, and one sequence), each at its true peak with the accumulated gradients."""
+    batch, steps = values["batch"], values["microbatches"]
+    out = []
+    for smaller in dict.fromkeys((batch // 2, 1)):
+        if 1 <= smaller < batch and batch % smaller == 0:
+            more = steps * batch // smaller
+            out.append((f"batch={smaller} microbatches={more} (same global batch)",
+                        {"batch": smaller, "microbatches": more}))
+    return out
+
+
 def answer(values: dict[str, Any], result: Estimate) -> dict[str, Any]:
     """fits, plan, gpus_needed, max_batch, max_seq, cost, how_to_fit and charts for the chosen GPU."""
     return finish(answer_steps(values, result))
+
+
+def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[str, Any]:
+    """vLLM's capacity as its start-up log says it, and its refusal when one request does not fit."""
+    out: dict[str, Any] = {}
+    capacity = result.vllm or {}
+    out["kv_cache_tokens"] = capacity.get("kv_cache_tokens")
+    out["max_concurrency"] = round(capacity.get("max_concurrency", 0.0), 2)
+    out["vllm_context"] = capacity.get("context")
+    out["vllm_log"] = [
+        f"Model weights took {_gib(result, 'weights')} GiB",
+        f"Available KV cache memory: {_gib(result, 'kv_cache')} GiB",
+        f"GPU KV cache size: {capacity.get('kv_cache_tokens', 0):,} tokens",
+        f"Maximum concurrency for {capacity.get('context', 0):,} tokens per request: "
+        f"{capacity.get('max_concurrency', 0.0):.2f}x",
+    ]
+    if result.refused and capacity.get("kv_cache_blocks"):
+        # vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (v0.11), its message
+        out["vllm_log"].append(
+            f"ValueError: To serve at least one request with the models's max seq len ({capacity['context']}), "
+            f"({capacity['kv_bytes_needed'] / GIB:.2f} GiB KV cache is needed, which is larger than the available "
+            f"KV cache memory ({capacity['kv_bytes_available'] / GIB:.2f} GiB). Based on the available memory, the "
+            f"estimated maximum model length is {capacity['longest_max_model_len']}. Try increasing "
+            "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+    per_token = result.kv_bytes_per_token or 0
+    tokens = capacity.get("kv_cache_tokens", 0)
+    out["max_context"] = min(tokens // max(values["batch"], 1), limit) if per_token else None
+    return out
+
+
+def _searched_answers(values: dict[str, Any], result: Estimate, usable: int,
+                      limit: int) -> "Steps[dict[str, Any]]":
+    """The largest batch and sequence that fit (for serving: concurrency and context), by search."""
+    out: dict[str, Any] = {"notes": []}
+    out["max_batch"] = yield from _largest(values, "batch", usable)
+    if out["max_batch"] is not None and (yield from _total(values, batch=1)) == (yield from _total(values, batch=2)):
+        # The memory counted does not grow with the batch: no largest batch follows from it.
+        out["max_batch"] = None
+        out["max_batch_unbounded"] = "not bounded by the memory counted: activations are not counted"
+    kind = result.model.kind
+    out["max_seq"] = (yield from _largest(values, "seq", usable, high=limit)) if kind != "generic" else None
+    if values["mode"] == "infer":
+        # Sequences of prompt + new tokens served at once, and the longest context at this batch.
+        out["max_concurrency"] = out["max_batch"]
+        top = yield from _largest(values, "seq", usable, high=max(limit - values["new_tokens"], 1))
+        out["max_context"] = None if top is None else top + values["new_tokens"]
+    if out["max_seq"] is not None and out["max_seq"] == limit and limit != SEARCH_LIMIT:
+        out["notes"].append(f"sequence answers are capped at the model's {limit:,} positions")
+    return out
 
 
 def answer_steps(values: dict[str, Any], result: Estimate) -> "Steps[dict[str, Any]]":
@@ -352,7 +431,7 @@ def answer_steps(values: dict[str, Any], result: Estimate) -> "Steps[dict[str, A
     values = frameworks.apply(values)            # read concrete values, not "auto"
     gpu = gpu_catalog()[values["gpu"]]
     usable = gpu["usable_bytes"]
-    fits = result.total_bytes <= usable
+    fits = result.total_bytes <= usable and not result.refused
     out: dict[str, Any] = {"gpu": values["gpu"], "fits": fits, "notes": []}
     limit = result.model.max_positions or SEARCH_LIMIT
     if values["mode"] == "train":
@@ -365,31 +444,11 @@ def answer_steps(values: dict[str, Any], result: Estimate) -> "Steps[dict[str, A
         out["gpus_needed"] = out["plan"][0]["gpus"] if out["plan"] else None
     engine_vllm = values["mode"] == "infer" and values.get("engine") == "vllm"
     if engine_vllm:
-        capacity = result.vllm or {}
-        out["kv_cache_tokens"] = capacity.get("kv_cache_tokens")
-        out["max_concurrency"] = round(capacity.get("max_concurrency", 0.0), 2)
-        out["vllm_context"] = capacity.get("context")
-        out["vllm_log"] = [
-            f"Model weights took {_gib(result, 'weights')} GiB",
-            f"Available KV cache memory: {_gib(result, 'kv_cache')} GiB",
-            f"GPU KV cache size: {capacity.get('kv_cache_tokens', 0):,} tokens",
-            f"Maximum concurrency for {capacity.get('context', 0):,} tokens per request: "
-            f"{capacity.get('max_concurrency', 0.0):.2f}x",
-        ]
-        per_token = result.kv_bytes_per_token or 0
-        tokens = capacity.get("kv_cache_tokens", 0)
-        out["max_context"] = min(tokens // max(values["batch"], 1), limit) if per_token else None
+        out.update(_vllm_answers(values, result, limit))
     else:
-        out["max_batch"] = yield from _largest(values, "batch", usable)
-        kind = result.model.kind
-        out["max_seq"] = (yield from _largest(values, "seq", usable, high=limit)) if kind != "generic" else None
-        if values["mode"] == "infer":
-            # Sequences of prompt + new tokens served at once, and the longest context at this batch.
-            out["max_concurrency"] = out["max_batch"]
-            top = yield from _largest(values, "seq", usable, high=max(limit - values["new_tokens"], 1))
-            out["max_context"] = None if top is None else top + values["new_tokens"]
-        if out["max_seq"] is not None and out["max_seq"] == limit and limit != SEARCH_LIMIT:
-            out["notes"].append(f"sequence answers are capped at the model's {limit:,} positions")
+        found = yield from _searched_answers(values, result, usable, limit)
+        out["notes"] += found.pop("notes")
+        out.update(found)
     out["how_to_fit"] = [] if fits else (yield from _how_to_fit(values, usable, result.total_bytes))
     if not fits and out["plan"] and not any(f["fits"] for f in out["how_to_fit"]):
         # Nothing on this many GPUs fits: the best layout is itself the change to make.

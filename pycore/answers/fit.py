@@ -15,20 +15,29 @@ def _usable_text(usable: int) -> str:
     return format_bytes(usable)["text"]
 
 
-def gpu_fit(total_bytes: int, gpu_id: str, chosen: str) -> dict[str, Any]:
-    """One catalog GPU's status and headroom for a total per GPU."""
+WORDS = {"fits": "fits", "tight": "tight", "no": "does not fit"}
+
+
+def gpu_fit(total_bytes: int, gpu_id: str, chosen: str, refused: str = "") -> dict[str, Any]:
+    """One catalog GPU's status and headroom for a total per GPU. ``refused``: why the chosen GPU's engine
+    would not start (vLLM's start-up check), which makes it not fit whatever its bytes."""
     gpu = gpu_catalog()[gpu_id]
     usable = gpu["usable_bytes"]
     status = "fits" if total_bytes <= TIGHT * usable else "tight" if total_bytes <= usable else "no"
+    why = refused if gpu_id == chosen else ""
+    if why:
+        status = "no"
     headroom = usable - total_bytes
-    return {"id": gpu_id, "name": gpu["name"], "memory_bytes": usable, "fits": total_bytes <= usable,
-            "status": status, "headroom_bytes": headroom, "chosen": gpu_id == chosen,
+    verdict = "vLLM would refuse to start" if why else WORDS[status]
+    return {"id": gpu_id, "name": gpu["name"], "memory_bytes": usable, "fits": status != "no",
+            "status": status, "headroom_bytes": headroom, "chosen": gpu_id == chosen, "why": why,
+            "verdict": f"{verdict} on {gpu['name']}",
             "memory_text": _usable_text(usable),
             "headroom_text": f"{format_bytes(abs(headroom))['text']} {'free' if headroom >= 0 else 'short'}"}
 
 
-def gpu_fits(total_bytes: int, chosen: str) -> "list[dict[str, Any]]":
+def gpu_fits(total_bytes: int, chosen: str, refused: str = "") -> "list[dict[str, Any]]":
     """Every catalog GPU with its status and headroom: the chosen one first, then by headroom."""
-    rows = [gpu_fit(total_bytes, gpu_id, chosen) for gpu_id in gpu_catalog()]
+    rows = [gpu_fit(total_bytes, gpu_id, chosen, refused) for gpu_id in gpu_catalog()]
     rows.sort(key=lambda r: (not r["chosen"], -r["headroom_bytes"]))
     return rows

@@ -11,7 +11,7 @@ from pycore.answers.answer import NODE, _valid_tp
 from pycore.answers.fit import TIGHT
 from pycore.base.errors import FieldError
 from pycore.base.units import format_bytes
-from pycore.memory.estimate import total_bytes
+from pycore.memory.estimate import totals_only
 from pycore.model.catalog import architecture, gpus, models
 
 if TYPE_CHECKING:
@@ -46,15 +46,18 @@ def what_fits(values: dict[str, Any], count: int) -> "list[dict[str, Any]]":
             continue
         layout = layout_for(values, arch, count) if arch.kind != "generic" or values["mode"] == "train" else {}
         try:
-            total = total_bytes({**values, "model": model_id, "config": None, "params": None, **layout})
+            result = totals_only({**values, "model": model_id, "config": None, "params": None, **layout})
         except FieldError as error:
             rows.append({"id": model_id, "params": entry["params"], "layout": layout, "total_bytes": None,
                          "error": str(error), "status": "no", "headroom_bytes": None})
             continue
+        total = result.total_bytes
         status = "fits" if total <= TIGHT * usable else "tight" if total <= usable else "no"
         length = values["seq"] + (values["new_tokens"] if values["mode"] == "infer" else 0)
         note = f"beyond its {arch.max_positions:,} positions" if arch.max_positions and length > arch.max_positions \
             else ""
+        if result.refused:
+            status, note = "no", result.refused
         rows.append({"id": model_id, "note": note, "params": entry["params"], "layout": layout, "total_bytes": total,
                      "total_text": format_bytes(total)["text"], "headroom_bytes": usable - total,
                      "status": status, "query": [["model", model_id]] + [[k, str(v)] for k, v in layout.items()]})

@@ -18,7 +18,7 @@ from pycore.memory.device import overhead_pools
 from pycore.memory.pools import Pool, StageResult, live, stage_components
 from pycore.memory.precision import named_policy
 from pycore.memory.record import JSON, Estimate, LayoutInfo, ModelInfo, SetupInfo
-from pycore.memory.serving import kv_cache_bytes, serving, vllm_capacity
+from pycore.memory.serving import kv_cache_bytes, refusal, serving, vllm_capacity
 from pycore.memory.setup import Setup, quantization_of, resolve, resolve_architecture
 from pycore.memory.training import training
 from pycore.model.catalog import gpus as gpu_catalog
@@ -102,8 +102,9 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
         stages=tuple(stage_components(stages)) if stages and explain else (),
         vllm=None, warnings=tuple(_warnings(setup)))
     if not work.training and work.engine == "vllm":
-        return replace(record, vllm=vllm_capacity({"kv_bytes_per_token": kv_per_token,
-                                                   "components": record.components}, work))
+        capacity = vllm_capacity({"kv_bytes_per_token": kv_per_token, "components": record.components}, work)
+        refused = (refusal(capacity),) if not capacity["starts"] else ()
+        return replace(record, vllm=capacity, warnings=refused + record.warnings)
     return record
 
 
@@ -139,6 +140,9 @@ def _warnings(setup: Setup) -> "list[str]":
         length = work.seq + (work.new_tokens if not work.training else 0)
         if length > limit:
             what = "prompt + new tokens" if not work.training else "seq"
+            engine = " (vLLM refuses a longer max_model_len without it)" if work.engine == "vllm" and \
+                not work.training else ""
             notes.append(f"{what} = {length:,} tokens is beyond {arch.name}'s {limit:,} positions "
-                         "(max_position_embeddings); estimated anyway")
+                         f"(max_position_embeddings): rope scaling must be configured for it to work{engine}; "
+                         "the memory is estimated as if it were")
     return notes

@@ -11,6 +11,7 @@ from typing import Any
 
 from pycore.memory.pools import Pool
 from pycore.memory.pools import components as component_sizes
+from pycore.memory.serving import refusal
 
 JSON = dict[str, Any]
 
@@ -84,6 +85,11 @@ class Estimate:
     stages: "tuple[JSON, ...]"  # every pipeline stage's summary (pp > 1, explained estimates only)
     vllm: "JSON | None"         # vLLM's KV-cache capacity (engine=vllm only)
     warnings: "tuple[str, ...]" = field(default=())  # what the estimate cannot vouch for, in words
+
+    @property
+    def refused(self) -> str:
+        """Why the engine would refuse to start (vLLM's KV cache too small for one request), else ""."""
+        return refusal(self.vllm)
 
     @cached_property
     def components(self) -> "dict[str, int]":

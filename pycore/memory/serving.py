@@ -201,6 +201,26 @@ def vllm_capacity(result: "Mapping[str, Any]", work: Workload) -> "dict[str, Any
     kv = result["components"].get("kv_cache", 0)
     blocks = kv // (per_token * BLOCK_TOKENS) if per_token else 0
     context = work.seq + work.new_tokens
-    # vllm/v1/core/kv_cache_utils.py: tokens = blocks × block size; concurrency = blocks / cdiv(L, 16)
+    needed = -(-context // BLOCK_TOKENS)
+    # vllm/v1/core/kv_cache_utils.py: tokens = blocks × block size; concurrency = blocks / cdiv(L, 16).
+    # check_enough_kv_cache_memory (v0.11) refuses to start when one request of max_model_len needs more
+    # blocks than the cache holds, and its estimate_max_model_len names the longest that would fit.
     return {"kv_cache_tokens": blocks * BLOCK_TOKENS, "kv_cache_blocks": blocks, "context": context,
-            "max_concurrency": blocks / -(-context // BLOCK_TOKENS) if context else 0.0}
+            "max_concurrency": blocks / needed if context else 0.0,
+            "starts": blocks >= needed and blocks > 0, "blocks_needed": needed,
+            "kv_bytes_needed": needed * BLOCK_TOKENS * per_token, "kv_bytes_available": kv,
+            "longest_max_model_len": blocks * BLOCK_TOKENS}
+
+
+def refusal(capacity: "Mapping[str, Any] | None") -> str:
+    """vLLM's start-up refusal in words when its KV cache cannot hold one request of max_model_len, else ""
+    (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory raises ValueError with these figures)."""
+    if not capacity or capacity["starts"]:
+        return ""
+    gib = 2**30
+    if not capacity["kv_cache_blocks"]:
+        return ("vLLM would refuse to start: no memory is left for the KV cache (weights, non-torch memory and "
+                "the profiling run's activations fill gpu_util of the GPU); raise gpu_util or split the model")
+    return (f"vLLM would refuse to start: one request of max_model_len {capacity['context']:,} tokens needs "
+            f"{capacity['kv_bytes_needed'] / gib:.2f} GiB of KV cache, more than the {capacity['kv_bytes_available'] / gib:.2f} "
+            f"GiB available; the longest max_model_len it would accept is {capacity['longest_max_model_len']:,}")

@@ -122,6 +122,22 @@ def quantization_of(values: "Values") -> str:
     return quant
 
 
+def _check_positions(arch: Architecture, values: "Values") -> None:
+    """A learned position table (GPT-2, BERT) has no row past max_position_embeddings: a longer sequence
+    cannot be embedded (transformers raises an index error), so it is refused; RoPE models only warn."""
+    limit = arch.max_positions
+    if arch.positions != "learned" or not limit or arch.kind == "generic":
+        return
+    serving = values["mode"] == "infer"
+    length = values["seq"] + (values["new_tokens"] if serving else 0)
+    if length > limit:
+        room = limit - values["new_tokens"] if serving else limit
+        what = f"prompt + new tokens ({values['seq']:,} + {values['new_tokens']:,})" if serving else "a sequence"
+        raise FieldError("seq", f"{arch.name} has {limit:,} learned positions (max_position_embeddings): {what} of "
+                         f"{length:,} tokens cannot be embedded; seq can be at most {max(room, 0):,}",
+                         fallback=room if room > 0 else None)
+
+
 def resolve(values: "Values") -> Setup:
     """The typed Setup of parsed values; FieldError names the key when a combination cannot work."""
     values = frameworks.apply(values)
@@ -148,6 +164,7 @@ def resolve(values: "Values") -> Setup:
         # What pycore.inputs.applies reports as ignored changes nothing: serving replicas (dp, cp) hold nothing
         # more per GPU, and a generic network has no sequence to split (cp).
         values = {**values, "cp": 1, **({"dp": 1} if mode == "infer" else {})}
+    _check_positions(arch, values)
     layout = parallel.layout(values, arch)
     policy = precision_policy(values, arch)
     workload = Workload(mode, values["batch"], values["seq"], values["new_tokens"], values["recompute"],

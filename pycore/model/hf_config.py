@@ -531,8 +531,10 @@ def _config_words(message: str, source: "Mapping[str, str]") -> str:
 def config_name(config: object) -> str:
     """What a config calls its model: ``_name_or_path``, else ``architectures[0]``, else "imported config"
     (printable, at most 80 characters)."""
-    names = [config.get("_name_or_path"), *(config.get("architectures") or [None])[:1]] \
-        if isinstance(config, dict) else []
+    if not isinstance(config, dict):
+        return "imported config"
+    architectures = config.get("architectures")
+    names = [config.get("_name_or_path"), *(architectures[:1] if isinstance(architectures, list) else [])]
     for name in names:
         if isinstance(name, str) and name.strip():
             return "".join(c if c.isprintable() else "?" for c in name.strip()[:80])

@@ -129,7 +129,7 @@ def _main(argv: "list[str] | None" = None) -> int:
     for note in notes + read:
         print(f"note: {_printable(note)}", file=sys.stderr)
     if fmt == "json":
-        gpus = gpu_fits(result.total_bytes, values["gpu"])
+        gpus = gpu_fits(result.total_bytes, values["gpu"], result.refused)
         shown = report.result_json(result)
         shown["warnings"] = [*shown["warnings"], *read]
         print(json.dumps({**shown, "gpus": gpus, "answers": answers, "ignored": notes}, indent=1,

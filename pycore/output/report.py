@@ -142,8 +142,9 @@ def display_answers(result: Estimate, answers: dict[str, Any], host: bool = Fals
         ("min_tp", "Smallest tensor-parallel degree", bool(answers.get("min_tp")), lambda: f"tp={answers['min_tp']}"),
         ("kv_cache_tokens", "KV cache capacity (vLLM)", known("kv_cache_tokens"),
          lambda: f"{answers['kv_cache_tokens']:,} tokens"),
-        ("max_batch", "Largest micro-batch" if "cost" in answers else "Most sequences at once", known("max_batch"),
-         lambda: plural(answers["max_batch"], "sequence")),
+        ("max_batch", "Largest micro-batch" if "cost" in answers else "Most sequences at once",
+         known("max_batch") or known("max_batch_unbounded"),
+         lambda: answers.get("max_batch_unbounded") or plural(answers["max_batch"], "sequence")),
         ("max_concurrency", "Maximum concurrency (vLLM)", known("max_concurrency") and known("kv_cache_tokens"),
          lambda: _concurrency_text(answers)),
         ("max_seq", "Longest sequence", known("max_seq"), lambda: f"{answers['max_seq']:,} tokens at this batch"),
@@ -245,7 +246,7 @@ def table(result: Estimate, answers: "dict[str, Any] | None" = None, gpu: str = 
     lines += list(summary(result).values()) + [UNIT_NOTE]
     lines += [f"note: {w}" for w in result.warnings]
     lines.append("")
-    for fit in gpu_fits(total, gpu):
+    for fit in gpu_fits(total, gpu, result.refused):
         lines.append(f"{fit['name']:38s} {fit['memory_bytes'] / GIB:9,.2f} GiB usable  {fit['status']:>5s}  "
                      f"headroom {fit['headroom_bytes'] / GIB:10,.2f} GiB")
     if answers:
@@ -254,7 +255,7 @@ def table(result: Estimate, answers: "dict[str, Any] | None" = None, gpu: str = 
         lines += [f"{'Layout that fits':32s} {option['label']}: {plural(option['gpus'], 'GPU')}, {option['total_text']}"
                   for option in (answers.get("plan") or [])[:5]]
         lines += [f"{'vLLM would log':32s} {line}" for line in answers.get("vllm_log") or ()]
-        lines += [f"{'How to fit':32s} {fix['change']}: {fix['total_text']}{' (fits)' if fix['fits'] else ''}"
+        lines += [f"{'How to fit':32s} {fix['change']}: {fix.get('text') or fix['total_text']}"
                   for fix in answers.get("how_to_fit", ())[:8]]
     return "\n".join(lines) + "\n"
 
@@ -290,7 +291,7 @@ def to_csv(values: dict[str, Any], result: Estimate, answers: dict[str, Any]) ->
     for key, size in (("peak_bytes", result.peak_bytes), ("overhead_bytes", result.overhead_bytes),
                       ("total_bytes", result.total_bytes)):
         write("result", key, "", size, f"{size / GIB:.4f}")
-    for fit in gpu_fits(result.total_bytes, values.get("gpu", "")):
+    for fit in gpu_fits(result.total_bytes, values.get("gpu", ""), result.refused):
         write("gpu", fit["id"], fit["status"], fit["memory_bytes"], f"{fit['memory_bytes'] / GIB:.4f}")
     for key, value in answer_rows(result, answers):
         write("answer", key, value, "", "")

@@ -71,6 +71,13 @@ def _estimate(query: str, explain: bool = True) -> "tuple[dict[str, Any], Estima
             return values, result, errors, base_raw
         except FieldError as error:
             key = error.key if error.key in BY_KEY else "model"
+            if error.fallback is not None and values[key] != error.fallback:
+                # The input has a value that works with the others (the longest sequence a learned position
+                # table embeds): estimate with it, the message saying why, the other inputs kept.
+                errors[key] = f"{error}; estimated at {error.fallback:,}" if isinstance(error.fallback, int) \
+                    else str(error)
+                values[key] = error.fallback
+                continue
             if values[key] == DEFAULTS[key]:
                 # The default fails only with another input: the latest input given is reset instead,
                 # and the message stays under the key that describes the conflict.
@@ -132,7 +139,7 @@ def run(query: str, formulas: bool = True) -> str:
         payload.update(result=shown, breakdown=shown["breakdown"], summary=report.summary(result),
                        parallel_heading=report.parallel_heading(result, values),
                        total={"bytes": total, **format_bytes(total), "unit_note": report.UNIT_NOTE},
-                       gpus=gpu_fits(total, values["gpu"]), warnings=list(result.warnings))
+                       gpus=gpu_fits(total, values["gpu"], result.refused), warnings=list(result.warnings))
         if formulas:
             payload["formulas"] = explain_formulas(result)
     payload["warnings"] += _ignored(values, query)
@@ -149,7 +156,7 @@ def headline(query: str) -> str:
         total = result.total_bytes
         payload.update(result={"total_bytes": total, "peak_bytes": result.peak_bytes},
                        total={"bytes": total, **format_bytes(total)},
-                       gpus=[gpu_fit(total, values["gpu"], values["gpu"])])
+                       gpus=[gpu_fit(total, values["gpu"], values["gpu"], result.refused)])
     return _dumps(payload)
 
 

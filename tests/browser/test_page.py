@@ -51,7 +51,7 @@ def test_failure_to_start_python_is_said_in_words(watched, base_url):
 
 
 @pytest.mark.parametrize("selector,action,value", [
-    ("#f-batch", "fill", "16"), ("#f-seq", "fill", "8192"), ("#f-model", "fill", "gpt2"),
+    ("#f-batch", "fill", "16"), ("#f-seq", "fill", "8192"), ("#f-model", "fill", "qwen2.5-0.5b"),
     ("#f-precision", "select", "fp32"), ("#f-optimizer", "select", "sgd"), ("#f-recompute", "select", "full"),
     ("#f-attention", "select", "eager"), ("#f-act_dtype", "select", "fp32"), ("#f-mode", "select", "infer"),
     ("#f-activations", "select", "korthikanti"), ("#f-overhead", "fill", "10%"), ("#f-layers", "fill", "8"),
@@ -203,13 +203,13 @@ def test_comparison_and_generic_networks(watched, base_url):
 
 
 def test_baseline_inputs_survive_editing(watched, base_url):
-    page = watched.open(base_url, "?model=gpt2&base.batch=2&base.precision=bf16")
+    page = watched.open(base_url, "?model=gpt2&seq=1024&base.batch=2&base.precision=bf16")
     assert page.locator("#comparison").is_visible()
     page.locator("#f-batch").fill("8")
     page.wait_for_function("new URLSearchParams(location.search).get('batch') === '8'")
     settled(page)
     query = parse_qsl(urlsplit(page.url).query)
     assert ("base.batch", "2") in query and ("base.precision", "bf16") in query
-    expected = estimate({"model": "gpt2", "batch": "2", "precision": "bf16", "attention": "eager"}).as_dict()
+    expected = estimate({"model": "gpt2", "seq": "1024", "batch": "2", "precision": "bf16", "attention": "eager"}).as_dict()
     assert page.locator("#compare-message").inner_text().find(
         f"{expected['total_bytes'] / 2**30:.2f}") >= 0

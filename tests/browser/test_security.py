@@ -146,9 +146,9 @@ def test_hostile_links_run_nothing_and_leave_the_page_responsive(watched, base_u
     assert page.evaluate(count_nodes) == nodes
     assert page.evaluate("window.__violations") == []
     assert [e for e in watched.errors if "dialog" in e] == []
-    show(page, "model=gpt2&batch=3")                                        # still computes, and quickly
-    assert total(page) == estimate({"model": "gpt2", "batch": "3"}).total_bytes
+    show(page, "model=gpt2&seq=1024&batch=3")                                        # still computes, and quickly
+    assert total(page) == estimate({"model": "gpt2", "seq": "1024", "batch": "3"}).total_bytes
     page.locator("#f-batch").fill("6")
     page.wait_for_function(f"document.documentElement.dataset.totalBytes === "
-                           f"'{estimate({'model': 'gpt2', 'batch': '6'}).as_dict()['total_bytes']}'", timeout=5_000)
+                           f"'{estimate({'model': 'gpt2', 'seq': '1024', 'batch': '6'}).total_bytes}'", timeout=5_000)
     assert re.fullmatch(r"[\d,.]+", page.locator("#total-gib").inner_text())
