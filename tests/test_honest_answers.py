@@ -45,3 +45,11 @@ def test_a_layout_that_changes_nothing_is_not_offered():
     # Issue 27: recompute=full offered where it changes nothing (activations not counted).
     _, found = _answers({"params": "100M", "batch": "32"})
     assert [o["label"] for o in found["plan"]] == ["as given"]
+
+
+def test_training_time_runs_at_the_precisions_matmul_rate():
+    # presets/gpus.json, the H100 SXM datasheet: 989 dense bf16 TFLOPS, 67 fp32 (allow_tf32 is off by default)
+    _, fp32 = _answers({"model": "gpt2", "seq": "1024", "precision": "fp32", "train_tokens": "10B"})
+    _, bf16 = _answers({"model": "gpt2", "seq": "1024", "precision": "bf16", "train_tokens": "10B"})
+    assert abs(fp32["cost"]["hours"] / bf16["cost"]["hours"] - 989 / 67) < 1e-9
+    assert "fp32" in fp32["cost"]["formula"]

@@ -7,6 +7,7 @@ import math
 from itertools import combinations
 from typing import Any
 
+from pycore.answers.fit import compute_dtype, matmul_rate
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
 from pycore.base.units import GIB, duration_text, format_bytes, plural
@@ -275,15 +276,16 @@ def _cost(values: dict[str, Any], result: Estimate, gpu: dict[str, Any], gpus: "
     count = values["gpus"] or world
     price = values["price"] if values["price"] is not None else gpu["price_usd_per_gpu_hour"]
     flops = 6 * result.params_active * values["train_tokens"]
+    tflops, rate = matmul_rate(gpu, compute_dtype(values, result))    # fp32 steps run at the fp32 rate
     answer = {"gpus": count, "price_usd_per_gpu_hour": price, "train_flops": flops, "hours": None,
               "cost_usd": None, "duration_text": "",
-              "formula": "hours = 6 · active params · tokens / (GPUs · peak bf16 FLOP/s · MFU)"}
+              "formula": f"hours = 6 · active params · tokens / (GPUs · peak {rate} FLOP/s · MFU)"}
     if not values["train_tokens"]:
         answer["why_not"] = "set train_tokens to get the training time and cost"
-    elif not gpu["bf16_dense_TFLOPS"]:
-        answer["why_not"] = f"{gpu['name']} has no published dense bf16 figure"
+    elif not tflops:
+        answer["why_not"] = f"{gpu['name']} has no published dense {rate} figure"
     else:
-        seconds = flops / (count * gpu["bf16_dense_TFLOPS"] * 1e12 * values["mfu"])
+        seconds = flops / (count * tflops * 1e12 * values["mfu"])
         answer["hours"] = seconds / 3600
         answer["duration_text"] = duration_text(answer["hours"])
         if price is not None:

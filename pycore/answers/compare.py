@@ -4,6 +4,7 @@ same model served instead of trained, with any input of the baseline changed by 
 from typing import Any
 
 from pycore.answers.answer import answer_steps
+from pycore.answers.fit import compute_dtype, matmul_rate
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
 from pycore.base.units import format_bytes
@@ -132,24 +133,6 @@ def component_rows(result: Estimate, base: Estimate) -> "list[dict[str, Any]]":
 # False by default since PyTorch 1.12 (docs/source/notes/cuda.rst, "TensorFloat-32 (TF32) on Ampere (and
 # later) devices"; torch.set_float32_matmul_precision defaults to "highest"), and the Trainer's tf32 argument
 # defaults to None, which leaves it so. 16-bit policies (autocast included) run on the bf16 tensor cores.
-FP32_RATE_SOURCE = ("PyTorch's torch.backends.cuda.matmul.allow_tf32 is False by default since 1.12, so fp32 "
-                    "matmuls run at the GPU's fp32 rate, not on tensor cores")
-
-
-def matmul_rate(gpu: "dict[str, Any]", compute_dtype: str) -> "tuple[float | None, str]":
-    """(dense TFLOPS, its name) of the GPU for matmuls computed in ``compute_dtype``: fp32 at the fp32 rate
-    (FP32_RATE_SOURCE), every 16-bit or narrower dtype at the bf16 tensor-core rate; None when the datasheet
-    gives no figure (presets/gpus.json)."""
-    if compute_dtype == "fp32":
-        return gpu.get("fp32_TFLOPS"), "fp32"
-    return gpu.get("bf16_dense_TFLOPS"), "bf16"
-
-
-def compute_dtype(values: dict[str, Any], result: Estimate) -> str:
-    """The dtype the step's matmuls run in: the activations' (autocast computes fp32 weights in 16 bit)."""
-    return str(values.get("act_dtype") or POLICIES[result.setup.precision].act)
-
-
 def column_cost(values: dict[str, Any], result: Estimate, answers: dict[str, Any]) -> "dict[str, Any] | None":
     """One column's training time and cost at its own precision's matmul rate ({hours, cost_usd, rate,
     tflops, why_not}); None when serving (no cost is asked)."""

@@ -4,6 +4,8 @@ from functools import lru_cache
 from typing import Any
 
 from pycore.base.units import format_bytes
+from pycore.memory.estimate import Estimate
+from pycore.memory.precision import POLICIES
 from pycore.model.catalog import gpus as gpu_catalog
 
 TIGHT = 0.9     # above 90% of a GPU's memory the fit is "tight": fragmentation can tip it over
@@ -41,3 +43,21 @@ def gpu_fits(total_bytes: int, chosen: str, refused: str = "") -> "list[dict[str
     rows = [gpu_fit(total_bytes, gpu_id, chosen, refused) for gpu_id in gpu_catalog()]
     rows.sort(key=lambda r: (not r["chosen"], -r["headroom_bytes"]))
     return rows
+
+
+FP32_RATE_SOURCE = ("PyTorch's torch.backends.cuda.matmul.allow_tf32 is False by default since 1.12, so fp32 "
+                    "matmuls run at the GPU's fp32 rate, not on tensor cores")
+
+
+def matmul_rate(gpu: "dict[str, Any]", compute_dtype: str) -> "tuple[float | None, str]":
+    """(dense TFLOPS, its name) of the GPU for matmuls computed in ``compute_dtype``: fp32 at the fp32 rate
+    (FP32_RATE_SOURCE), every 16-bit or narrower dtype at the bf16 tensor-core rate; None when the datasheet
+    gives no figure (presets/gpus.json)."""
+    if compute_dtype == "fp32":
+        return gpu.get("fp32_TFLOPS"), "fp32"
+    return gpu.get("bf16_dense_TFLOPS"), "bf16"
+
+
+def compute_dtype(values: dict[str, Any], result: Estimate) -> str:
+    """The dtype the step's matmuls run in: the activations' (autocast computes fp32 weights in 16 bit)."""
+    return str(values.get("act_dtype") or POLICIES[result.setup.precision].act)
