@@ -67,7 +67,8 @@ def test_published_config_imports_to_the_exact_count(stem):
 ])
 def test_a_family_member_is_its_preset_plus_overrides(name, preset, overrides):
     answer = import_config(read(name))
-    assert answer["query"] == [["model", preset]] + overrides
+    assert answer["query"][:-1] == [["model", preset]] + overrides
+    assert answer["query"][-1][0] == "name"         # the config's own name travels with the link
     assert answer["params"] == RECORDED[name]
     assert estimate({"seq": "512", **dict(answer["query"])}).params_total == RECORDED[name]
 
@@ -89,7 +90,7 @@ def test_unknown_model_type_with_standard_keys_is_read_as_llama_with_a_warning()
     answer = import_config(json.dumps(config))
     assert "my_new_decoder" in answer["warnings"][0] and "Llama-style" in answer["warnings"][0]
     # The fixture keeps transformers' LlamaConfig default of 2048 positions, which the import carries.
-    assert answer["query"] == [["model", "llama-3.1-8b"], ["max_positions", "2048"]]
+    assert answer["query"] == [["model", "llama-3.1-8b"], ["max_positions", "2048"], ["name", "imported config"]]
     # validation/config_counts.json: LlamaForCausalLM from this file has 8,030,261,248 parameters.
     assert answer["params"] == RECORDED["llama-3.1-8b.json"] == 8_030_261_248
 

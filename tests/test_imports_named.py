@@ -62,3 +62,28 @@ def test_the_pages_import_names_it_and_warns(mystery):
     assert any("Llama-style" in w for w in answer["warnings"])
     # site/import.js shows the warnings beside the message.
     assert "answer.warnings" in (ROOT / "site" / "import.js").read_text()
+
+
+def test_the_pages_link_names_it_and_says_the_closest_preset_separately():
+    # Issue 27: the page showed an imported unknown model_type as "llama-3.1-8b: 1,100,048,384 parameters".
+    from urllib.parse import urlencode
+
+    from pycore.model.config_import import import_config
+    from pycore.output import web
+    config = {"model_type": "my_new_decoder", "_name_or_path": "acme/tiny-decoder", "hidden_size": 2048,
+              "intermediate_size": 5632, "num_hidden_layers": 22, "num_attention_heads": 32,
+              "num_key_value_heads": 4, "vocab_size": 32000, "max_position_embeddings": 2048}
+    answer = import_config(json.dumps(config))
+    assert ["name", "acme/tiny-decoder"] in answer["query"]
+    payload = json.loads(web.run(urlencode([tuple(pair) for pair in answer["query"]])))
+    line = payload["summary"]["model"]
+    assert line.startswith("acme/tiny-decoder: ") and line.endswith("Closest preset: llama-3.1-8b.")
+    assert payload["result"]["params"]["total"] == answer["params"]
+
+
+def test_overrides_without_a_name_are_not_called_the_preset():
+    from pycore import estimate
+    result = estimate({"model": "llama-3.1-8b", "layers": "16"})
+    assert result.model.name == "llama-3.1-8b with overrides (layers)" and result.model.preset == "llama-3.1-8b"
+    plain = estimate({"model": "llama-3.1-8b"})
+    assert plain.model.name == "llama-3.1-8b" and plain.model.preset == ""

@@ -155,6 +155,8 @@ FIELDS = (
           "a preset id or alias (python -m pycore models)", (), "a common 8B model", "model"),
     Field("config", "text", None, "path to a Hugging Face config.json (command line); replaces model",
           "a readable JSON file", (), "", "model"),
+    Field("name", "text", None, "what the model is called in the results (an imported config's own name); "
+          "changes no byte", "up to 200 characters; shown as text, at most 80 of them", (), "", "model"),
     _int("layers", None, "transformer layers (num_hidden_layers); " + ARCH_HINT, "model", span=(1, 10_000)),
     _int("hidden", None, "hidden size (hidden_size); " + ARCH_HINT, "model"),
     _int("heads", None, "attention heads (num_attention_heads); " + ARCH_HINT, "model", span=(1, 100_000)),
@@ -301,7 +303,7 @@ BY_KEY = {f.key: f for f in FIELDS}
 
 # Short labels for the form; the meaning above is the hint under each field.
 LABELS = {
-    "model": "Model preset", "config": "config.json path", "layers": "Layers", "hidden": "Hidden size",
+    "model": "Model preset", "config": "config.json path", "name": "Model name", "layers": "Layers", "hidden": "Hidden size",
     "heads": "Attention heads", "kv_heads": "KV heads", "head_dim": "Head dim", "ffn": "FFN size",
     "vocab": "Vocabulary", "experts": "Experts", "experts_per_token": "Experts per token",
     "expert_ffn": "Expert FFN size", "max_positions": "Max positions", "head": "Task head", "num_labels": "Labels",

@@ -86,7 +86,9 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
     stages = result.get("stages")
     kv_per_token = result.get("kv_bytes_per_token")
     record = Estimate(
-        model=ModelInfo(arch.name, arch.kind, arch.source, arch.max_positions),
+        model=ModelInfo(arch.name, arch.kind, arch.source, arch.max_positions,
+                        values["model"] if arch.name != values["model"] and arch.kind != "generic"
+                        and not values.get("config") else ""),
         params_total=setup.counts.total, params_active=setup.counts.active,
         setup=SetupInfo(named_policy(values, arch), setup.policy.weight, setup.policy.kv,
                         None if work.training else work.engine, setup.optimizer_impl if work.training else None),

@@ -24,6 +24,7 @@ class ModelInfo:
     kind: str                   # transformer | generic
     source: str                 # where its architecture came from
     max_positions: "int | None"  # max_position_embeddings; None where unknown
+    preset: str = ""            # the preset it was built from, when it is not that preset itself
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ counts, precision policy, parallel layout, workload, fine-tuning, quantization, 
 combinations that cannot work, raising a FieldError that names the key to change.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -78,12 +78,21 @@ class Setup:
 
 
 def resolve_architecture(values: "Values") -> Architecture:
-    """The Architecture named by parsed inputs: config file, else preset, else a bare parameter count."""
+    """The Architecture named by parsed inputs: config file, else preset, else a bare parameter count. A
+    preset with overrides is not the preset: it is called by ``name`` (an imported config's own), else
+    "<preset> with overrides (keys)"."""
     if values.get("config"):
         return _with_overrides(architecture_from_file(values["config"]), values)
-    return _named_architecture(values["model"], values.get("params") or 0, values.get("layers") or 0,
-                               values.get("hidden") or 0, values.get("heads") or 0,
-                               tuple((k, values[k]) for k in ARCH_FIELDS if values.get(k) is not None))
+    overrides = tuple((k, values[k]) for k in ARCH_FIELDS if values.get(k) is not None)
+    arch = _named_architecture(values["model"], values.get("params") or 0, values.get("layers") or 0,
+                               values.get("hidden") or 0, values.get("heads") or 0, overrides)
+    given = "".join(c if c.isprintable() else "?" for c in (values.get("name") or "").strip()[:80])
+    if given:
+        return replace(arch, name=given)
+    changed = [k for k, v in overrides if v != DEFAULTS.get(k)]
+    if changed and arch.kind != "generic":
+        return replace(arch, name=f"{values['model']} with overrides ({', '.join(changed)})")
+    return arch
 
 
 # The answers and charts re-estimate one setup dozens of times with another batch or sequence length:

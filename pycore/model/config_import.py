@@ -141,7 +141,8 @@ def import_config(text: str) -> "dict[str, Any]":
     name = config_name(config)
     message = (f"Imported {name} (a {shown[:40]} config): {expected:,} parameters. Closest preset: {preset.name}, "
                f"with {len(query) - 1} override{'s' if len(query) != 2 else ''}.")
-    return {"query": query, "params": expected, "message": message, "warnings": warnings}
+    # The link carries the config's own name: the results call the model what it is, not its closest preset.
+    return {"query": query + [["name", name]], "params": expected, "message": message, "warnings": warnings}
 
 
 def file_notes(path: str) -> "list[str]":

@@ -78,7 +78,8 @@ def summary(result: Estimate) -> dict[str, Any]:
     nccl = any(pool.key == "nccl_buffers" for pool in result.breakdown)
     return {"peak": f"Peak tensors {peak} (moment: {result.peak_moment}), plus {overhead} the GPU shows beyond "
                     f"them (allocator cache, CUDA context{', NCCL' if nccl else ''}).",
-            "model": f"{result.model.name}: {result.params_total:,} parameters; {how}.",
+            "model": f"{result.model.name}: {result.params_total:,} parameters; {how}."
+                     + (f" Closest preset: {result.model.preset}." if result.model.preset else ""),
             "views": f"max_memory_allocated {peak}; max_memory_reserved "
                      f"{format_bytes(result.reserved_bytes)['text']}; nvidia-smi "
                      f"{format_bytes(result.total_bytes)['text']}.",
