@@ -279,7 +279,13 @@ def markdown(record, table):
               "These logs were published by people running it; the token count is what vLLM prints as",
               "\"GPU KV cache size\". The Qwen3 run used the LMCache KV connector, whose own GPU buffers and",
               "vLLM 0.9's absolute accounting (CUDA context and all non-torch memory charged) leave it less",
-              "than our v0.11 arithmetic: an error above 10% that we state rather than tune away.", "",
+              "than our v0.11 arithmetic: an error above 10% that we state rather than tune away.",
+              "At tp > 1 the memory outside PyTorch that vLLM charges stays the 0.25 GiB used here: a published",
+              "tp=2 log (2x RTX 4090, DeepSeek-R1-Distill-Qwen-14B, vLLM 0.7; vllm-project/vllm issue 13061) reads",
+              "\"non_torch_memory takes 0.25GiB\", and the same log ends in the kind of start-up refusal the answers",
+              "now give (\"The model's max seq len (131072) is larger than the maximum number of tokens that can be",
+              "stored in KV cache\"). vLLM 0.6 at tp=8 charged 5.2-5.7 GiB (issue 10702), when it still counted",
+              "the CUDA context and NCCL's buffers there; later versions do not.", "",
               "| run | their KV GiB | ours | their tokens | ours | error | source |",
               "|---|---:|---:|---:|---:|---:|---|"]
     for r in vllm_rows():
