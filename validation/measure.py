@@ -172,6 +172,8 @@ torch.nn.functional.dropout = cuda_like_dropout
 
 
 def hf_config(arch, attention, model_id=""):
+    # compare.measured_inputs names what these cases ran as flash-repeat (CPU's SDPA expands K/V): the same SDPA
+    attention = "flash" if attention == "flash-repeat" else attention
     family = arch.hf_class.removesuffix("ForCausalLM")
     config = None
     if family in hf_models.PUBLISHED_FAMILIES:
@@ -370,6 +372,14 @@ def forward_profile(tracker, model, layers):
             post = next(iter(stats[block].snapshots[_ModState.POST_FW][0].values()))["Total"]
             saved.append(post - pre)
     return forward_end, saved
+
+
+def write_record(out, about, results):
+    """A measurement file: what it holds, the versions it was measured with, and its cases."""
+    out.write_text(json.dumps({"about": about, "torch": torch.__version__, "transformers": transformers.__version__,
+                               "python": platform.python_version(), "machine": platform.machine(),
+                               "cases": results}, indent=1) + "\n")
+    print(f"wrote {out.relative_to(ROOT)} ({len(results)} cases)")
 
 
 def run_case(label, inputs, autocast="cuda"):

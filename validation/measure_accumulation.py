@@ -16,14 +16,11 @@ Usage:
 """
 
 import contextlib
-import json
-import platform
 import sys
 import time
 from pathlib import Path
 
 import torch
-import transformers
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 
@@ -33,9 +30,6 @@ import measure  # noqa: E402
 from cuda_autocast import cuda_autocast  # noqa: E402
 
 OUT = ROOT / "validation" / "measured_accumulation.json"
-_hf_config = measure.hf_config       # measure.py's cases name SDPA flash; compare.measured_inputs flash-repeat
-measure.hf_config = lambda arch, attention, model_id="": _hf_config(
-    arch, "flash" if attention == "flash-repeat" else attention, model_id)
 
 SMALL = dict(measure.SMALL, kv_heads="2", vocab="32000")
 # Each the twin of a validation/measure.py case (measured.json) with micro-batches added.
@@ -114,12 +108,8 @@ def main():
         results.append(result)
     if only:
         return
-    OUT.write_text(json.dumps({
-        "about": "Peak tensor bytes of real PyTorch steps with gradient accumulation (the Trainer's loop), "
-                 "recorded by validation/measure_accumulation.py",
-        "torch": torch.__version__, "transformers": transformers.__version__,
-        "python": platform.python_version(), "machine": platform.machine(), "cases": results}, indent=1) + "\n")
-    print(f"wrote {OUT.relative_to(ROOT)} ({len(results)} cases)")
+    measure.write_record(OUT, "Peak tensor bytes of real PyTorch steps with gradient accumulation (the Trainer's loop), "
+                         "recorded by validation/measure_accumulation.py", results)
 
 
 if __name__ == "__main__":

@@ -13,16 +13,13 @@ Usage:
     python validation/measure_ddp.py             # -> validation/measured_ddp.json
 """
 
-import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import transformers
 from torch.distributed._tools.mem_tracker import MemTracker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,9 +28,6 @@ import measure  # noqa: E402
 from cuda_autocast import cuda_autocast  # noqa: E402
 
 OUT = ROOT / "validation" / "measured_ddp.json"
-_hf_config = measure.hf_config       # measure.py's cases name SDPA flash; compare.measured_inputs flash-repeat
-measure.hf_config = lambda arch, attention, model_id="": _hf_config(
-    arch, "flash" if attention == "flash-repeat" else attention, model_id)
 
 CASES = [
     ("llama small fp32 ddp b4s512", dict(model="llama-3.1-8b", **measure.SMALL, kv_heads="2", vocab="32000",
@@ -77,12 +71,8 @@ def main():
             results.append(result)
     finally:
         dist.destroy_process_group()
-    OUT.write_text(json.dumps({
-        "about": "Peak tensor bytes of real PyTorch steps of a DDP-wrapped model (gloo, one rank), recorded by "
-                 "validation/measure_ddp.py",
-        "torch": torch.__version__, "transformers": transformers.__version__,
-        "python": platform.python_version(), "machine": platform.machine(), "cases": results}, indent=1) + "\n")
-    print(f"wrote {OUT.relative_to(ROOT)} ({len(results)} cases)")
+    measure.write_record(OUT, "Peak tensor bytes of real PyTorch steps of a DDP-wrapped model (gloo, one rank), recorded by "
+                         "validation/measure_ddp.py", results)
 
 
 if __name__ == "__main__":

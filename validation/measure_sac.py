@@ -13,15 +13,12 @@ Usage:
     python validation/measure_sac.py             # -> validation/measured_sac.json
 """
 
-import json
-import platform
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import torch
-import transformers
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
@@ -30,11 +27,6 @@ sys.path.insert(0, str(ROOT / "validation"))
 import measure  # noqa: E402
 
 OUT = ROOT / "validation" / "measured_sac.json"
-# What measure.py's cases call flash, compare.measured_inputs names flash-repeat (CPU's SDPA expands K/V):
-# either way the transformers model runs SDPA.
-_hf_config = measure.hf_config
-measure.hf_config = lambda arch, attention, model_id="": _hf_config(
-    arch, "flash" if attention == "flash-repeat" else attention, model_id)
 # torchtitan's _save_list (activation_checkpoint.py@v0.2.2), with the CPU's flash kernel for the CUDA one.
 SAVE = {torch.ops.aten.mm.default, torch.ops.aten._scaled_dot_product_efficient_attention.default,
         torch.ops.aten._scaled_dot_product_flash_attention.default,
@@ -101,12 +93,8 @@ def main():
         results.append(result)
     if only:
         return
-    OUT.write_text(json.dumps({
-        "about": "Peak tensor bytes of real PyTorch steps under torchtitan's selective activation checkpointing, "
-                 "recorded by validation/measure_sac.py",
-        "torch": torch.__version__, "transformers": transformers.__version__,
-        "python": platform.python_version(), "machine": platform.machine(), "cases": results}, indent=1) + "\n")
-    print(f"wrote {OUT.relative_to(ROOT)} ({len(results)} cases)")
+    measure.write_record(OUT, "Peak tensor bytes of real PyTorch steps under torchtitan's selective activation checkpointing, "
+                         "recorded by validation/measure_sac.py", results)
 
 
 if __name__ == "__main__":
