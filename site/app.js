@@ -147,7 +147,7 @@ function suggestion(key, node) {
   return button;
 }
 
-function showErrors(errors) {
+function showErrors(errors, fallbacks = {}) {
   for (const p of form.querySelectorAll(".error")) if (p.firstChild) p.textContent = "";
   for (const node of form.querySelectorAll(".invalid")) node.classList.remove("invalid");
   const box = document.getElementById("messages");
@@ -158,11 +158,12 @@ function showErrors(errors) {
       target.classList.add("invalid");
       target.closest("details")?.setAttribute("open", "");
       const line = document.getElementById(`e-${key}`);
-      line.textContent = `${message} — using the default.`;
+      const used = key in fallbacks ? "" : " — using the default.";   // pycore says the value it used instead
+      line.textContent = `${message}${used}`;
       const hint = key in SUGGEST && target.value.trim() ? suggestion(key, target) : null;
       if (hint) line.append(hint);
     }
-    box.append(el("p", target ? `${message} — using the default.` : message));
+    box.append(el("p", target && !(key in fallbacks) ? `${message} — using the default.` : message));
   }
   const dropped = droppedKeys();
   if (dropped.length) {
@@ -238,7 +239,7 @@ function totalOf(payload) {
 /** The total, its fit badges (the panel's and the phone's one-line bar) and any message: what a keystroke
  * changes first. */
 function renderHeadline(payload) {
-  showErrors(payload.errors);
+  showErrors(payload.errors, payload.fallbacks);
   if (!payload.result) return;
   const r = payload.result;
   const { totalBytes, totalText } = totalOf(payload);

@@ -23,6 +23,8 @@ from pycore.memory import record  # noqa: E402
 ENTRY_POINTS = {
     "web.run(query)": {
         "errors": "input key -> message, for every input that was refused (its default was used instead)",
+        "fallbacks": "input key -> the value estimated with instead of the default, for a refused input that has "
+                     "one that works (a sequence past a learned position table: the longest it embeds)",
         "query": "the normalised query string of the inputs in force",
         "warnings": "sentences about the estimate and the inputs ignored in this situation",
         "result": "the Estimate record below; breakdown rows add `text` and `gb_text` (GiB and GB strings)",
@@ -36,7 +38,7 @@ ENTRY_POINTS = {
                     "live_at_peak} (left out by web.run(query, False))",
     },
     "web.headline(query)": {
-        "errors": "as web.run", "result": "{total_bytes, peak_bytes}", "total": "{bytes, text, gb_text}",
+        "errors": "as web.run", "fallbacks": "as web.run", "result": "{total_bytes, peak_bytes}", "total": "{bytes, text, gb_text}",
         "gpus": "the chosen GPU's fit alone",
     },
     "web.answers(query)": {

@@ -53,7 +53,8 @@ def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in text)
 
 
-def _estimate(query: str, explain: bool = True) -> "tuple[dict[str, Any], Estimate | None, dict[str, Any], dict[str, Any]]":
+def _estimate(query: str, explain: bool = True, fallbacks: "dict[str, Any] | None" = None,
+              ) -> "tuple[dict[str, Any], Estimate | None, dict[str, Any], dict[str, Any]]":
     """(values, result or None, errors, baseline inputs) for a query string; bad inputs fall back to their
     defaults, the key that caused each error named. ``explain=False``: the totals only, remembered
     (``estimate.totals_only``)."""
@@ -76,6 +77,8 @@ def _estimate(query: str, explain: bool = True) -> "tuple[dict[str, Any], Estima
                 # table embeds): estimate with it, the message saying why, the other inputs kept.
                 errors[key] = f"{error}; estimated at {error.fallback:,}" if isinstance(error.fallback, int) \
                     else str(error)
+                if fallbacks is not None:
+                    fallbacks[key] = error.fallback       # the page says so instead of "using the default"
                 values[key] = error.fallback
                 continue
             if values[key] == DEFAULTS[key]:
@@ -131,8 +134,9 @@ def run(query: str, formulas: bool = True) -> str:
     keystroke's numbers within the frame, and the formulas table with the answers once typing pauses. The
     answers, which re-run the estimate many times, come from ``answers`` so typing stays fast.
     """
-    values, result, errors, _ = _estimate(query)
-    payload: dict[str, Any] = {"errors": errors, "query": to_query(values), "warnings": []}
+    fallbacks: dict[str, Any] = {}
+    values, result, errors, _ = _estimate(query, fallbacks=fallbacks)
+    payload: dict[str, Any] = {"errors": errors, "fallbacks": fallbacks, "query": to_query(values), "warnings": []}
     if result is not None:
         total = result.total_bytes
         shown = report.result_json(result, formulas)
@@ -150,8 +154,9 @@ def headline(query: str) -> str:
     """What a keystroke's own frame shows: the total per GPU, its fit on the chosen GPU, and the inputs'
     errors; JSON shaped as ``run``'s payload with only those parts (``gpus`` holds the chosen GPU alone).
     The page asks ``run`` for everything else in the frame after, so a key is answered within a frame."""
-    values, result, errors, _ = _estimate(query, explain=False)
-    payload: dict[str, Any] = {"errors": errors}
+    fallbacks: dict[str, Any] = {}
+    values, result, errors, _ = _estimate(query, explain=False, fallbacks=fallbacks)
+    payload: dict[str, Any] = {"errors": errors, "fallbacks": fallbacks}
     if result is not None:
         total = result.total_bytes
         payload.update(result={"total_bytes": total, "peak_bytes": result.peak_bytes},

@@ -27,7 +27,8 @@ def test_vllm_refusal_is_the_verdict_and_stands_by_the_total(shared):
 def test_a_sequence_past_learned_positions_is_refused_by_name_and_the_model_kept(shared):
     page = shared.page
     show(page, "model=gpt2&seq=2048")
-    assert "1,024 learned positions" in page.inner_text("#messages")
+    message = page.inner_text("#e-seq")
+    assert "1,024 learned positions" in message and message.endswith("estimated at 1,024")   # not "the default"
     assert page.input_value("[data-key='model']") == "gpt2"
     show(page, "model=llama-3.1-8b&seq=4096")
     assert page.is_hidden("#warnings-line")
