@@ -534,7 +534,7 @@ function renderPlans(a) {
   if (options.length) plans.append(el("li", "Layouts that fit, fewest GPUs first, then least compute:", "lead"));
   for (const option of options) {
     const item = el("li", undefined, "fix fits");
-    item.append(applyButton(option.label, option.query), el("span", ` → ${plural(option.gpus, "GPU")}, ${option.total_text} each`));
+    item.append(applyButton(option.label, option.query), el("span", ` → ${option.text}`));
     plans.append(item);
   }
   const log = document.getElementById("vllm-log");

@@ -249,8 +249,9 @@ def _sharded_layout(values: dict[str, Any], usable: int, recompute: str, tp: int
 
 def _option(label: str, changes: dict[str, Any], gpus: int, total: int, recompute: str, values: dict[str, Any]) -> dict[str, Any]:
     query = {k: str(v) for k, v in changes.items() if values.get(k) != v}
-    return {"label": label, "gpus": gpus, "total_bytes": total, "total_text": format_bytes(total)["text"],
-            "compute_cost": RECOMPUTE_COST[recompute], "query": query}
+    shown = format_bytes(total)["text"]
+    return {"label": label, "gpus": gpus, "total_bytes": total, "total_text": shown,
+            "text": f"{plural(gpus, 'GPU')}, {shown} each", "compute_cost": RECOMPUTE_COST[recompute], "query": query}
 
 
 def serving_plan(values: dict[str, Any], usable: int) -> "Steps[list[dict[str, Any]]]":
