@@ -20,7 +20,7 @@ from pycore.memory.model_states import model_states  # noqa: E402
 
 INPUTS = {
     "default (llama-3.1-8b training)": {},
-    "gpt2, eager, full recompute": {"model": "gpt2", "attention": "eager", "recompute": "full", "batch": "16"},
+    "gpt2, eager, full recompute": {"model": "gpt2", "attention": "eager", "recompute": "full", "batch": "16", "seq": "1024"},
     "mixtral serving": {"model": "mixtral-8x7b", "mode": "infer", "precision": "bf16", "batch": "32"},
 }
 CALLS = 2000
