@@ -60,7 +60,9 @@ ALREADY_SUMMED = ({"params": "1B", "activations": "per-sample", "act_per_sample"
 @pytest.mark.parametrize("setup", SETUPS, ids=lambda s: "-".join(f"{k}={v}" for k, v in s.items()))
 def test_the_peak_holds_the_accumulated_gradients_beside_a_micro_batch(setup):
     single, accumulated = estimate(setup), estimate({**setup, "microbatches": "4"})
-    gradients = _bytes(accumulated, "gradients")
+    # what stays between micro-batches: the gradients as kept, or all of them unsharded without sync (FSDP
+    # under the Trainer's no_sync)
+    gradients = _bytes(accumulated, "gradients_unsynced") or _bytes(accumulated, "gradients")
     assert gradients > 0
     floor = (_bytes(accumulated, "weights") + gradients + _bytes(accumulated, "optimizer")
              + _bytes(accumulated, "master_weights") + _bytes(accumulated, "activations"))
@@ -71,7 +73,7 @@ def test_the_peak_holds_the_accumulated_gradients_beside_a_micro_batch(setup):
             or setup in ALREADY_SUMMED)
     # the breakdown at a later micro-batch's peak lists the gradients, and still adds up
     if accumulated.peak_moment.endswith("later micro-batch"):
-        assert "gradients" in [p.key for p in accumulated.breakdown]
+        assert {"gradients", "gradients_unsynced"} & {p.key for p in accumulated.breakdown}
     assert sum(p.bytes for p in accumulated.breakdown) == accumulated.total_bytes
 
 
@@ -127,3 +129,16 @@ def test_when_no_micro_batch_is_left_to_start_the_stage_holds_one_fewer():
     assert later.bytes == pytest.approx(first.bytes * 3 / 4, rel=1e-6)
     assert "3 micro-batches in flight" in later.label
     assert not any(m.endswith("later micro-batch") for m in first.moments)
+
+
+def test_fsdp_under_the_trainers_no_sync_keeps_every_gradient_unsharded():
+    # transformers' Trainer runs every micro-batch but the last under accelerator.no_sync (Accelerate's
+    # sync_each_batch=False): under FSDP each gradient then stays whole until the last micro-batch.
+    base = {"model": "llama-3.1-8b", "fsdp": "FULL_SHARD", "dp": "8", "microbatches": "4"}
+    every, last = estimate({**base, "grad_sync": "every"}), estimate({**base, "grad_sync": "last"})
+    assert estimate(base).peak_bytes == last.peak_bytes                    # the Trainer's default
+    assert _bytes(last, "gradients_unsynced") == 2 * 8_030_261_248         # bf16, the preset's count, unsharded
+    assert _bytes(every, "gradients_unsynced") == 0
+    assert last.peak_bytes - every.peak_bytes == 2 * 8_030_261_248 - _bytes(every, "gradients")
+    torchtitan = estimate({**base, "framework": "torchtitan"})
+    assert _bytes(torchtitan, "gradients_unsynced") == 0                  # FSDP2's default: sync every micro-batch

@@ -37,6 +37,11 @@ CASES = [
     ("llama small fp32 SHARD_GRAD_OP dp4 b2s512", dict(**SMALL, precision="fp32", fsdp="SHARD_GRAD_OP", dp="4", batch="2", seq="512")),
     ("llama small bf16 SHARD_GRAD_OP dp8 b1s128", dict(**SMALL, precision="bf16", fsdp="SHARD_GRAD_OP", dp="8", batch="1", seq="128")),
     ("llama small bf16 FULL_SHARD full-recompute dp4 b8s1024", dict(**SMALL, precision="bf16", fsdp="FULL_SHARD", dp="4", recompute="full", batch="8", seq="1024")),
+    # gradient accumulation, FSDP2's default: every micro-batch reduce-scatters into the sharded gradient
+    ("llama small bf16 FULL_SHARD dp4 b4s1024 accum 4", dict(**SMALL, precision="bf16", fsdp="FULL_SHARD", dp="4", batch="4", seq="1024", microbatches="4", grad_sync="every")),
+    # and as the Trainer runs it (accelerator.no_sync until the last micro-batch: every gradient unsharded)
+    ("llama small bf16 FULL_SHARD dp4 b4s1024 accum 4 no-sync", dict(**SMALL, precision="bf16", fsdp="FULL_SHARD", dp="4", batch="4", seq="1024", microbatches="4", grad_sync="last")),
+    ("llama small fp32 FULL_SHARD dp8 b2s1024 accum 2", dict(**SMALL, precision="fp32", fsdp="FULL_SHARD", dp="8", batch="2", seq="1024", microbatches="2", grad_sync="every")),
     ("qwen small fp32 FULL_SHARD dp4 b4s512", dict(model="qwen2.5-0.5b", layers="4", hidden="896", heads="14", kv_heads="2", ffn="4864", vocab="32000", precision="fp32", fsdp="FULL_SHARD", dp="4", batch="4", seq="512")),
 ]
 
@@ -57,18 +62,25 @@ def run_case(label, inputs):
             fully_shard(layer, mesh=mesh, reshard_after_forward=reshard)
         fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
-        batch = measure.make_batch(values, arch)
+        batches = [measure.make_batch(values, arch) for _ in range(values["microbatches"])]
 
-        def step():
-            model(**batch).loss.backward()
+        def step(tracker=None):
+            # the Trainer's accumulation loop (one micro-batch when microbatches=1); FSDP2 keeps gradient sync
+            # on, its default (FSDPModule.set_requires_gradient_sync), so each backward reduce-scatters
+            for i, batch in enumerate(batches):
+                if values["grad_sync"] == "last":
+                    model.set_requires_gradient_sync(i == len(batches) - 1)
+                (model(**batch).loss / len(batches)).backward()
+                if tracker is not None:      # its module statistics cannot follow a module entered again
+                    tracker.reset_mod_stats()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
         started = time.time()
         step()
         tracker = FSDPMemTracker(model, optimizer)
-        tracker.track_inputs(tuple(batch.values()))
+        tracker.track_inputs(tuple(t for batch in batches for t in batch.values()))
         with tracker:
-            step()
+            step(tracker)
         (device_peak,) = tracker.get_tracker_snapshot("peak").values()
         return {"label": label, "inputs": inputs, "params": params, "peak_bytes": device_peak["Total"],
                 "peak_breakdown": {str(k): v for k, v in device_peak.items() if k != "Total"},

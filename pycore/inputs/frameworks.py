@@ -298,6 +298,13 @@ CHECKPOINT_DTYPE = {"hf-trainer", "axolotl"}
 # gradient into them, a second copy kept for the whole run. Megatron's DDP reduces its contiguous
 # gradient buffer itself, and DeepSpeed, torchtune and torchtitan shard.
 DDP_COPIES_GRADIENTS = {"pytorch", "hf-trainer", "accelerate", "lightning", "axolotl"}
+# Frameworks that skip gradient sync on every micro-batch but the last (grad_sync=last): the Trainer runs them
+# under accelerator.no_sync unless sync_each_batch is set or DeepSpeed is used (huggingface/transformers
+# src/transformers/trainer.py, _inner_training_loop), and Accelerate's GradientAccumulationPlugin has
+# sync_each_batch = False by default (src/accelerate/utils/dataclasses.py). Under FSDP that keeps every
+# gradient unsharded until the last micro-batch. The others (torchtitan, PyTorch's FSDP2 default
+# set_requires_gradient_sync(True), DeepSpeed's ZeRO) reduce each micro-batch.
+NO_SYNC_UNTIL_LAST = {"hf-trainer", "accelerate", "axolotl"}
 # Inputs whose default is "as the framework does": "auto" (None for loss_chunks) until the user sets them.
 FOLLOWS: "dict[str, str | None]" = {"optimizer_impl": "auto", "attention": "auto", "recompute": "auto",
                                     "loss_chunks": None}

@@ -270,6 +270,10 @@ FIELDS = (
             "or CUDA before 11.7), a larger CUDA context", "hardware",
             "PyTorch sets LAZY unless the variable is set (aten/src/ATen/cuda/detail/CUDAHooks.cpp)"),
     _int("dp", 1, "data-parallel degree (replicas, or ZeRO/FSDP shards)", "parallel"),
+    _choice("grad_sync", "auto", ("auto", "every", "last"), "gradient sync with several micro-batches: auto (as the "
+            "framework does), every micro-batch (sharded gradients stay sharded), or only the last (no_sync before "
+            "it: under FSDP every gradient stays unsharded until then)", "parallel",
+            "the Trainer and Accelerate: last (sync_each_batch=False); others: every"),
     _int("tp", 1, "tensor-parallel degree (Megatron-style, within a node)", "parallel", span=(1, 1024)),
     _int("pp", 1, "pipeline-parallel stages", "parallel", span=(1, 1024)),
     _int("cp", 1, "context-parallel degree (the sequence split across GPUs)", "parallel", span=(1, 1024)),
@@ -324,7 +328,7 @@ LABELS = {
     "interleave": "Interleaved stages", "offload": "CPU offload", "gpus": "GPUs available",
     "train_tokens": "Tokens to train", "mfu": "MFU", "price": "Price",
     "act_per_sample": "Activation bytes per sample", "overhead": "Runtime overhead", "gpu": "GPU",
-    "expandable_segments": "Expandable segments", "cuda_modules": "CUDA module loading",
+    "expandable_segments": "Expandable segments", "grad_sync": "Gradient sync", "cuda_modules": "CUDA module loading",
 }
 GROUPS = (("model", "Model"), ("workload", "Workload"), ("precision", "Precision and optimizer"),
           ("savers", "Memory savers"), ("finetune", "Fine-tuning and quantization"), ("parallel", "Parallelism"),

@@ -43,12 +43,17 @@ def in_flight_later(in_flight: float, microbatches: int) -> float:
 
 
 def with_later_moments(pools: "list[Pool]", per_microbatch: "tuple[str, ...]", gradients_stay: bool,
-                       later_activations: "list[Pool] | None" = None) -> "list[Pool]":
+                       later_activations: "list[Pool] | None" = None,
+                       unsynced: "Pool | None" = None) -> "list[Pool]":
     """Each pool made per micro-batch is live in the same moments of a later micro-batch; the gradients are
     live in all of them (``gradients_stay``: on the GPU between micro-batches); pools of the whole step keep
     their moments. ``later_activations``, when given, replace the activation pools in the later moments (a
-    pipeline stage holding one micro-batch fewer)."""
+    pipeline stage holding one micro-batch fewer). ``unsynced``, when given, is what stays of the gradients
+    between micro-batches instead of the gradients pool: every gradient unsharded, when sync is skipped until
+    the last micro-batch (``no_sync`` under FSDP)."""
     replaced = {p.key for p in later_activations or ()}
+    if unsynced is not None:
+        gradients_stay = False
     out = []
     for pool in pools:
         if pool.key == "gradients":
@@ -58,6 +63,8 @@ def with_later_moments(pools: "list[Pool]", per_microbatch: "tuple[str, ...]", g
         else:
             extra = tuple(later(m) for m in pool.moments if m in per_microbatch)
         out.append(replace(pool, moments=pool.moments + extra) if extra else pool)
+    if unsynced is not None:
+        out.append(replace(unsynced, moments=tuple(later(m) for m in per_microbatch)))
     for pool in later_activations or ():
         out.append(replace(pool, key=pool.key + "_later", moments=tuple(later(m) for m in pool.moments),
                            group=pool.group or pool.key))

@@ -75,6 +75,7 @@ class Setup:
     expandable_segments: str = "no"
     cuda_modules: str = "lazy"          # CUDA_MODULE_LOADING (pycore.memory.device)
     ddp_buckets: bool = False           # data parallelism through torch DDP's gradient buckets (frameworks)
+    sync_every_microbatch: bool = True  # grad_sync: reduce each micro-batch, or only the last (no_sync)
 
 
 def resolve_architecture(values: "Values") -> Architecture:
@@ -147,6 +148,13 @@ def _check_positions(arch: Architecture, values: "Values") -> None:
                          fallback=room if room > 0 else None)
 
 
+def _syncs_every_microbatch(values: "Values") -> bool:
+    """grad_sync as given, else as the framework does (pycore.inputs.frameworks.NO_SYNC_UNTIL_LAST)."""
+    if values.get("grad_sync", "auto") != "auto":
+        return bool(values["grad_sync"] == "every")
+    return frameworks.framework_name(values) not in frameworks.NO_SYNC_UNTIL_LAST
+
+
 def resolve(values: "Values") -> Setup:
     """The typed Setup of parsed values; FieldError names the key when a combination cannot work."""
     values = frameworks.apply(values)
@@ -187,4 +195,5 @@ def resolve(values: "Values") -> Setup:
                  values["optimizer"], values["optimizer_impl"], values["gpu"],
                  values["overhead"], values.get("expandable_segments", "no"),
                  values.get("cuda_modules", "lazy"),
-                 frameworks.framework_name(values) in frameworks.DDP_COPIES_GRADIENTS)
+                 frameworks.framework_name(values) in frameworks.DDP_COPIES_GRADIENTS,
+                 _syncs_every_microbatch(values))

@@ -78,7 +78,8 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken
     moments = per_microbatch + once
     if lay.microbatches > 1:
         pools = accumulation.with_later_moments(pools, per_microbatch, lay.offload == "none",
-                                                _later_activations(setup, stage, tokens, per_token))
+                                                _later_activations(setup, stage, tokens, per_token),
+                                                _unsynced_gradients(setup, stage, states.grad_bytes))
         moments = accumulation.moments(per_microbatch, once)
     peak = peak_of(pools, moments)
     return {"pools": pools, "host": list(states.host), "moments": peak["moments"], "phases": peak["phases"],
@@ -93,6 +94,21 @@ def _activations(setup: Setup, stage: parallel.Stage, tokens: int, per_token: "a
         return [_whole_model_activations(setup, stage, tokens)]
     per_layer, _, final, working = per_token or act.per_token(setup)
     return _detailed_activations(setup, stage, tokens, per_layer, final, working)
+
+
+def _unsynced_gradients(setup: Setup, stage: parallel.Stage, grad_bytes: float) -> "Pool | None":
+    """Under FSDP with gradient sync only on the last micro-batch (grad_sync=last, the Trainer's no_sync), every
+    gradient stays unsharded between micro-batches, in the dtype FSDP reduces in; None when they are sharded
+    each time (or were never sharded)."""
+    lay = setup.layout
+    if setup.sync_every_microbatch or lay.fsdp == "none" or lay.zero < 2 or lay.shard_group == 1 \
+            or lay.offload != "none":
+        return None
+    return make("gradients_unsynced", f"Gradients accumulated unsharded ({dtype_name(grad_bytes)}, no_sync)",
+                rnd(sym("S", trainable(setup, stage).count) * grad_bytes), (),
+                "FSDP no_sync / set_requires_gradient_sync(False) until the last micro-batch (the Trainer's "
+                "accelerator.no_sync): each gradient is kept unsharded (FSDP2 accumulates it in its reduce dtype)",
+                "S = trainable parameters on this GPU, before sharding", group="gradients")
 
 
 def _later_activations(setup: Setup, stage: parallel.Stage, tokens: int,
