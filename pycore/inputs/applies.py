@@ -32,6 +32,7 @@ APPLIES: "dict[str, Condition]" = {
     # Training only: the optimizer and everything a backward pass or a training run brings.
     "optimizer": TRAIN, "grad_dtype": TRAIN, "master_dtype": TRAIN, "opt_dtype": TRAIN,
     "train_tokens": TRAIN, "mfu": TRAIN, "microbatches": {**TRAIN, **TRANSFORMER}, "activations": TRAIN,
+    "grad_sync": {**TRAIN, **TRANSFORMER},
     # A generic network counted by the korthikanti model (layers, hidden, heads) recomputes as transformers do.
     "recompute": {**TRAIN, "counted_by": ["transformer", "korthikanti"]},
     "loss_chunks": {**TRAIN, **TRANSFORMER},
