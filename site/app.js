@@ -165,11 +165,10 @@ function showErrors(errors, fallbacks = {}) {
     }
     box.append(el("p", target && !(key in fallbacks) ? `${message} — using the default.` : message));
   }
+  // pycore words the link's keys it is never given (web.unread), each shown safely (U+202E and the like as ?).
   const dropped = droppedKeys();
-  if (dropped.length) {
-    const named = dropped.slice(0, 5).map((key) => key.slice(0, 40)).join(", ");
-    const more = dropped.length > 5 ? ` and ${numberText(dropped.length - 5)} more` : "";
-    box.append(el("p", `Ignored ${dropped.length === 1 ? "a key" : "keys"} this page does not take from a link: ${named}${more}.`));
+  if (dropped.length && window.pycoreUnread) {
+    box.append(el("p", window.pycoreUnread(new URLSearchParams(dropped.map((key) => [key, ""])).toString())));
   }
 }
 

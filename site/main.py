@@ -59,6 +59,7 @@ window.pycoreAnswersFor = create_proxy(answers_for)
 window.pycoreCsv = create_proxy(web.csv)
 window.pycoreImport = create_proxy(web.import_config)
 window.pycoreFits = create_proxy(web.fits)
+window.pycoreUnread = create_proxy(web.unread)
 # Everything imported so far lives as long as the page: kept out of the collector's full passes, which
 # otherwise walk it all every so many keystrokes (a slow keystroke in twenty, measured in Chromium).
 gc.freeze()

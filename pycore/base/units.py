@@ -19,7 +19,9 @@ _BYTE_UNITS = {
     "kib": 2**10, "mib": MIB, "gib": GIB, "tib": TIB,
 }
 _COUNT_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
-_NUMBER = r"(\d+(?:\.\d*)?|\.\d+)(?:e([+-]?\d+))?"
+# ASCII digits only: Python's \d, int() and float() also read other scripts' digits ("٣", "१०२४"), which
+# would be estimated as numbers while the field kept showing them.
+_NUMBER = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?"
 
 
 def _finite_number(text: str) -> float:
@@ -30,6 +32,35 @@ def _finite_number(text: str) -> float:
     if not math.isfinite(value):
         raise ValueError(text)
     return value
+
+
+def parse_number(text: str) -> float:
+    """A finite decimal number written with the ASCII digits 0-9 ('0.4', '-1.5', '2e3'); ValueError on
+    anything else, other scripts' digits, '1_000', 'nan' and 'inf' included."""
+    text = text.strip()
+    sign, body = (-1.0, text[1:]) if text.startswith("-") else (1.0, text.removeprefix("+"))
+    return sign * _finite_number(body)
+
+
+def parse_whole(text: str) -> int:
+    """A whole number written with the ASCII digits 0-9 only ('42'); ValueError on anything else."""
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(text)
+    return int(text)
+
+
+def foreign_digits(text: str) -> bool:
+    """Whether ``text`` holds digits other than the ASCII 0-9 (Arabic-Indic, Devanagari, full-width...)."""
+    return any(c.isdigit() and not c.isascii() for c in text)
+
+
+def printable(text: str, limit: "int | None" = None) -> str:
+    """User text made safe to echo (a terminal, the page, a CSV cell): at most ``limit`` characters, each one
+    that does not print as itself shown as '?' — control characters (a carriage return, an escape
+    sequence), bidirectional and other format controls (U+202E, which reverses the rest of a line; U+200B),
+    line separators, unassigned and private-use code points (str.isprintable: categories C and Z but the
+    space)."""
+    return "".join(c if c.isprintable() else "?" for c in text[:limit])
 
 
 def parse_size(text: str) -> int:

@@ -10,7 +10,7 @@ from typing import Any, Callable, Literal, Mapping, TypeVar, cast, overload
 
 from pycore.base.errors import FieldError
 from pycore.base.errors import InputError as InputError  # re-exported: the first version's name, still imported
-from pycore.base.units import GIB, MIB, TIB, parse_count, parse_size
+from pycore.base.units import GIB, MIB, TIB, foreign_digits, parse_count, parse_number, parse_size, parse_whole
 
 PRECISIONS = ("auto", "fp32", "amp-bf16", "amp-fp16", "bf16-master", "fp16-master", "bf16", "fp16", "fsdp2-bf16")
 PRECISION_ALIASES = {"32-true": "fp32", "32": "fp32", "bf16-mixed": "amp-bf16", "16-mixed": "amp-fp16",
@@ -65,7 +65,8 @@ class Field:
         try:
             return reader(self, text)
         except (ValueError, TypeError, OverflowError):
-            raise InputError(self.key, f"got {_shorten(text)!r}; accepts {self.accepts}") from None
+            digits = " (only the digits 0-9 are read)" if foreign_digits(text) else ""
+            raise InputError(self.key, f"got {_shorten(text)!r}{digits}; accepts {self.accepts}") from None
 
     def range_text(self) -> str:
         """The accepted range in words: "1 to 10,000"."""
@@ -87,14 +88,12 @@ def _read_choice(field: Field, text: str) -> str:
 
 
 def _read_int(field: Field, text: str) -> int:
-    if not text.isdigit():
-        raise ValueError
-    return int(text)
+    return parse_whole(text)
 
 
 def _read_float(field: Field, text: str) -> float:
-    value = float(text)
-    if not (value == value and abs(value) != float("inf")) or (field.key == "mfu" and value > 1):
+    value = parse_number(text)
+    if field.key == "mfu" and value > 1:
         raise ValueError
     return value
 
@@ -102,7 +101,7 @@ def _read_float(field: Field, text: str) -> float:
 def _read_overhead(field: Field, text: str) -> Overhead:
     """A percent of the peak (0 to 1000%) or a size in bytes (up to 1 PiB)."""
     if text.endswith("%"):
-        percent = float(text[:-1])
+        percent = parse_number(text[:-1])
         if not 0 <= percent <= 1000:
             raise ValueError
         return ("percent", percent)

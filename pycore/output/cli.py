@@ -9,7 +9,7 @@ from pycore.answers.compare import compare, precision_default
 from pycore.answers.fit import gpu_fits
 from pycore.base.errors import FieldError
 from pycore.base.steps import finish
-from pycore.base.units import GIB
+from pycore.base.units import GIB, printable
 from pycore.inputs.applies import describe, ignored
 from pycore.inputs.schema import markdown_table, parse
 from pycore.memory.estimate import estimate_values
@@ -56,8 +56,8 @@ def parse_arguments(words: "list[str]") -> "tuple[str, dict[str, Any], dict[str,
 
 
 def _printable(text: str) -> str:
-    """Text safe to echo to a terminal: control characters shown as '?'."""
-    return "".join(c if c.isprintable() else "?" for c in text)
+    """Text safe to echo to a terminal: control and format characters (U+202E...) shown as '?'."""
+    return printable(text)
 
 
 def main(argv: "list[str] | None" = None) -> int:
@@ -75,6 +75,8 @@ def _fits(words: "list[str]") -> int:
     try:
         fmt, raw, _ = parse_arguments(words)
         values = parse(raw)
+        if values["gpu"] not in catalog.gpus():
+            raise FieldError("gpu", f"unknown GPU {values['gpu'][:40]!r}; see python -m pycore gpus")
     except FieldError as error:
         print(f"error: {_printable(str(error))}", file=sys.stderr)
         return 2

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pycore.answers.fit import gpu_fits
-from pycore.base.units import GIB, duration_text, format_bytes, plural
+from pycore.base.units import GIB, duration_text, format_bytes, plural, printable
 from pycore.inputs.applies import applies
 from pycore.inputs.schema import FIELDS, format_value
 from pycore.memory.estimate import Estimate
@@ -262,10 +262,15 @@ def table(result: Estimate, answers: "dict[str, Any] | None" = None, gpu: str = 
 
 
 def _cell(value: object) -> object:
-    """A CSV cell that no spreadsheet runs as a formula (OWASP CSV injection: prefix =, +, -, @)."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
+    """A CSV cell that no spreadsheet runs as a formula (OWASP CSV injection: prefix =, +, -, @) and that
+    holds no character a reader could take for a line break or that reorders the line: csv.writer with
+    lineterminator="\n" quotes a cell holding \n but not one holding \r, so a config path "./\r=1+1.json"
+    would start a row with a formula. Such characters (control and format characters, U+202E, line
+    separators) are written as '?' (``printable``), as everywhere the user's text is echoed."""
+    if not isinstance(value, str):
+        return value
+    value = printable(value)
+    return "'" + value if value[:1] in ("=", "+", "-", "@") else value
 
 
 def to_csv(values: dict[str, Any], result: Estimate, answers: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ from pycore.answers.compare import compare_steps, precision_default
 from pycore.answers.fit import gpu_fit, gpu_fits
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
-from pycore.base.units import format_bytes
+from pycore.base.units import format_bytes, printable
 from pycore.inputs.applies import describe, ignored
 from pycore.inputs.schema import BY_KEY, DEFAULTS, parse, to_query
 from pycore.memory.estimate import Estimate, estimate_values, totals_only
@@ -50,7 +50,19 @@ def _pairs(query: str) -> "tuple[dict[str, Any], dict[str, Any]]":
 
 
 def _printable(text: str) -> str:
-    return "".join(c if c.isprintable() else "?" for c in text)
+    return printable(text)
+
+
+def unread(query: str) -> str:
+    """The page's line for a link's keys it does not hand to pycore (``config=``, a key no input has),
+    given as a query string of those keys: each named as ``printable`` text (a key holding U+202E would
+    otherwise reverse the rest of the line), five at most; "" when there are none."""
+    keys = list(dict.fromkeys(key for key, _ in parse_qsl(query[:MAX_QUERY].lstrip("?"), keep_blank_values=True)))
+    if not keys:
+        return ""
+    named = ", ".join(printable(key, 40) or "(an empty key)" for key in keys[:5])
+    more = f" and {len(keys) - 5:,} more" if len(keys) > 5 else ""
+    return f"Ignored {'a key' if len(keys) == 1 else 'keys'} this page does not take from a link: {named}{more}."
 
 
 def _estimate(query: str, explain: bool = True, fallbacks: "dict[str, Any] | None" = None,
