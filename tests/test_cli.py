@@ -90,3 +90,53 @@ def test_what_fits_on_my_gpus():
     # cards each holds at least half, 70.6 GB, far more than an RTX 4090's 24 GB, whatever the layout.
     assert by_id["llama-3.1-70b"]["params"] == 70_553_706_496
     assert by_id["llama-3.1-70b"]["total_bytes"] >= 70_553_706_496 * 2 // 2
+
+
+# Quiet output (issue 28): the chosen GPU, the smallest GPU that fits and the largest that does not.
+def gpu_rows(out):
+    return [line for line in out.splitlines() if " GiB usable " in line]
+
+
+def table_of(capsys, *words):
+    from pycore.output import cli
+    assert cli.main(list(words)) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("words", [["model=llama-3.1-8b"], ["model=gpt2", "seq=1024", "gpu=rtx-4090"],
+                                   ["model=llama-3.1-405b"], ["model=llama-3.1-70b", "mode=infer", "gpu=a10g"]])
+def test_the_table_lists_three_gpus_by_default_and_every_one_with_gpus_all(capsys, words):
+    from pycore import estimate
+    from pycore.model.catalog import gpus
+    total = estimate(dict(word.split("=") for word in words)).total_bytes
+    catalog = gpus()
+    fitting = [g for g in catalog.values() if total <= g["usable_bytes"]]
+    short = [g for g in catalog.values() if total > g["usable_bytes"]]
+    chosen = catalog[dict(word.split("=") for word in words).get("gpu", "h100-sxm-80gb")]
+    rows = gpu_rows(table_of(capsys, *words))
+    assert rows[0].startswith(chosen["name"]) and "(chosen" in rows[0]
+    expected = {chosen["name"]}
+    if fitting:
+        smallest = min(g["usable_bytes"] for g in fitting)
+        line = next(row for row in rows if "smallest that fits" in row)
+        assert f"{smallest / 2**30:9,.2f} GiB usable" in line and " no " not in line
+        expected.add(line[:38].strip())
+    if short:
+        largest = max(g["usable_bytes"] for g in short)
+        line = next(row for row in rows if "largest that does not fit" in row)
+        assert f"{largest / 2**30:9,.2f} GiB usable" in line and "     no  headroom" in line
+        expected.add(line[:38].strip())
+    assert ("smallest that fits" in "".join(rows)) == bool(fitting)
+    assert ("largest that does not fit" in "".join(rows)) == bool(short)
+    assert {row[:38].strip() for row in rows} == expected and len(rows) == len(expected) <= 3
+    everything = table_of(capsys, "--gpus", "all", *words)
+    assert len(gpu_rows(everything)) == len(catalog) and "--gpus all lists" not in everything
+    assert f"{len(catalog) - len(rows)} more GPUs: --gpus all lists every one." in table_of(capsys, *words)
+    assert gpu_rows(table_of(capsys, "--gpus=all", *words)) == gpu_rows(everything)
+
+
+@pytest.mark.parametrize("words", [["--gpus"], ["--gpus", "3"], ["--gpus=some"]])
+def test_gpus_accepts_all_only(words):
+    done = run(*words)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("error: --gpus: got") and "accepts all" in done.stderr

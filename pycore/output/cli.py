@@ -17,12 +17,34 @@ from pycore.model import catalog
 from pycore.model.config_import import file_notes
 from pycore.output import report
 
-USAGE = """usage: python -m pycore [--json | --csv] KEY=VALUE ... [--compare KEY=VALUE ...]
+USAGE = """usage: python -m pycore [--json | --csv | --markdown] [--gpus all] KEY=VALUE ... [--compare KEY=VALUE ...]
        python -m pycore fits [--json] gpu=ID gpus=N KEY=VALUE ...   (which presets fit on N GPUs)
        python -m pycore models | gpus | schema
 
 Estimates GPU memory per device for a training step or for serving. Keys: see docs/inputs.md
-or `python -m pycore schema`. Sizes are shown in GiB (2^30 bytes)."""
+or `python -m pycore schema`. Sizes are shown in GiB (2^30 bytes). The table lists the chosen GPU, the
+smallest GPU that fits and the largest that does not (--gpus all: every GPU); --markdown prints the
+breakdown, setup and fit as Markdown, to paste into an issue or a chat."""
+
+
+FORMATS = ("--json", "--csv", "--markdown")
+
+
+def every_gpu(words: "list[str]") -> "tuple[list[str], bool]":
+    """The words without ``--gpus all`` (or ``--gpus=all``), and whether it was given: the text table then
+    lists every catalog GPU, not the chosen one, the smallest that fits and the largest that does not."""
+    rest: "list[str]" = []
+    every = False
+    items = iter(words)
+    for word in items:
+        if word == "--gpus" or word.startswith("--gpus="):
+            value = word[7:] if word.startswith("--gpus=") else next(items, "")
+            if value != "all":
+                raise FieldError("--gpus", f"got {printable(value[:40])!r}; accepts all (every GPU in the table)")
+            every = True
+        else:
+            rest.append(word)
+    return rest, every
 
 
 def parse_arguments(words: "list[str]") -> "tuple[str, dict[str, Any], dict[str, Any]]":
@@ -35,7 +57,7 @@ def parse_arguments(words: "list[str]") -> "tuple[str, dict[str, Any], dict[str,
     base: dict[str, Any] = {}
     target = raw
     for word in words:
-        if word in ("--json", "--csv"):
+        if word in FORMATS:
             fmt = word[2:]
         elif word == "--compare":
             target = base
@@ -51,7 +73,8 @@ def parse_arguments(words: "list[str]") -> "tuple[str, dict[str, Any], dict[str,
                 raise FieldError(_printable(key[:40]), "given twice")
             target_now[key] = value
         else:
-            raise FieldError(_printable(word[:40]), "expected KEY=VALUE, --json, --csv or --compare")
+            raise FieldError(_printable(word[:40]), "expected KEY=VALUE, --json, --csv, --markdown, --gpus all or "
+                                                    "--compare")
     return fmt, raw, base
 
 
@@ -117,6 +140,7 @@ def _main(argv: "list[str] | None" = None) -> int:
         sys.stdout.write(_listing(words[0]))
         return 0
     try:
+        words, every = every_gpu(words)
         fmt, raw, base = parse_arguments(words)
         values = parse(raw)
         result = estimate_values(values)
@@ -139,7 +163,7 @@ def _main(argv: "list[str] | None" = None) -> int:
     elif fmt == "csv":
         sys.stdout.write(report.to_csv(values, result, answers))
     else:
-        sys.stdout.write(report.table(result, answers, values["gpu"]))
+        sys.stdout.write(report.table(result, answers, values["gpu"], every))
         if answers["precision_default"]:
             sys.stdout.write(f"\n{answers['precision_default']['text']}\n")
         sys.stdout.write(comparison_text(report.display_comparison(answers["comparison"])))

@@ -234,8 +234,37 @@ def _rate_note(c: "dict[str, Any]") -> str:
              "run at the fp32 rate, not on tensor cores)" if fp32 else "") + ".")
 
 
-def table(result: Estimate, answers: "dict[str, Any] | None" = None, gpu: str = "") -> str:
-    """A readable text table in GiB (2**30 bytes)."""
+def gpu_roles(fits: "list[dict[str, Any]]") -> "dict[str, list[str]]":
+    """GPU id -> what it is to the reader: the chosen GPU, the smallest GPU that fits (a tight fit counts;
+    the chosen one on a tie) and the largest that does not; a GPU can be more than one."""
+    roles: "dict[str, list[str]]" = {}
+    chosen = [row for row in fits if row["chosen"]]
+    fitting = [row for row in fits if row["fits"]]
+    short = [row for row in fits if not row["fits"]]
+    picks = [("chosen", chosen[:1]),
+             ("smallest that fits", [min(fitting, key=lambda r: (r["memory_bytes"], not r["chosen"]))] if fitting else []),
+             ("largest that does not fit", [max(short, key=lambda r: (r["memory_bytes"], r["chosen"]))] if short else [])]
+    for role, rows in picks:
+        for row in rows:
+            roles.setdefault(row["id"], []).append(role)
+    return roles
+
+
+def gpu_lines(fits: "list[dict[str, Any]]", every: bool = False) -> "list[str]":
+    """The GPU rows of the text table: the chosen GPU, the smallest that fits and the largest that does not
+    (``gpu_roles``), each saying which it is, and how many more ``--gpus all`` lists; ``every``: all of them."""
+    roles = gpu_roles(fits)
+    shown = fits if every else [row for row in fits if row["id"] in roles]
+    lines = [f"{row['name']:38s} {row['memory_bytes'] / GIB:9,.2f} GiB usable  {row['status']:>5s}  "
+             f"headroom {row['headroom_bytes'] / GIB:10,.2f} GiB" + (f"  ({', '.join(roles[row['id']])})"
+                                                                    if row["id"] in roles else "")
+             for row in shown]
+    hidden = len(fits) - len(shown)
+    return lines + ([f"{plural(hidden, 'more GPU')}: --gpus all lists every one."] if hidden else [])
+
+
+def table(result: Estimate, answers: "dict[str, Any] | None" = None, gpu: str = "", every_gpu: bool = False) -> str:
+    """A readable text table in GiB (2**30 bytes); ``every_gpu``: every catalog GPU's fit, not three."""
     total = result.total_bytes
     lines = [f"Model: {result.model.name}  ({result.params_total:,} parameters)",
              f"Peak during: {result.peak_moment} ({result.setup.precision})", "",
@@ -247,9 +276,7 @@ def table(result: Estimate, answers: "dict[str, Any] | None" = None, gpu: str = 
     lines += list(summary(result).values()) + [UNIT_NOTE]
     lines += [f"note: {w}" for w in result.warnings]
     lines.append("")
-    for fit in gpu_fits(total, gpu, result.refused):
-        lines.append(f"{fit['name']:38s} {fit['memory_bytes'] / GIB:9,.2f} GiB usable  {fit['status']:>5s}  "
-                     f"headroom {fit['headroom_bytes'] / GIB:10,.2f} GiB")
+    lines += gpu_lines(gpu_fits(total, gpu, result.refused), every_gpu)
     if answers:
         lines.append("")
         lines += [f"{row['label']:32s} {row['text']}" for row in display_answers(result, answers)]
