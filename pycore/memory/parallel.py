@@ -17,7 +17,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from pycore.base.errors import InputError
-from pycore.model.architecture import count_parameters, is_dense_layer, layer_params
+from pycore.model.architecture import count_parameters, layer_params
+from pycore.model.mixers import mixer_at, mlp_at
 
 if TYPE_CHECKING:
     from pycore.inputs.schema import Values
@@ -130,8 +131,11 @@ def _place(arch: "Architecture", lay: Layout) -> "tuple[Stage, ...]":
     if arch.kind == "generic":
         return (Stage(0, 0, counts.total, 0, 0, 0, True, True, 1),)
     t, e = lay.tp, lay.ep
-    dense_layer = layer_params(arch, 0, t, e) if not arch.experts or arch.dense_layers else 0
-    moe_layer = layer_params(arch, arch.layers - 1, t, e)
+    alike: "dict[tuple[str, str], int]" = {}       # (mixer, MLP) -> one such layer's parameters on this GPU
+    for layer in range(arch.layers):
+        kind = (mixer_at(arch, layer), mlp_at(arch, layer))
+        if kind not in alike:
+            alike[kind] = layer_params(arch, layer, t, e)
     if arch.kind == "encoder-decoder":       # no pipeline split modelled: counts as one stage
         per_layer = math.ceil((counts.layers_total) / t)
         return (Stage(0, arch.layers, math.ceil(counts.total / t), math.ceil(counts.total / t), per_layer,
@@ -142,9 +146,7 @@ def _place(arch: "Architecture", lay: Layout) -> "tuple[Stage, ...]":
     first = 0
     for index in range(lay.pp):
         n = arch.layers // lay.pp + (1 if index < arch.layers % lay.pp else 0)
-        placed = []
-        for layer in range(first, first + n):
-            placed.append(dense_layer if is_dense_layer(arch, layer) else moe_layer)
+        placed = [alike[(mixer_at(arch, layer), mlp_at(arch, layer))] for layer in range(first, first + n)]
         first += n
         params = sum(placed)
         has_embedding, has_head = index == 0, index == lay.pp - 1

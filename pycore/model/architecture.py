@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Mapping
 
+from pycore.model.mixers import check_patterns, mixer_at, mixer_params, mlp_at
+
 
 @dataclass(frozen=True)
 class Architecture:
@@ -77,6 +79,30 @@ class Architecture:
     attn_softcap: bool = False      # Gemma 2: attention scores soft-capped the same way (eager attention)
     sdpa_math: bool = False         # Falcon: K/V of fewer heads and a materialised mask send SDPA to its math kernel
     rope_fp32: bool = False         # DeepSeek-V2: rotary applied through fp32 complex numbers
+    # Layers that are not all alike (hybrid and interleaved models), one letter per layer index, read from the
+    # config's own keys (layer_types, layers_block_type, moe_layers, ...): see pycore/model/mixers.py.
+    layer_pattern: str = ""         # the token mixer of each layer; "" = attention everywhere (sliding_window and
+                                    # global_every as above)
+    mlp_pattern: str = ""           # the MLP of each layer: D dense, E experts, - none; "" = dense_layers leading
+                                    # dense layers, the rest experts (or all dense)
+    dense_ffn: int = 0              # the dense layers' MLP width where it differs from ffn (Llama 4's intermediate_size_mlp)
+    attn_output_gate: bool = False  # Qwen3-Next: q_proj also outputs a sigmoid gate on the attention output
+    mlp_extra_params: int = 0       # learned activation parameters per MLP (Apertus' xIELU: alpha_p, alpha_n)
+    ssm_inner: int = 0              # Mamba / Mamba-2 inner width (mamba_expand x hidden, or mamba_d_ssm)
+    ssm_heads: int = 0              # Mamba-2 heads
+    ssm_head_dim: int = 0           # Mamba-2 head size
+    ssm_state: int = 0              # SSM state size per channel (d_state)
+    ssm_groups: int = 1             # Mamba-2 B/C groups (n_groups)
+    ssm_dt_rank: int = 0            # Mamba-1 time-step rank (Jamba)
+    ssm_dt_norms: bool = False      # Jamba: RMSNorms on dt, B and C inside its Mamba layers
+    ssm_norm: bool = True           # Mamba-2's gated RMSNorm before out_proj (Falcon-H1: mamba_rms_norm)
+    ssm_proj_bias: bool = False     # biases on the Mamba in/out projections
+    conv_kernel: int = 0            # causal convolution width of Mamba, gated DeltaNet and LFM2's short convolution
+    conv_bias: bool = False
+    linear_key_heads: int = 0       # gated DeltaNet (Qwen3-Next linear attention): key heads, value heads, sizes
+    linear_value_heads: int = 0
+    linear_key_dim: int = 0
+    linear_value_dim: int = 0
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -93,6 +119,7 @@ class Architecture:
             raise ValueError(f"experts_per_token: must be 1..experts ({self.experts}), got {self.experts_per_token}")
         if self.experts_per_token and not self.experts:
             raise ValueError("experts_per_token: needs experts > 0")
+        check_patterns(self)
 
     @property
     def dim_head(self) -> int:
@@ -163,7 +190,8 @@ def _mla_params(arch: Architecture) -> int:
 def _attention_params(arch: Architecture) -> int:
     if arch.attention == "mla":
         return _mla_params(arch)
-    weights = arch.hidden * arch.q_dim + 2 * arch.hidden * arch.kv_dim + arch.q_dim * arch.hidden
+    gate = arch.hidden * arch.q_dim if arch.attn_output_gate else 0     # Qwen3-Next: q_proj is 2x wide
+    weights = arch.hidden * arch.q_dim + gate + 2 * arch.hidden * arch.kv_dim + arch.q_dim * arch.hidden
     qk_norm = {"none": 0, "head": 2 * arch.dim_head, "full": arch.q_dim + arch.kv_dim}[arch.qk_norm]
     weights += qk_norm * arch.norm_factor            # Phi's qk_layernorm carries a bias too
     biases = (arch.q_dim + 2 * arch.kv_dim if arch.qkv_bias else 0) + (arch.hidden if arch.out_bias else 0)
@@ -174,34 +202,64 @@ def _attention_params(arch: Architecture) -> int:
 def _mlp_params(arch: Architecture, width: int) -> int:
     matrices = 3 if arch.mlp == "gated" else 2
     biases = ((2 if arch.mlp == "gated" else 1) * width + arch.hidden) if arch.mlp_bias else 0
-    return matrices * arch.hidden * width + biases
+    return matrices * arch.hidden * width + biases + arch.mlp_extra_params
 
 
 def is_dense_layer(arch: Architecture, index: int) -> bool:
-    """Whether layer ``index`` has a dense MLP: every layer of a dense model; the leading ``dense_layers``
-    of a mixture of experts (DeepSeek's first_k_dense_replace; Qwen2-MoE's read as such by hf_config)."""
-    return not arch.experts or index < arch.dense_layers
+    """Whether layer ``index`` has no routed experts: every layer of a dense model; the leading ``dense_layers``
+    of a mixture of experts (DeepSeek's first_k_dense_replace); the D and - layers of ``mlp_pattern``."""
+    return mlp_at(arch, index) != "E"
 
 
 def layer_params(arch: Architecture, index: int, tp: int = 1, ep: int = 1, active: bool = False) -> int:
     """Parameters of decoder/encoder layer ``index`` on one GPU of a tensor- and expert-parallel layout.
 
     The one place layers are counted: ``count_parameters`` (tp = ep = 1, exact against transformers) and
-    the pipeline split (``pycore.memory.parallel.stages``) both call it. Tensor parallelism splits the attention
-    and MLP matrices (Megatron's column/row parallel linears); norms, routers and Qwen2-MoE's shared-expert
-    gate are replicated; routed experts split ep ways and tp ways inside each. ``active``: only the
-    experts one token passes through (for FLOPs).
+    the pipeline split (``pycore.memory.parallel.stages``) both call it. Tensor parallelism splits the attention,
+    state-space and MLP matrices (Megatron's column/row parallel linears); norms, routers and Qwen2-MoE's
+    shared-expert gate are replicated; routed experts split ep ways and tp ways inside each. ``active``: only
+    the experts one token passes through (for FLOPs).
     """
-    attention = _attention_params(arch)
+    mixer = mixer_params(arch, mixer_at(arch, index), _attention_params(arch))
     norms = arch.norms_per_layer * arch.norm_params
-    if is_dense_layer(arch, index):
-        return -(-(attention + _mlp_params(arch, arch.ffn)) // tp) + norms
+    mlp = mlp_at(arch, index)
+    if mlp != "E":
+        dense = _mlp_params(arch, arch.dense_ffn or arch.ffn) if mlp == "D" else 0
+        return -(-(mixer + dense) // tp) + norms
     expert = _mlp_params(arch, arch.expert_ffn or arch.ffn)
     shared = _mlp_params(arch, arch.shared_width) if arch.shared_width else 0
     router = arch.hidden * arch.experts + (arch.experts if arch.router_bias else 0) + \
         (arch.hidden if arch.shared_expert_gate else 0)
     experts = arch.experts_per_token if active else arch.experts
-    return -(-attention // tp) + norms + router + -(-(experts * expert) // (ep * tp)) + -(-shared // tp)
+    return -(-mixer // tp) + norms + router + -(-(experts * expert) // (ep * tp)) + -(-shared // tp)
+
+
+def _layer_kinds(arch: Architecture) -> "dict[tuple[str, str], tuple[int, int]]":
+    """(mixer, mlp) -> (how many layers, the index of the first): layers alike are counted once."""
+    kinds: "dict[tuple[str, str], tuple[int, int]]" = {}
+    for index in range(arch.layers):
+        key = (mixer_at(arch, index), mlp_at(arch, index))
+        number, first = kinds.get(key, (0, index))
+        kinds[key] = (number + 1, first)
+    return kinds
+
+
+def _head_params(arch: Architecture) -> int:
+    """The final norm and the task head (0 for the head weight when it is tied to the embedding)."""
+    h, vocab = arch.hidden, arch.vocab
+    head = arch.norm_params if arch.kind == "decoder" else 0        # final norm
+    task = arch.task_head
+    if task in ("causal-lm", "masked-lm"):
+        if arch.mlm_head:
+            head += h * h + h + arch.norm_params + vocab             # transform dense, its norm, decoder bias
+        head_weight = 0 if arch.tied_embeddings else vocab * h
+        return head + head_weight + (vocab if arch.head_bias else 0)
+    if arch.kind == "encoder":
+        head += h * h + h                                            # BertModel's pooler (dense + tanh)
+    if task == "classification":
+        # BertForSequenceClassification's classifier has a bias; the decoders' score layer has none
+        head += h * arch.num_labels + (arch.num_labels if arch.kind == "encoder" else 0)
+    return head
 
 
 @lru_cache(maxsize=512)
@@ -221,35 +279,20 @@ def count_parameters(arch: Architecture) -> ParameterCount:
         embedding += arch.norm_params
 
     attention = _attention_params(arch)
-    norms = arch.norms_per_layer * arch.norm_params
-    dense_layer = layer_params(arch, 0) if not arch.experts or arch.dense_layers else 0
-    moe_layer = layer_params(arch, arch.layers - 1)
-    active_moe = layer_params(arch, arch.layers - 1, active=True)
-    dense_count = arch.dense_layers if arch.experts else arch.layers
-    layers_total = dense_count * dense_layer + (arch.layers - dense_count) * moe_layer
-    active_layers = dense_count * dense_layer + (arch.layers - dense_count) * active_moe
-    per_layer = moe_layer
-
-    head = arch.norm_params if arch.kind == "decoder" else 0        # final norm
-    task = arch.task_head
-    if task in ("causal-lm", "masked-lm"):
-        if arch.mlm_head:
-            head += h * h + h + arch.norm_params + vocab             # transform dense, its norm, decoder bias
-        head_weight = 0 if arch.tied_embeddings else vocab * h
-        head += head_weight + (vocab if arch.head_bias else 0)
-    else:
-        if arch.kind == "encoder":
-            head += h * h + h                                        # BertModel's pooler (dense + tanh)
-        if task == "classification":
-            # BertForSequenceClassification's classifier has a bias; the decoders' score layer has none
-            head += h * arch.num_labels + (arch.num_labels if arch.kind == "encoder" else 0)
+    norms = arch.layers * arch.norms_per_layer * arch.norm_params
+    layers_total = active_layers = mixers = 0
+    for (mixer, _), (number, first) in _layer_kinds(arch).items():
+        layers_total += number * layer_params(arch, first)
+        active_layers += number * layer_params(arch, first, active=True)
+        mixers += number * mixer_params(arch, mixer, attention)
+    head = _head_params(arch)
     total = embedding + layers_total + head
     active = embedding + active_layers + head
-    largest = max(vocab * h, h * arch.ffn, h * arch.q_dim)
-    parts = {"embedding": embedding, "attention": arch.layers * attention,
-             "mlp": layers_total - arch.layers * (attention + norms), "norms": arch.layers * norms,
+    largest = max(vocab * h, h * max(arch.ffn, arch.dense_ffn), h * arch.q_dim)
+    parts = {"embedding": embedding, "attention": mixers, "mlp": layers_total - mixers - norms, "norms": norms,
              "head": head}
-    return ParameterCount(embedding, per_layer, layers_total, head, total, active, largest, parts)
+    return ParameterCount(embedding, layer_params(arch, arch.layers - 1), layers_total, head, total, active,
+                          largest, parts)
 
 
 def _count_encoder_decoder(arch: Architecture) -> ParameterCount:

@@ -9,7 +9,7 @@ import json
 import math
 import re
 from dataclasses import replace
-from typing import Any, Callable, Mapping, NoReturn, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from pycore.base.errors import InputError
 from pycore.model.architecture import Architecture
@@ -175,8 +175,10 @@ def _bounded_int(digits: str) -> int:
     return int(digits)
 
 
-def _no_constant(name: str) -> NoReturn:
-    raise InputError("config", f"config.json is not valid JSON: {name} is not a JSON number")
+def _constant(name: str) -> float:
+    """Infinity, -Infinity and NaN as transformers reads them (Python's json.load): configs it writes carry
+    them, e.g. Mamba-2's ``"time_step_limit": [0.0, Infinity]``. A field that needs a number refuses them."""
+    return float(name)
 
 
 def parse_config_text(text: str) -> Config:
@@ -198,7 +200,7 @@ def parse_config_text(text: str) -> Config:
         raise InputError("config", f"config.json nests brackets more than {MAX_DEPTH} levels deep; a config.json "
                                    "needs 3 or 4")
     try:
-        config = json.loads(text, parse_int=_bounded_int, parse_constant=_no_constant)
+        config = json.loads(text, parse_int=_bounded_int, parse_constant=_constant)
     except json.JSONDecodeError as error:
         reason = next((plain for prefix, plain in _PLAIN_JSON_ERRORS if error.msg.startswith(prefix)), "")
         where = f"line {error.lineno} column {error.colno}"
