@@ -36,6 +36,9 @@ ENTRY_POINTS = {
         "gpus": "each GPU preset's fit for the total: {id, name, memory_bytes, headroom_bytes, status, ...}",
         "formulas": "every pool's formula row {name, key, formula, substituted, symbols, bytes, text, source, "
                     "live_at_peak} (left out by web.run(query, False))",
+        "share": "{markdown, text}: the result to paste elsewhere (report.share): the model and total, the setup, "
+                 "the framework defaults used, the breakdown in GiB with each row's share, and the fit; the page's "
+                 "Copy results copies one of them, and `python -m pycore --markdown` prints the same markdown",
     },
     "web.headline(query)": {
         "errors": "as web.run", "fallbacks": "as web.run", "result": "{total_bytes, peak_bytes}", "total": "{bytes, text, gb_text}",

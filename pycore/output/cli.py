@@ -162,6 +162,8 @@ def _main(argv: "list[str] | None" = None) -> int:
                          allow_nan=False))
     elif fmt == "csv":
         sys.stdout.write(report.to_csv(values, result, answers))
+    elif fmt == "markdown":
+        sys.stdout.write(report.share(values, result)["markdown"])     # the page's "Copy results", as is
     else:
         sys.stdout.write(report.table(result, answers, values["gpu"], every))
         if answers["precision_default"]:

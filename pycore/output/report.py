@@ -8,9 +8,11 @@ from typing import Any
 
 from pycore.answers.fit import gpu_fits
 from pycore.base.units import GIB, duration_text, format_bytes, plural, printable
+from pycore.inputs import frameworks
 from pycore.inputs.applies import applies
 from pycore.inputs.schema import FIELDS, format_value
 from pycore.memory.estimate import Estimate
+from pycore.model.catalog import gpus as gpu_catalog
 
 UNIT_NOTE = "GiB = 2^30 bytes (TiB = 2^40); GPU vendors' GB = 10^9 bytes."
 
@@ -236,10 +238,13 @@ def _rate_note(c: "dict[str, Any]") -> str:
 
 def gpu_roles(fits: "list[dict[str, Any]]") -> "dict[str, list[str]]":
     """GPU id -> what it is to the reader: the chosen GPU, the smallest GPU that fits (a tight fit counts;
-    the chosen one on a tie) and the largest that does not; a GPU can be more than one."""
+    the chosen one on a tie) and the largest that does not; a GPU can be more than one. Where vLLM would
+    refuse to start on the chosen GPU (``why``), none is called the smallest that fits."""
     roles: "dict[str, list[str]]" = {}
     chosen = [row for row in fits if row["chosen"]]
-    fitting = [row for row in fits if row["fits"]]
+    # vLLM's start-up check is judged on the chosen GPU alone (answers.fit.gpu_fit): where it would refuse,
+    # no other GPU is called the smallest that fits from its bytes.
+    fitting = [] if chosen and chosen[0]["why"] else [row for row in fits if row["fits"]]
     short = [row for row in fits if not row["fits"]]
     picks = [("chosen", chosen[:1]),
              ("smallest that fits", [min(fitting, key=lambda r: (r["memory_bytes"], not r["chosen"]))] if fitting else []),
@@ -331,3 +336,86 @@ def to_csv(values: dict[str, Any], result: Estimate, answers: dict[str, Any]) ->
     for note in result.warnings:
         write("warning", "", note, "", "")
     return out.getvalue()
+
+
+# Copy and share (issue 28): the result as people paste it into an issue, a chat or a document. The page's
+# "Copy results" button copies these very strings (web.run's ``share``); python -m pycore --markdown prints
+# the Markdown, so the two are the same for the same inputs.
+MARKDOWN_SPECIAL = "\\`*_[]<>|~#"
+
+
+def _md(text: str) -> str:
+    """Text made literal in Markdown: what could start emphasis, a link, HTML or a table cell escaped."""
+    return "".join("\\" + c if c in MARKDOWN_SPECIAL else "&amp;" if c == "&" else c for c in printable(text))
+
+
+def framework_line(values: dict[str, Any], result: Estimate) -> str:
+    """Which inputs took the framework's defaults, and what they became: "Framework defaults used (Hugging
+    Face Trainer 5.23.0): precision=bf16, optimizer_impl=fused, ..."; the inputs given are not listed."""
+    framework = frameworks.FRAMEWORKS[frameworks.framework_name(values)]
+    resolved = frameworks.apply(values)
+    situation = {**values, "kind": result.model.kind}
+    pairs = [f"precision={result.setup.precision}"] if values.get("precision") == "auto" else []
+    pairs += [f"{key}={resolved[key]}" for key, unset in frameworks.FOLLOWS.items()
+              if values.get(key, unset) == unset and applies(key, situation)]
+    if not pairs:
+        return f"Framework defaults used: none (every input {framework.name} would set was given)."
+    return f"Framework defaults used ({framework.name} {framework.version}): {', '.join(pairs)}."
+
+
+def setup_line(values: dict[str, Any], result: Estimate) -> str:
+    """The inputs that shape the estimate in one line: model, what is run, batch and lengths, precision,
+    optimizer, the layout and the GPU."""
+    serving = values.get("mode") == "infer"
+    what = f"serving ({'vLLM' if result.setup.engine == 'vllm' else 'transformers generate()'})" if serving \
+        else "training" + {"lora": " with LoRA", "qlora": " with QLoRA"}.get(values.get("method", "full"), "")
+    lengths = f"prompt {values['seq']:,} + {values['new_tokens']:,} new tokens" if serving \
+        else f"sequence {values['seq']:,} tokens"
+    optimizer = "" if serving else f", optimizer {values['optimizer']} ({result.setup.optimizer_impl})"
+    gpu = gpu_catalog()[values["gpu"]]["name"]
+    return (f"{result.model.name} ({result.params_total:,} parameters), {what}, batch {values['batch']:,}, "
+            f"{lengths}, precision {result.setup.precision}{optimizer}; {layout_text(result)} of {gpu}.")
+
+
+def fit_line(fits: "list[dict[str, Any]]") -> str:
+    """The chosen GPU's verdict with its headroom, then the smallest GPU that fits and the largest that
+    does not (``gpu_roles``)."""
+    roles = gpu_roles(fits)
+    def said(row: "dict[str, Any]") -> str:
+        return f"{row['name']} ({row['memory_text']} usable, {row['headroom_text']})"
+    chosen = next(row for row in fits if row["chosen"])
+    parts = [f"{chosen['verdict']} ({chosen['memory_text']} usable, {chosen['headroom_text']})."]
+    for role, words in (("smallest that fits", "Smallest GPU that fits"),
+                        ("largest that does not fit", "Largest that does not")):
+        row = next((row for row in fits if role in roles.get(row["id"], ())), None)
+        none = "not judged (vLLM's start-up check is made for the chosen GPU)" if chosen["why"] else "none"
+        parts.append(f"{words}: {said(row) if row else none}.")
+    return " ".join(parts)
+
+
+def _share_parts(values: dict[str, Any], result: Estimate) -> "dict[str, Any]":
+    total = format_bytes(result.total_bytes)
+    return {"title": f"{result.model.name}: {total['text']} per GPU ({total['gb_text']})",
+            "lines": [f"Setup: {setup_line(values, result)}", framework_line(values, result)],
+            "rows": [(row["label"], f"{row['bytes'] / GIB:,.2f}", f"{row['percent']:.1f}%") for row in breakdown(result)],
+            "total": f"{result.total_bytes / GIB:,.2f}",
+            "after": [f"Fit: {fit_line(gpu_fits(result.total_bytes, values['gpu'], result.refused))}",
+                      *(f"Note: {warning}" for warning in result.warnings),
+                      f"Peak moment: {result.peak_moment}. {UNIT_NOTE}"]}
+
+
+def share(values: dict[str, Any], result: Estimate) -> "dict[str, str]":
+    """The result to paste elsewhere, as ``markdown`` (a table GitHub renders) and as plain ``text``: the
+    model and total, the setup line, the framework defaults used, the breakdown in GiB with each row's
+    share of the total, and the fit."""
+    parts = _share_parts(values, result)
+    md = [f"**{_md(parts['title'])}**", "", *(f"- {_md(line)}" for line in parts["lines"]), "",
+          "| Component | GiB | Share |", "|---|--:|--:|"]
+    md += [f"| {_md(label)} | {gib_text} | {percent} |" for label, gib_text, percent in parts["rows"]]
+    md += [f"| **Total per GPU** | **{parts['total']}** | 100% |", ""] + [f"- {_md(line)}" for line in parts["after"]]
+    width = max(len("Total per GPU"), *(len(label) for label, _, _ in parts["rows"]))
+    text = [printable(parts["title"]), "", *map(printable, parts["lines"]), "",
+            f"{'Component':{width}s} {'GiB':>10s} {'Share':>7s}"]
+    text += [f"{printable(label):{width}s} {gib_text:>10s} {percent:>7s}" for label, gib_text, percent in parts["rows"]]
+    text += [f"{'Total per GPU':{width}s} {parts['total']:>10s} {'100%':>7s}", ""] + [printable(line) for line in parts["after"]]
+    return {"markdown": "\n".join(md) + "\n", "text": "\n".join(text) + "\n"}
