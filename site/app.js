@@ -16,6 +16,7 @@ const COLORS = ["#3b6fd8", "#8a5cd6", "#d6683b", "#2f9e7a", "#d6a93b", "#c2477a"
 let run = null;          // pycore.output.web.run, once Python is ready
 let headline = null;     // pycore.output.web.headline: a keystroke's total and fit, for its own frame
 let pushNext = true;     // the first keystroke of an edit makes a history entry; the rest replace it
+let shared = null;       // the result on screen to paste elsewhere, as pycore words it: {markdown, text} (report.share)
 
 const defaults = Object.fromEntries(FIELDS.map((el) => [el.dataset.key, el.value]));
 
@@ -271,6 +272,7 @@ function renderHeadline(payload) {
  * the stages and which fields apply. */
 function renderDetails(payload) {
   if (!payload.result) return;
+  shared = payload.share || null;
   const r = payload.result;
   const { totalBytes, totalText } = totalOf(payload);
   const active = r.params.active !== r.params.total ? ` (${numberText(r.params.active)} active per token)` : "";
@@ -494,6 +496,7 @@ let urlMode = null;
 
 function writeUrl() {
   clearTimeout(urlTimer);
+  urlTimer = null;
   const query = formQuery();
   const url = `${location.pathname}${query ? "?" + query : ""}`;
   if (url !== location.pathname + location.search) {
@@ -680,7 +683,7 @@ function editDone() {
 function update(historyMode) {
   if (historyMode) scheduleUrl(historyMode);
   else document.getElementById("link-field").value = location.href;
-  if (!run) { showApplies(); return; }
+  if (!run) { shared = null; showApplies(); return; }
   aheadRound++;
   const query = requestQuery();
   const payload = JSON.parse(headline(query));
@@ -733,6 +736,8 @@ document.getElementById("print").addEventListener("click", () => window.print())
 window.addEventListener("popstate", () => { fillForm(location.search); update(null); });
 
 document.getElementById("copy-link").addEventListener("click", async () => {
+  flushTyping();
+  if (urlTimer !== null) writeUrl();      // the link of the inputs on screen, not of a moment ago
   const field = document.getElementById("link-field");
   field.value = location.href;
   try {
@@ -741,6 +746,30 @@ document.getElementById("copy-link").addEventListener("click", async () => {
   } catch {
     field.select();
     statusLine.textContent = "Select the link below and copy it.";
+  }
+});
+
+// "Copy results": pycore's Markdown (or plain text) of the result on screen, made for these very inputs
+// (web.run's share; python -m pycore --markdown prints the same). A keystroke still waiting is drawn first.
+document.getElementById("copy-results").addEventListener("click", async () => {
+  flushTyping();
+  flushDetails();
+  const field = document.getElementById("share-field");
+  const plain = document.getElementById("copy-as").value === "text";
+  const text = shared && (plain ? shared.text : shared.markdown);
+  if (!text) {
+    statusLine.textContent = "No result to copy yet.";
+    return;
+  }
+  try {
+    await navigator.clipboard.writeText(text);
+    field.hidden = true;
+    statusLine.textContent = plain ? "Results copied as plain text." : "Results copied as Markdown.";
+  } catch {
+    field.value = text;
+    field.hidden = false;
+    field.select();
+    statusLine.textContent = "Select the results below and copy them.";
   }
 });
 
