@@ -60,7 +60,8 @@ def printable(text: str, limit: "int | None" = None) -> str:
     sequence), bidirectional and other format controls (U+202E, which reverses the rest of a line; U+200B),
     line separators, unassigned and private-use code points (str.isprintable: categories C and Z but the
     space)."""
-    return "".join(c if c.isprintable() else "?" for c in text[:limit])
+    text = text[:limit]
+    return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
 
 
 def parse_size(text: str) -> int:

@@ -342,11 +342,12 @@ def to_csv(values: dict[str, Any], result: Estimate, answers: dict[str, Any]) ->
 # "Copy results" button copies these very strings (web.run's ``share``); python -m pycore --markdown prints
 # the Markdown, so the two are the same for the same inputs.
 MARKDOWN_SPECIAL = "\\`*_[]<>|~#"
+_MARKDOWN_ESCAPES = str.maketrans({**{c: "\\" + c for c in MARKDOWN_SPECIAL}, "&": "&amp;"})
 
 
 def _md(text: str) -> str:
     """Text made literal in Markdown: what could start emphasis, a link, HTML or a table cell escaped."""
-    return "".join("\\" + c if c in MARKDOWN_SPECIAL else "&amp;" if c == "&" else c for c in printable(text))
+    return printable(text).translate(_MARKDOWN_ESCAPES)
 
 
 def framework_line(values: dict[str, Any], result: Estimate) -> str:
@@ -397,7 +398,8 @@ def _share_parts(values: dict[str, Any], result: Estimate) -> "dict[str, Any]":
     total = format_bytes(result.total_bytes)
     return {"title": f"{result.model.name}: {total['text']} per GPU ({total['gb_text']})",
             "lines": [f"Setup: {setup_line(values, result)}", framework_line(values, result)],
-            "rows": [(row["label"], f"{row['bytes'] / GIB:,.2f}", f"{row['percent']:.1f}%") for row in breakdown(result)],
+            "rows": [(row["label"], f"{row['bytes'] / GIB:,.2f}", f"{row['percent']:.1f}%")
+                     for row in result.as_dict(formulas=False)["breakdown"]],
             "total": f"{result.total_bytes / GIB:,.2f}",
             "after": [f"Fit: {fit_line(gpu_fits(result.total_bytes, values['gpu'], result.refused))}",
                       *(f"Note: {warning}" for warning in result.warnings),
