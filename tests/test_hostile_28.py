@@ -159,7 +159,7 @@ def test_no_payload_echoes_a_format_or_control_character(field):
             assert [s for s in strings(payload) if unsafe(s)] == [], query
 
 
-@pytest.mark.parametrize("mode", ["", "--json", "--csv"])
+@pytest.mark.parametrize("mode", ["", "--json", "--csv", "--markdown", "--gpus=all"])
 def test_no_command_line_output_echoes_a_format_or_control_character(capsys, mode):
     hostile = "gpt2" + HOSTILE
     for words in (["model=" + hostile], ["name=" + hostile, "model=gpt2", "seq=256"], [hostile + "=1"],
