@@ -142,8 +142,6 @@ def _llama(**changes):
     (_llama(vocab_size=10**8), "vocab_size: must be a whole number from 1 to 10,000,000"),
     (_llama(num_local_experts=10**6), "num_local_experts: must be a whole number from 0 to 100,000"),
     (_llama(num_key_value_heads=5), "num_key_value_heads: must divide num_attention_heads (32), got 5"),
-    (_llama(num_attention_heads=31, num_key_value_heads=31, head_dim=None),
-     "num_attention_heads: must divide hidden_size (4096)"),
     (_llama(tie_word_embeddings="yes"), "tie_word_embeddings: must be true or false, got the text 'yes'"),
     (_llama(attention_bias=1), "attention_bias: must be true or false, got 1"),
     (_llama(attention_dropout=3), "attention_dropout: must be a number from 0 to 1, got 3"),

@@ -384,13 +384,14 @@ def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[
     """vLLM's capacity as its start-up log says it, and its refusal when one request does not fit."""
     out: dict[str, Any] = {}
     capacity = result.vllm or {}
-    out["kv_cache_tokens"] = capacity.get("kv_cache_tokens")
+    attention = bool(result.kv_bytes_per_token)     # a model without attention layers has state slots only
+    out["kv_cache_tokens"] = capacity.get("kv_cache_tokens") if attention else None
     out["max_concurrency"] = round(capacity.get("max_concurrency", 0.0), 2)
     out["vllm_context"] = capacity.get("context")
     out["vllm_log"] = [
         f"Model weights took {_gib(result, 'weights')} GiB",
         f"Available KV cache memory: {_gib(result, 'kv_cache')} GiB",
-        f"GPU KV cache size: {capacity.get('kv_cache_tokens', 0):,} tokens",
+        *([f"GPU KV cache size: {capacity.get('kv_cache_tokens', 0):,} tokens"] if attention else []),
         f"Maximum concurrency for {capacity.get('context', 0):,} tokens per request: "
         f"{capacity.get('max_concurrency', 0.0):.2f}x",
     ]

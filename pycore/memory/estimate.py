@@ -22,6 +22,7 @@ from pycore.memory.serving import kv_cache_bytes, refusal, serving, vllm_capacit
 from pycore.memory.setup import Setup, quantization_of, resolve, resolve_architecture
 from pycore.memory.training import training
 from pycore.model.catalog import gpus as gpu_catalog
+from pycore.model.mixers import MIXERS, STATEFUL, layer_counts
 
 __all__ = ["Estimate", "estimate", "estimate_values", "estimate_setup", "kv_cache_bytes", "quantization_of",
            "resolve_architecture", "FieldError", "InputError"]
@@ -104,7 +105,8 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
         stages=tuple(stage_components(stages)) if stages and explain else (),
         vllm=None, warnings=tuple(_warnings(setup)))
     if not work.training and work.engine == "vllm":
-        capacity = vllm_capacity({"kv_bytes_per_token": kv_per_token, "components": record.components}, work)
+        capacity = vllm_capacity({"kv_bytes_per_token": kv_per_token, "components": record.components,
+                                  "state_bytes_per_sequence": result.get("state_bytes_per_sequence", 0)}, work)
         refused = (refusal(capacity),) if not capacity["starts"] else ()
         return replace(record, vllm=capacity, warnings=refused + record.warnings)
     return record
@@ -137,6 +139,7 @@ def _warnings(setup: Setup) -> "list[str]":
                      "activations=per-sample with act_per_sample, or pick a preset")
     if work.training and work.activation_model == "per-sample" and not work.act_per_sample:
         notes.append("activations=per-sample with act_per_sample=0 counts no activations: set act_per_sample")
+    notes += _hybrid_notes(setup)
     limit = arch.max_positions
     if limit and arch.positions != "learned":
         length = work.seq + (work.new_tokens if not work.training else 0)
@@ -148,3 +151,20 @@ def _warnings(setup: Setup) -> "list[str]":
                          f"(max_position_embeddings): rope scaling must be configured for it to work{engine}; "
                          "the memory is estimated as if it were")
     return notes
+
+
+def _hybrid_notes(setup: Setup) -> "list[str]":
+    """What is not yet modelled layer by layer in a hybrid: said, never dropped silently."""
+    arch, work = setup.arch, setup.workload
+    layers = layer_counts(arch)
+    stateful = {MIXERS[m]: n for m, n in layers.items() if m in STATEFUL}
+    if not stateful:
+        return []
+    read = ", ".join(f"{n} {kind}" for kind, n in stateful.items())
+    if work.training:
+        return [f"this hybrid's {read} layers are costed with an attention layer's saved activations: their own "
+                "(the scan's and convolution's) are not modelled or measured yet"]
+    if work.engine != "vllm":
+        return [f"this hybrid's {read} layers keep a recurrent state instead of a KV cache (counted); the "
+                "prefill working set is an attention layer's"]
+    return []

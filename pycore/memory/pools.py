@@ -76,6 +76,7 @@ class StageResult(Peak):
     params_per_gpu: int
     host_bytes: int
     kv_bytes_per_token: NotRequired[int]    # serving only
+    state_bytes_per_sequence: NotRequired[int]  # vLLM serving: a hybrid's recurrent and convolution state per request
     stages: NotRequired[list[StageSummary]]
 
 

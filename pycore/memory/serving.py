@@ -24,7 +24,10 @@ from pycore.base.units import GIB
 from pycore.memory import parallel
 from pycore.memory.model_states import stored_weights
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
+from pycore.memory.recurrent import SYMBOLS as STATE_SYMBOLS
+from pycore.memory.recurrent import has_state, state_per_sequence
 from pycore.memory.setup import Setup, Workload
+from pycore.model.mixers import layer_counts
 
 if TYPE_CHECKING:
     from pycore.model.architecture import Architecture
@@ -42,9 +45,17 @@ VLLM_NON_TORCH = 256 * 2**20
 def cached_layers(arch: "Architecture", first: int, count: int, tokens: int) -> Q:
     """Token-layers cached by layers ``first`` .. ``first + count - 1`` for a sequence of ``tokens``.
 
-    Sliding-window layers (Mistral 7B v0.1; Gemma 2 every other layer; Gemma 3 five layers in six) keep at
-    most the window; the others keep every token.
+    Sliding-window layers (Mistral 7B v0.1; Gemma 2 every other layer; Gemma 3 five layers in six) and
+    chunked-attention layers (Llama 4) keep at most the window; full-attention layers keep every token; the
+    state-space, linear-attention and convolution layers of a hybrid keep none (their state is
+    pycore.memory.recurrent's).
     """
+    if arch.layer_pattern:
+        counts = layer_counts(arch, first, count)
+        full = counts.get("A", 0) + counts.get("P", 0)
+        local = counts.get("S", 0) + counts.get("C", 0)
+        cached = sym("Lg", full) * sym("n", tokens)
+        return cached + sym("Lw", local) * sym("min(n, W)", min(tokens, arch.sliding_window)) if local else cached
     if not arch.sliding_window:
         return sym("Ls", count) * sym("n", tokens)
     if arch.global_every:
@@ -101,8 +112,10 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
     per_token = rnd(kv_values_per_token(setup.arch, work.engine, setup.layout.tp)
                     * cached_layers(setup.arch, first_layer, stage.layers, 1) * setup.policy.bytes("kv"))
     moments: "tuple[str, ...]"
+    state = state_per_sequence(setup.arch, first_layer, stage.layers, "vllm", setup.layout.tp,
+                               setup.policy.bytes("act"))
     if work.engine == "vllm":
-        pools = _vllm_pools(setup, stage, gpu, stored, per_token)
+        pools = _vllm_pools(setup, stage, gpu, stored, per_token, state)
         moments = VLLM_MOMENTS
     else:
         pools = _hf_pools(setup, stage, first_layer, stored)
@@ -110,7 +123,8 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
     peak = peak_of(pools, moments)
     return {"tokens": work.batch * work.seq, "layers": stage.layers, "stage": stage.index,
             "params_per_gpu": stage.params, "activation_terms": [], "host": [], "host_bytes": 0,
-            "kv_bytes_per_token": int(per_token.value), "pools": pools, "moments": peak["moments"],
+            "kv_bytes_per_token": int(per_token.value), "pools": pools,
+            "state_bytes_per_sequence": int(rnd(state).value) if work.engine == "vllm" else 0, "moments": peak["moments"],
             "phases": peak["phases"], "peak_moment": peak["peak_moment"], "peak_phase": peak["peak_phase"],
             "peak_bytes": peak["peak_bytes"]}
 
@@ -146,7 +160,8 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
     if work.attention == "eager":
         working = working + rnd(split(sym("a", (4 + e) * arch.heads), "t", lay.tp, None) * sym("n", prompt) * tokens)
     kv_source = "keys and values of every cached layer (transformers DynamicCache)"
-    return [_weights(setup, stored, MOMENTS),
+    state = _state_pools(setup, stage, first_layer, "hf", MOMENTS)
+    return [_weights(setup, stored, MOMENTS), *state,
             make("kv_cache_prompt", "KV cache of the prompt", prompt_cache, ("prefill",), kv_source, KV_SYMBOLS,
                  group="kv_cache"),
             make("prefill_working", "Prefill working set", working, ("prefill",),
@@ -159,9 +174,30 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
                  group="decode_working")]
 
 
-def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", stored: Q, per_token: Q) -> "list[Pool]":
+def _state_pools(setup: Setup, stage: parallel.Stage, first_layer: int, engine: str,
+                 moments: "tuple[str, ...]") -> "list[Pool]":
+    """The recurrent and convolution state of the batch's sequences in this stage's hybrid layers (none for a
+    model whose every layer is attention)."""
+    arch = setup.arch
+    if not has_state(arch):
+        return []
+    per_sequence = state_per_sequence(arch, first_layer, stage.layers, engine, setup.layout.tp,
+                                      setup.policy.bytes("act"))
+    if engine == "vllm":
+        source = ("vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator: K − 1 columns, "
+                  "model dtype (v0.11); one state slot per request")
+    else:
+        source = ("transformers 5.24 cache_utils.py LinearAttentionLayer: the whole kernel K in the model dtype, "
+                  "the recurrent state in fp32")
+    return [make("recurrent_state", "Recurrent and convolution state", sym("B", setup.workload.batch) * per_sequence,
+                 moments, source, STATE_SYMBOLS)]
+
+
+def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", stored: Q, per_token: Q,
+                state: Q) -> "list[Pool]":
     """vLLM's start-up arithmetic: requested memory minus weights, non-torch memory and the profiling
-    run's activation peak is the KV cache, in whole blocks."""
+    run's activation peak is the KV cache, in whole blocks (a hybrid's state slots come out of the same
+    pool: vllm/v1/core/kv_cache_utils.py gives attention and Mamba layers pages of one size)."""
     arch, lay, work = setup.arch, setup.layout, setup.workload
     e = setup.policy.bytes("act")
     requested = floor(sym("M", gpu["usable_bytes"]) * sym("u", work.gpu_util))
@@ -176,7 +212,7 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
         seqs = 1024 if gpu["usable_bytes"] >= 70 * GIB and "a100" not in gpu["id"] else 256
         activation = activation + sym("V", arch.output_width) * sym("seqs", seqs) * 12
     left = requested - stored - non_torch - activation
-    block = per_token * BLOCK_TOKENS
+    block = per_token * BLOCK_TOKENS if per_token.value else state     # a model with no attention: state slots
     if left.value > 0 and block.value > 0:
         kv = floor(left / block) * block
     else:
@@ -189,27 +225,34 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
         make("profile_activations", "Activation peak of the profiling run", activation, VLLM_MOMENTS, source,
              "Tb = max_batched_tokens; wf = widest intermediate per token; h = hidden; V = vocabulary; "
              "seqs = sequences sampled (max_num_seqs); 12 = three fp32 copies of the logits"),
-        make("kv_cache", "KV cache (pre-allocated blocks)", kv, VLLM_MOMENTS,
-             "vllm/v1/core/kv_cache_utils.py: whole blocks of 16 tokens",
+        make("kv_cache", "KV cache and state slots (pre-allocated)" if state.value else "KV cache (pre-allocated blocks)",
+             kv, VLLM_MOMENTS, "vllm/v1/core/kv_cache_utils.py: whole blocks of 16 tokens" +
+             ("; each request also takes one state slot per state-space layer (recurrent_state_per_request)"
+              if state.value else ""),
              "M = GPU memory; u = gpu_util; per-token bytes × 16 per block"),
     ]
 
 
 def vllm_capacity(result: "Mapping[str, Any]", work: Workload) -> "dict[str, Any]":
     """vLLM's start-up log figures: "GPU KV cache size: N tokens" and "Maximum concurrency"."""
-    per_token = result["kv_bytes_per_token"]
+    per_token, state = result["kv_bytes_per_token"], result.get("state_bytes_per_sequence", 0)
     kv = result["components"].get("kv_cache", 0)
-    blocks = kv // (per_token * BLOCK_TOKENS) if per_token else 0
+    block = per_token * BLOCK_TOKENS
+    blocks = kv // block if per_token else 0
     context = work.seq + work.new_tokens
     needed = -(-context // BLOCK_TOKENS)
     # vllm/v1/core/kv_cache_utils.py: tokens = blocks × block size; concurrency = blocks / cdiv(L, 16).
     # check_enough_kv_cache_memory (v0.11) refuses to start when one request of max_model_len needs more
-    # blocks than the cache holds, and its estimate_max_model_len names the longest that would fit.
-    return {"kv_cache_tokens": blocks * BLOCK_TOKENS, "kv_cache_blocks": blocks, "context": context,
-            "max_concurrency": blocks / needed if context else 0.0,
-            "starts": blocks >= needed and blocks > 0, "blocks_needed": needed,
-            "kv_bytes_needed": needed * BLOCK_TOKENS * per_token, "kv_bytes_available": kv,
-            "longest_max_model_len": blocks * BLOCK_TOKENS}
+    # blocks than the cache holds, and its estimate_max_model_len names the longest that would fit. A hybrid's
+    # request also takes its state slots (one per state-space layer: MambaSpec, v0.11; vLLM pads them to the
+    # attention page, which is not counted here).
+    request = needed * block + state
+    longest = (kv - state) // block * BLOCK_TOKENS if per_token and kv > state else 0
+    return {"kv_cache_tokens": blocks * BLOCK_TOKENS, "kv_cache_blocks": blocks if per_token else kv // max(state, 1),
+            "context": context, "max_concurrency": kv / request if request and context else 0.0,
+            "starts": kv >= request and kv > 0, "blocks_needed": needed, "state_bytes_per_request": state,
+            "kv_bytes_needed": request, "kv_bytes_available": kv,
+            "longest_max_model_len": longest if per_token else None}
 
 
 def refusal(capacity: "Mapping[str, Any] | None") -> str:
@@ -221,6 +264,9 @@ def refusal(capacity: "Mapping[str, Any] | None") -> str:
     if not capacity["kv_cache_blocks"]:
         return ("vLLM would refuse to start: no memory is left for the KV cache (weights, non-torch memory and "
                 "the profiling run's activations fill gpu_util of the GPU); raise gpu_util or split the model")
+    longest = capacity["longest_max_model_len"]
+    what = "KV cache and state" if capacity.get("state_bytes_per_request") else "KV cache"
     return (f"vLLM would refuse to start: one request of max_model_len {capacity['context']:,} tokens needs "
-            f"{capacity['kv_bytes_needed'] / gib:.2f} GiB of KV cache, more than the {capacity['kv_bytes_available'] / gib:.2f} "
-            f"GiB available; the longest max_model_len it would accept is {capacity['longest_max_model_len']:,}")
+            f"{capacity['kv_bytes_needed'] / gib:.2f} GiB of {what}, more than the "
+            f"{capacity['kv_bytes_available'] / gib:.2f} GiB available" +
+            (f"; the longest max_model_len it would accept is {longest:,}" if longest else ""))

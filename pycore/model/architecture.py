@@ -87,6 +87,8 @@ class Architecture:
                                     # dense layers, the rest experts (or all dense)
     dense_ffn: int = 0              # the dense layers' MLP width where it differs from ffn (Llama 4's intermediate_size_mlp)
     attn_output_gate: bool = False  # Qwen3-Next: q_proj also outputs a sigmoid gate on the attention output
+    expert_bias: bool = True        # with mlp_bias, the routed experts are biased too (gpt-oss); Nemotron-H: only
+                                    # its dense and shared-expert MLPs
     mlp_extra_params: int = 0       # learned activation parameters per MLP (Apertus' xIELU: alpha_p, alpha_n)
     ssm_inner: int = 0              # Mamba / Mamba-2 inner width (mamba_expand x hidden, or mamba_d_ssm)
     ssm_heads: int = 0              # Mamba-2 heads
@@ -199,9 +201,9 @@ def _attention_params(arch: Architecture) -> int:
     return weights + biases + sinks
 
 
-def _mlp_params(arch: Architecture, width: int) -> int:
+def _mlp_params(arch: Architecture, width: int, biased: bool = True) -> int:
     matrices = 3 if arch.mlp == "gated" else 2
-    biases = ((2 if arch.mlp == "gated" else 1) * width + arch.hidden) if arch.mlp_bias else 0
+    biases = ((2 if arch.mlp == "gated" else 1) * width + arch.hidden) if arch.mlp_bias and biased else 0
     return matrices * arch.hidden * width + biases + arch.mlp_extra_params
 
 
@@ -226,7 +228,7 @@ def layer_params(arch: Architecture, index: int, tp: int = 1, ep: int = 1, activ
     if mlp != "E":
         dense = _mlp_params(arch, arch.dense_ffn or arch.ffn) if mlp == "D" else 0
         return -(-(mixer + dense) // tp) + norms
-    expert = _mlp_params(arch, arch.expert_ffn or arch.ffn)
+    expert = _mlp_params(arch, arch.expert_ffn or arch.ffn, arch.expert_bias)
     shared = _mlp_params(arch, arch.shared_width) if arch.shared_width else 0
     router = arch.hidden * arch.experts + (arch.experts if arch.router_bias else 0) + \
         (arch.hidden if arch.shared_expert_gate else 0)

@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pycore.base.errors import InputError
 from pycore.model.architecture import Architecture
+from pycore.model.hf_layers import READERS, prepare
 
 Config = dict[str, Any]     # a parsed config.json: JSON, its values of every type
 Fields = dict[str, int]     # Architecture field -> a whole number read from the config (layers, hidden, ...)
@@ -55,13 +56,27 @@ FAMILIES: "dict[str, tuple[str, Traits]]" = {
     "phi": ("PhiForCausalLM", {**LAYERNORM_PLAIN, **BIASED, "activation": "gelu_new", "head_bias": True,
                                "norms_per_layer": 1, "parallel_block": True}),
     "starcoder2": ("Starcoder2ForCausalLM", {**LAYERNORM_PLAIN, **BIASED, "activation": "gelu_tanh"}),
+    # layers that differ by index: read by pycore/model/hf_layers.py
+    "qwen3_next": ("Qwen3NextForCausalLM", {"qk_norm": "head", "attn_output_gate": True, "shared_expert_gate": True}),
+    "granitemoehybrid": ("GraniteMoeHybridForCausalLM", {}),
+    "nemotron_h": ("NemotronHForCausalLM", {}),
+    "falcon_h1": ("FalconH1ForCausalLM", {}),
+    "mamba2": ("Mamba2ForCausalLM", {}),
+    "jamba": ("JambaForCausalLM", {}),
+    "lfm2": ("Lfm2ForCausalLM", {}),
+    "olmo3": ("Olmo3ForCausalLM", {"qk_norm": "full"}),
+    "exaone4": ("Exaone4ForCausalLM", {"qk_norm": "head"}),
+    "llama4_text": ("Llama4ForCausalLM", {}),
+    "apertus": ("ApertusForCausalLM", {}),
+    "glm4_moe": ("Glm4MoeForCausalLM", {}),
     "bert": ("BertForMaskedLM", {"kind": "encoder", "norm": "layernorm", "softmax_fp32": False, "loss_fp32": False,
                                  "mlp": "plain", "activation": "gelu", "qkv_bias": True, "out_bias": True,
                                  "mlp_bias": True, "positions": "learned", "embedding_norm": True, "mlm_head": True}),
 }
 
 # transformers' default for tie_word_embeddings where the config leaves it out (each family's config class).
-TIED_BY_DEFAULT = {"gpt2", "bert", "gpt_bigcode", "falcon", "starcoder2", "cohere", "gemma", "gemma2", "gemma3_text"}
+TIED_BY_DEFAULT = {"gpt2", "bert", "gpt_bigcode", "falcon", "starcoder2", "cohere", "gemma", "gemma2", "gemma3_text",
+                   "lfm2"}
 
 # Our field -> the config.json keys that may hold it, first match wins.
 KEYS = {
@@ -97,6 +112,10 @@ RANGES = {
     "shared_expert_ffn": (0, 10_000_000), "dense_layers": (0, 10_000), "q_lora_rank": (0, 1_000_000),
     "kv_lora_rank": (0, 1_000_000), "qk_rope_dim": (0, 100_000), "qk_nope_dim": (0, 100_000),
     "v_head_dim": (0, 100_000), "sliding_window": (0, 1_000_000_000),
+    "dense_ffn": (0, 10_000_000), "ssm_inner": (1, 10_000_000), "ssm_heads": (1, 100_000),
+    "ssm_head_dim": (1, 100_000), "ssm_state": (1, 100_000), "ssm_groups": (1, 100_000), "ssm_dt_rank": (1, 100_000),
+    "conv_kernel": (1, 1_000), "linear_key_heads": (1, 100_000), "linear_value_heads": (1, 100_000),
+    "linear_key_dim": (1, 100_000), "linear_value_dim": (1, 100_000),
 }
 STANDARD = ("layers", "hidden", "heads", "ffn", "vocab")   # what an unknown model_type needs
 
@@ -289,7 +308,7 @@ def _sparse_layers(reader: _Reader, model_type: str, layers: int, experts: int) 
         step = reader.integer("layers", ("decoder_sparse_step",), low=1) or 1
         only_dense = set(reader.integer_list("mlp_only_layers", layers))
         return sum(1 for i in range(layers) if i not in only_dense and (i + 1) % step == 0)
-    if model_type in ("deepseek_v2", "deepseek_v3"):
+    if model_type in ("deepseek_v2", "deepseek_v3", "glm4_moe"):
         return layers - min(reader.integer("dense_layers") or 0, layers)
     return layers
 
@@ -308,8 +327,9 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
     """
     if not isinstance(config, dict):
         raise InputError("config", "config.json must be a JSON object")
-    config = _text_decoder(config)
+    config = _text_decoder(config, warnings)
     family_type = _family_type(config, warnings)
+    config = prepare(family_type, config)
     hf_class, family = FAMILIES[family_type]
     reader = _Reader(config)
     fields = _read_fields(reader)
@@ -328,13 +348,22 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
         raise InputError("config", _config_words(str(error), reader.source)) from None
 
 
-def _text_decoder(config: Config) -> Config:
-    """The config itself, or the text decoder a multimodal wrapper (Gemma 3) holds in text_config."""
+_TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text"}   # a multimodal wrapper -> its text decoder
+
+
+def _text_decoder(config: Config, warnings: "list[str] | None") -> Config:
+    """A copy of the config, or of the text decoder a multimodal wrapper (Gemma 3, Llama 4) holds in
+    text_config; a vision encoder the wrapper also holds is said to be left out."""
+    if isinstance(config.get("vision_config"), dict) and warnings is not None:
+        warnings.append("This config has a vision encoder (vision_config): its weights, image tokens and "
+                        "activations are not counted yet; the estimate is the text decoder's alone.")
     text = config.get("text_config")
     if not isinstance(text, dict):
-        return config
+        return dict(config)
     inner = {**text, "tie_word_embeddings": config.get("tie_word_embeddings", text.get("tie_word_embeddings", True))}
-    inner.setdefault("model_type", "gemma3_text")
+    wrapper = config.get("model_type")
+    inner.setdefault("model_type", _TEXT_TYPES.get(wrapper, "gemma3_text") if isinstance(wrapper, str) else
+                     "gemma3_text")
     return inner
 
 
@@ -377,6 +406,8 @@ def _read_fields(reader: _Reader) -> Fields:
 def _settle_shape(family_type: str, reader: _Reader, fields: Fields) -> None:
     """The defaults a config may leave out (kv_heads, GPT-2's ffn), and the MoE fields only an MoE keeps."""
     fields.setdefault("kv_heads", fields["heads"])
+    if "head_dim" not in fields and fields["hidden"] % fields["heads"]:
+        fields["head_dim"] = fields["hidden"] // fields["heads"]  # transformers' default: hidden_size // heads
     if "ffn" not in fields:
         if family_type not in ("gpt2", "gpt_bigcode", "falcon"):
             raise InputError("config", "missing intermediate_size")
@@ -517,7 +548,7 @@ _SPECIFICS: "dict[str, Callable[[_Reader, Fields, Traits], None]]" = {
     "llama": _llama, "granite": _llama, "qwen3": _qwen3, "qwen3_moe": _qwen3, "qwen2": _qwen2,
     "qwen2_moe": _qwen2_moe, "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_neox": _gpt_neox,
     "gpt_bigcode": _gpt_bigcode, "falcon": _falcon, "phi": _phi, "starcoder2": _starcoder2, "cohere": _cohere,
-    "gpt_oss": _gpt_oss,
+    "gpt_oss": _gpt_oss, **READERS,
 }
 
 

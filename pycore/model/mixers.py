@@ -22,7 +22,7 @@ class named beside it (transformers 5.24), checked against ``sum(p.numel())`` on
 (validation/config_counts.json).
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from pycore.model.architecture import Architecture
@@ -121,5 +121,12 @@ def mixer_params(arch: "Architecture", mixer: str, attention: int) -> int:
     """Parameters of one layer's token mixer; ``attention`` is the count of one attention block."""
     if mixer in "ASC":
         return attention
-    return {"M": _mamba2, "m": _mamba1, "L": _deltanet, "V": _short_conv,
-            "P": lambda a: attention + _mamba2(a), "-": lambda a: 0}[mixer](arch)
+    if mixer == "P":
+        return attention + _mamba2(arch)
+    if mixer == "-":
+        return 0
+    return _STATEFUL_PARAMS[mixer](arch)
+
+
+_STATEFUL_PARAMS: "dict[str, Callable[[Architecture], int]]" = {"M": _mamba2, "m": _mamba1, "L": _deltanet,
+                                                                "V": _short_conv}

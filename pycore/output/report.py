@@ -148,7 +148,7 @@ def display_answers(result: Estimate, answers: dict[str, Any], host: bool = Fals
         ("max_batch", "Largest micro-batch" if "cost" in answers else "Most sequences at once",
          known("max_batch") or known("max_batch_unbounded"),
          lambda: answers.get("max_batch_unbounded") or plural(answers["max_batch"], "sequence")),
-        ("max_concurrency", "Maximum concurrency (vLLM)", known("max_concurrency") and known("kv_cache_tokens"),
+        ("max_concurrency", "Maximum concurrency (vLLM)", known("max_concurrency") and "vllm_context" in answers,
          lambda: _concurrency_text(answers)),
         ("max_seq", "Longest sequence", known("max_seq"), lambda: f"{answers['max_seq']:,} tokens at this batch"),
         ("max_context", "Longest context", known("max_context"),

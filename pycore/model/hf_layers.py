@@ -1,0 +1,265 @@
+"""Readers of the config.json keys that say which layer is which: hybrid (state-space, linear-attention,
+convolution) families and those whose attention or MLP changes from layer to layer.
+
+Each reader follows its family's configuration class in transformers 5.24 (named beside it) and writes
+``layer_pattern`` / ``mlp_pattern`` (pycore/model/mixers.py) and the mixers' sizes into ``extra``. A
+``layer_types`` entry that is not understood is refused by name, never read as attention silently.
+"""
+
+import math
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from pycore.base.errors import InputError
+
+if TYPE_CHECKING:
+    from pycore.model.hf_config import Fields, Traits, _Reader
+
+# layer_types / layers_block_type names -> mixer letters, as transformers reads them (its
+# _LEGACY_LAYER_TYPE_REMAP maps "mamba" to linear_attention and "attention" to full_attention).
+_ATTENTION_TYPES = {"full_attention": "A", "attention": "A", "sliding_attention": "S", "chunked_attention": "C"}
+
+
+def _layer_types(reader: "_Reader", key: str, layers: int, linear: str, extra: "dict[str, str]") -> str:
+    """The mixer letters of ``layer_types``-style key ``key``; ``linear`` is the family's linear_attention."""
+    names = reader.text_list(key, 10_000)
+    if names is None:
+        return ""
+    table = {**_ATTENTION_TYPES, "linear_attention": linear, "mamba": linear, **extra}
+    unknown = sorted({name for name in names if name not in table})
+    if unknown:
+        raise InputError("config", f"{key}: layer type {unknown[0][:40]!r} is not one pycore knows "
+                                   f"({', '.join(sorted(table))})")
+    if len(names) != layers:
+        raise InputError("config", f"{key}: one entry per layer ({layers}), got {len(names)}")
+    return "".join(table[name] for name in names)
+
+
+def _every(layers: int, period: int, offset: int) -> "list[bool]":
+    return [i % period == offset for i in range(layers)]
+
+
+def _mamba2_sizes(reader: "_Reader", extra: "Traits", keys: "dict[str, Sequence[str]]", inner: int) -> None:
+    """Mamba-2 sizes from a family's key names (``keys``: field -> config keys, first given wins)."""
+    for field, names in keys.items():
+        value = reader.integer(field, names)
+        if value is None:
+            raise InputError("config", f"missing {names[0]}")
+        extra[field] = value
+    extra["ssm_inner"] = inner
+
+
+def _qwen3_next(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """Qwen3NextConfig: layer_types of linear_attention (gated DeltaNet) and full_attention (gated, with
+    q/k norms); every layer's MLP sparse unless in mlp_only_layers or off the decoder_sparse_step."""
+    layers = fields["layers"]
+    extra["layer_pattern"] = _layer_types(reader, "layer_types", layers, "L", {}) or \
+        "".join("A" if (i + 1) % 4 == 0 else "L" for i in range(layers))      # its default: full every 4th
+    for field, key, default in (("linear_key_heads", "linear_num_key_heads", 16),
+                                ("linear_value_heads", "linear_num_value_heads", 32),
+                                ("linear_key_dim", "linear_key_head_dim", 128),
+                                ("linear_value_dim", "linear_value_head_dim", 128),
+                                ("conv_kernel", "linear_conv_kernel_dim", 4)):
+        extra[field] = reader.integer(field, (key,)) or default
+    if fields.get("experts"):
+        step = reader.integer("layers", ("decoder_sparse_step",), low=1) or 1
+        dense = set(reader.integer_list("mlp_only_layers", layers))
+        extra["mlp_pattern"] = "".join("D" if i in dense or (i + 1) % step else "E" for i in range(layers))
+
+
+def _granite_hybrid(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """GraniteMoeHybridConfig: layer_types of mamba (Mamba-2) and attention; every layer has the shared MLP
+    (shared_intermediate_size) and, when num_local_experts > 0, routed experts of intermediate_size."""
+    layers, hidden = fields["layers"], fields["hidden"]
+    extra["layer_pattern"] = _layer_types(reader, "layer_types", layers, "M", {}) or "M" * layers
+    expand = reader.integer("layers", ("mamba_expand",), low=1, high=64) or 2
+    _mamba2_sizes(reader, extra, {"ssm_heads": ("mamba_n_heads",), "ssm_head_dim": ("mamba_d_head",),
+                                  "ssm_state": ("mamba_d_state",), "ssm_groups": ("mamba_n_groups",),
+                                  "conv_kernel": ("mamba_d_conv",)}, expand * hidden)
+    extra.update(conv_bias=reader.flag("mamba_conv_bias", True), ssm_proj_bias=reader.flag("mamba_proj_bias", False))
+    _attention_bias(reader, extra)
+    shared = reader.integer("shared_expert_ffn", ("shared_intermediate_size",)) or 1024
+    if fields.get("experts"):
+        fields["expert_ffn"], fields["shared_expert_ffn"] = fields["ffn"], shared
+        extra["mlp_pattern"] = "E" * layers
+    else:
+        fields["ffn"] = shared
+
+
+def _nemotron_h(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """NemotronHConfig: one mixer or one MLP per block (layers_block_type, or the older
+    hybrid_override_pattern: M Mamba-2, * attention, - MLP, E experts), non-gated relu² MLPs, one norm."""
+    pattern = reader.config.get("hybrid_override_pattern")
+    names = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+    if isinstance(pattern, str) and reader.config.get("layers_block_type") is None:
+        if not pattern or set(pattern) - set(names):
+            raise InputError("config", "hybrid_override_pattern: letters M, *, - and E only")
+        reader.config["layers_block_type"] = [names[c] for c in pattern]
+    fields["layers"] = len(reader.text_list("layers_block_type", 10_000) or ()) or fields["layers"]
+    blocks = _layer_types(reader, "layers_block_type", fields["layers"], "M", {"mlp": "-", "moe": "-"})
+    types = reader.config.get("layers_block_type") or []
+    extra["layer_pattern"] = blocks
+    extra["mlp_pattern"] = "".join({"mlp": "D", "moe": "E"}.get(t, "-") for t in types)
+    heads = reader.integer("ssm_heads", ("mamba_num_heads",)) or 128
+    head_dim = reader.integer("ssm_head_dim", ("mamba_head_dim",)) or 64
+    _mamba2_sizes(reader, extra, {"ssm_state": ("ssm_state_size",), "ssm_groups": ("n_groups",),
+                                  "conv_kernel": ("conv_kernel",)}, heads * head_dim)
+    extra.update(ssm_heads=heads, ssm_head_dim=head_dim, conv_bias=reader.flag("use_conv_bias", True),
+                 ssm_proj_bias=reader.flag("mamba_proj_bias", False), mlp="plain", activation="relu2",
+                 norms_per_layer=1, mlp_bias=reader.flag("mlp_bias", False), expert_bias=False)
+    _attention_bias(reader, extra)
+    if fields.get("experts"):
+        shared = reader.integer("shared_expert_ffn", ("moe_shared_expert_intermediate_size",)) or 0
+        fields["shared_expert_ffn"] = shared * (reader.integer("shared_experts", ("n_shared_experts",)) or 1)
+        fields.pop("shared_experts", None)
+
+
+def _falcon_h1(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """FalconH1Config: attention and Mamba-2 side by side in every layer, then a gated MLP."""
+    layers, hidden = fields["layers"], fields["hidden"]
+    expand = reader.integer("layers", ("mamba_expand",), low=1, high=64) or 2
+    inner = reader.integer("ssm_inner", ("mamba_d_ssm",)) or expand * hidden
+    _mamba2_sizes(reader, extra, {"ssm_heads": ("mamba_n_heads",), "ssm_head_dim": ("mamba_d_head",),
+                                  "ssm_state": ("mamba_d_state",), "ssm_groups": ("mamba_n_groups",),
+                                  "conv_kernel": ("mamba_d_conv",)}, inner)
+    if reader.flag("mamba_proj_bias", False) != reader.flag("projectors_bias", False):
+        raise InputError("config", "mamba_proj_bias and projectors_bias: pycore counts Mamba projections "
+                                   "with both biased or neither")
+    extra.update(layer_pattern="P" * layers, conv_bias=reader.flag("mamba_conv_bias", True),
+                 ssm_proj_bias=reader.flag("mamba_proj_bias", False), ssm_norm=reader.flag("mamba_rms_norm", False),
+                 mlp_bias=reader.flag("mlp_bias", False))
+    _attention_bias(reader, extra)
+
+
+def _mamba2(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """Mamba2Config: every block a norm and a Mamba-2 mixer; no attention, no MLP."""
+    layers, hidden = fields["layers"], fields["hidden"]
+    expand = reader.integer("layers", ("expand",), low=1, high=64) or 2
+    _mamba2_sizes(reader, extra, {"ssm_heads": ("num_heads",), "ssm_head_dim": ("head_dim",),
+                                  "ssm_state": ("state_size",), "ssm_groups": ("n_groups",),
+                                  "conv_kernel": ("conv_kernel",)}, expand * hidden)
+    extra.update(layer_pattern="M" * layers, mlp_pattern="-" * layers, norms_per_layer=1,
+                 conv_bias=reader.flag("use_conv_bias", True), ssm_proj_bias=reader.flag("use_bias", False))
+
+
+def _jamba(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """JambaConfig: attention where layer % attn_layer_period == attn_layer_offset, Mamba elsewhere; experts
+    where layer % expert_layer_period == expert_layer_offset."""
+    layers, hidden = fields["layers"], fields["hidden"]
+    numbers = {key: reader.integer("layers", (key,), low=low) for key, low in
+               (("attn_layer_period", 1), ("attn_layer_offset", 0), ("expert_layer_period", 1),
+                ("expert_layer_offset", 0))}
+    defaults = {"attn_layer_period": 8, "attn_layer_offset": 4, "expert_layer_period": 2, "expert_layer_offset": 1}
+    period = {key: defaults[key] if value is None else value for key, value in numbers.items()}   # JambaConfig's
+    attention = _every(layers, period["attn_layer_period"], period["attn_layer_offset"])
+    experts = _every(layers, period["expert_layer_period"], period["expert_layer_offset"])
+    rank = reader.config.get("mamba_dt_rank", "auto")
+    expand = reader.integer("layers", ("mamba_expand",), low=1, high=64) or 2
+    extra.update(layer_pattern="".join("A" if a else "m" for a in attention),
+                 mlp_pattern="".join("E" if e and fields.get("experts") else "D" for e in experts),
+                 ssm_inner=expand * hidden, ssm_state=reader.integer("ssm_state", ("mamba_d_state",)) or 16,
+                 conv_kernel=reader.integer("conv_kernel", ("mamba_d_conv",)) or 4, ssm_dt_norms=True,
+                 ssm_dt_rank=math.ceil(hidden / 16) if rank == "auto" else
+                 reader.integer("ssm_dt_rank", ("mamba_dt_rank",)),
+                 conv_bias=reader.flag("mamba_conv_bias", True), ssm_proj_bias=reader.flag("mamba_proj_bias", False))
+
+
+def _lfm2(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """Lfm2Config: layer_types of conv (short convolution) and full_attention (or full_attn_idxs); its MLP
+    width block_auto_adjust_ff_dim'ed as Lfm2MLP does (2/3, times block_ffn_dim_multiplier, rounded up to
+    block_multiple_of)."""
+    layers = fields["layers"]
+    pattern = _layer_types(reader, "layer_types", layers, "V", {"conv": "V"})
+    if not pattern:
+        full = set(reader.integer_list("full_attn_idxs", layers)) if "full_attn_idxs" in reader.config \
+            else set(range(layers))
+        pattern = "".join("A" if i in full else "V" for i in range(layers))
+    fields["ffn"] = reader.integer("ffn", ("block_ff_dim", "intermediate_size")) or fields["ffn"]
+    if reader.flag("block_auto_adjust_ff_dim", True):
+        width = int(2 * fields["ffn"] / 3)
+        multiplier = reader.config.get("block_ffn_dim_multiplier", 1.0)
+        if multiplier is not None:
+            if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)) or not 0 < multiplier < 100:
+                raise InputError("config", "block_ffn_dim_multiplier: must be a number from 0 to 100")
+            step = reader.integer("ffn", ("block_multiple_of",), low=1) or 256
+            width = step * -(-int(multiplier * width) // step)
+        fields["ffn"] = width
+    extra.update(layer_pattern=pattern, conv_kernel=reader.integer("conv_kernel", ("conv_L_cache",)) or 3,
+                 conv_bias=reader.flag("conv_bias", False), qk_norm="head")
+
+
+def _attention_bias(reader: "_Reader", extra: "Traits") -> None:
+    biased = reader.flag("attention_bias", False)
+    extra.update(qkv_bias=biased, out_bias=biased)
+
+
+def _sliding_layers(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """OLMo 3, EXAONE 4: layer_types of sliding_attention and full_attention, sliding_window tokens."""
+    pattern = _layer_types(reader, "layer_types", fields["layers"], "A", {})
+    if pattern and "S" in pattern and fields.get("sliding_window"):
+        extra.update(layer_pattern=pattern, sliding_window=fields["sliding_window"])
+    _attention_bias(reader, extra)
+
+
+def _llama4(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """Llama4TextConfig: chunked attention on the layers with RoPE (attention_chunk_size), full attention on
+    the NoPE ones; experts on moe_layers (else every interleave_moe_layer_step-th), a shared expert of
+    intermediate_size, dense layers of intermediate_size_mlp."""
+    layers = fields["layers"]
+    chunk = reader.integer("sliding_window", ("attention_chunk_size",))
+    interval = reader.integer("layers", ("no_rope_layer_interval",), low=1) or 4
+    pattern = _layer_types(reader, "layer_types", layers, "A", {}) or \
+        "".join("A" if (i + 1) % interval == 0 or not chunk else "C" for i in range(layers))
+    step = reader.integer("layers", ("interleave_moe_layer_step",), low=1) or 1
+    moe = set(reader.integer_list("moe_layers", layers)) if reader.config.get("moe_layers") is not None \
+        else set(range(step - 1, layers, step))
+    extra.update(layer_pattern=pattern, mlp_pattern="".join("E" if i in moe else "D" for i in range(layers)))
+    if chunk and "C" in pattern:
+        extra["sliding_window"] = chunk
+    fields["dense_ffn"] = reader.integer("ffn", ("intermediate_size_mlp",)) or 16384
+    fields["shared_expert_ffn"] = fields["ffn"]
+    _attention_bias(reader, extra)
+
+
+def _apertus(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """ApertusConfig: a plain up/down MLP with xIELU (two learned scalars per MLP), q/k norms per head."""
+    extra.update(mlp="plain", mlp_extra_params=2 if reader.config.get("hidden_act", "xielu") == "xielu" else 0,
+                 qk_norm="head")
+    _attention_bias(reader, extra)
+
+
+def _glm4_moe(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """Glm4MoeConfig: first_k_dense_replace dense layers, then routed and shared experts; use_qk_norm;
+    attention_bias biases q, k and v only (o_proj has none)."""
+    if reader.flag("use_qk_norm", False):
+        extra["qk_norm"] = "head"
+    extra["qkv_bias"] = reader.flag("attention_bias", False)
+
+
+READERS: "dict[str, Callable[[_Reader, Fields, Traits], None]]" = {
+    "qwen3_next": _qwen3_next, "granitemoehybrid": _granite_hybrid, "nemotron_h": _nemotron_h,
+    "falcon_h1": _falcon_h1, "mamba2": _mamba2, "jamba": _jamba, "lfm2": _lfm2, "olmo3": _sliding_layers,
+    "exaone4": _sliding_layers, "llama4_text": _llama4, "apertus": _apertus, "glm4_moe": _glm4_moe,
+}
+
+
+def describe_layers(pattern: str, mlp_pattern: str) -> "dict[str, Any]":
+    """How many layers have each mixer and each MLP, for the answer's "read as" line."""
+    return {"mixers": {c: pattern.count(c) for c in dict.fromkeys(pattern)},
+            "mlps": {c: mlp_pattern.count(c) for c in dict.fromkeys(mlp_pattern)}}
+
+
+def prepare(family_type: str, config: "dict[str, Any]") -> "dict[str, Any]":
+    """The keys every family's reader expects, where a family leaves them to its config class: Nemotron-H's
+    layer count is its layers_block_type's length; Mamba-2 has no attention heads and no MLP (the attention
+    fields then describe nothing that is counted)."""
+    if family_type == "nemotron_h" and config.get("num_hidden_layers") is None:
+        blocks = config.get("layers_block_type", config.get("hybrid_override_pattern"))
+        if isinstance(blocks, (list, str)) and blocks:
+            config["num_hidden_layers"] = len(blocks)
+    if family_type == "mamba2":
+        config.setdefault("num_attention_heads", 1)
+        expand = config.get("expand", 2)
+        hidden = config.get("hidden_size")
+        if isinstance(expand, int) and isinstance(hidden, int) and "intermediate_size" not in config:
+            config["intermediate_size"] = expand * hidden
+    return config

@@ -1,0 +1,108 @@
+"""Hybrid and interleaved models: layers read by kind from config.json, a KV cache only in attention layers, a
+recurrent and convolution state per sequence in the others.
+
+Configs: tests/configs/families/<model_type>.json are transformers 5.24's own defaults for each family
+(``AutoConfig.for_model(model_type).to_dict()``; Qwen3-Next's default is Qwen3-Next-80B-A3B's shape), their
+parameter counts in validation/config_counts.json (validation/count_configs.py). State shapes follow
+vllm/model_executor/layers/mamba/mamba_utils.py ``MambaStateShapeCalculator`` (v0.11) and transformers 5.24
+``cache_utils.LinearAttentionLayer``; page sizes follow vllm/v1/kv_cache_interface.py.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pycore import estimate
+from pycore.model.hf_config import architecture_from_dict
+from pycore.model.mixers import layer_counts
+
+CONFIGS = Path(__file__).resolve().parent / "configs"
+FAMILIES = CONFIGS / "families"
+
+
+def _file(name: str) -> str:
+    return str(FAMILIES / f"{name}.json")
+
+
+def _arch(name: str):
+    return architecture_from_dict(json.loads((FAMILIES / f"{name}.json").read_text()))
+
+
+@pytest.mark.parametrize("name,pattern", [
+    # each family's layer_types / layers_block_type / periods, as its configuration class reads them
+    ("qwen3_next", {"L": 36, "A": 12}),             # full_attention every 4th layer
+    ("granitemoehybrid", {"M": 32}),                # GraniteMoeHybridConfig's default: all Mamba-2
+    ("nemotron_h", {"M": 1, "-": 2, "A": 1}),        # linear_attention, moe, full_attention, mlp
+    ("falcon_h1", {"P": 32}),                        # attention and Mamba-2 side by side in every layer
+    ("mamba2", {"M": 64}),
+    ("jamba", {"m": 28, "A": 4}),                    # attention where i % 8 == 4
+    ("llama4_text", {"C": 36, "A": 12}),             # NoPE full attention every 4th layer
+    ("olmo3", {"S": 24, "A": 8}),
+])
+def test_layers_are_read_by_kind(name, pattern):
+    assert layer_counts(_arch(name)) == pattern
+
+
+def test_a_kv_cache_only_in_attention_layers():
+    # Qwen3-Next-80B-A3B: 12 of its 48 layers are attention, 2 KV heads of 256, bf16:
+    # 12 layers x 2 (k and v) x 2 heads x 256 x 2 bytes per token (FullAttentionSpec.page_size_bytes / block).
+    result = estimate({"config": _file("qwen3_next"), "mode": "infer", "engine": "vllm", "seq": "4096"})
+    assert result.kv_bytes_per_token == 12 * 2 * 2 * 256 * 2
+
+
+def test_vllm_keeps_one_state_slot_per_deltanet_layer_and_request():
+    # gated_delta_net_state_shape: conv (K - 1, 2*16*128 + 32*128), temporal (32, 128, 128), model dtype (bf16)
+    per_layer = (4 - 1) * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 2
+    result = estimate({"config": _file("qwen3_next"), "mode": "infer", "engine": "vllm", "seq": "4096", "tp": "2"})
+    assert result.vllm["state_bytes_per_request"] == 36 * per_layer // 2
+    # the KV cache pool holds each request's blocks and its state slots: concurrency counts both
+    request = result.vllm["blocks_needed"] * 16 * result.kv_bytes_per_token + result.vllm["state_bytes_per_request"]
+    assert result.vllm["max_concurrency"] == pytest.approx(result.vllm["kv_bytes_available"] / request)
+
+
+def test_transformers_keeps_the_whole_kernel_and_an_fp32_state():
+    # Mamba-2 defaults: 64 layers; conv (K = 4) over 8192 + 2*8*128 channels in bf16; state 128 x 64 x 128 in fp32
+    per_sequence = 64 * (4 * (8192 + 2 * 8 * 128) * 2 + 128 * 64 * 128 * 4)
+    result = estimate({"config": _file("mamba2"), "mode": "infer", "batch": "3", "seq": "1024"})
+    assert result.components["recurrent_state"] == 3 * per_sequence
+    assert result.kv_bytes_per_token == 0
+
+
+def test_a_model_without_attention_is_sized_by_its_state_slots_in_vllm():
+    result = estimate({"config": _file("mamba2"), "mode": "infer", "engine": "vllm", "seq": "100000"})
+    state = 64 * (3 * (8192 + 2 * 8 * 128) * 2 + 128 * 64 * 128 * 2)
+    assert result.vllm["state_bytes_per_request"] == state
+    assert result.vllm["starts"]
+    assert result.vllm["max_concurrency"] == pytest.approx(result.components["kv_cache"] / state)
+    assert result.vllm["longest_max_model_len"] is None         # no KV cache: no length limit from memory
+
+
+def test_sliding_and_chunked_layers_cache_at_most_their_window():
+    # Llama 4 text defaults: 36 chunked layers of 8192 tokens, 12 full; 8 KV heads of 128, bf16
+    arch = _arch("llama4_text")
+    full = estimate({"config": _file("llama4_text"), "mode": "infer", "seq": "32768", "new_tokens": "1"})
+    per_token_layer = 2 * 8 * 128 * 2
+    assert arch.sliding_window == 8192
+    assert full.components["kv_cache"] == per_token_layer * (12 * 32768 + 36 * 8192)
+
+
+def test_hybrid_training_says_what_is_not_modelled():
+    result = estimate({"config": _file("granitemoehybrid"), "seq": "1024"})
+    assert any("32 Mamba-2 layers" in w and "not modelled" in w for w in result.warnings)
+    assert not any("Mamba" in w for w in estimate({"model": "llama-3.1-8b"}).warnings)
+
+
+def test_an_unknown_layer_type_is_refused_by_name():
+    config = json.loads((FAMILIES / "qwen3_next.json").read_text())
+    config["layer_types"][0] = "lightning_attention"
+    with pytest.raises(ValueError, match="layer_types: layer type 'lightning_attention' is not one pycore knows"):
+        architecture_from_dict(config)
+
+
+def test_a_vision_encoder_is_said_to_be_left_out():
+    warnings: "list[str]" = []
+    text = json.loads((FAMILIES / "llama4_text.json").read_text())
+    architecture_from_dict({"model_type": "llama4", "text_config": text, "vision_config": {"hidden_size": 1408}},
+                           warnings=warnings)
+    assert any("vision encoder" in w and "not counted" in w for w in warnings)
