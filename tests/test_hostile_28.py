@@ -169,3 +169,13 @@ def test_no_command_line_output_echoes_a_format_or_control_character(capsys, mod
         if mode == "--json" and out:
             out = json.dumps(json.loads(out), ensure_ascii=False)   # the escapes as the characters they are
         assert unsafe(out) == [] and unsafe(err) == [], words
+
+
+@pytest.mark.parametrize("change", [{"model_type": "llama\u202e\x1b[2J\r"}, {"_name_or_path": "x\u202ey\r"},
+                                    {"architectures": ["Llama\u2066ForCausalLM"]}, {"num_hidden_layers": "3\u202e"},
+                                    {"torch_dtype": "bf16\u202e"}])
+def test_an_imported_configs_own_text_is_echoed_safely(change):
+    config = json.loads((ROOT / "tests/configs/llama-3.1-8b.json").read_text())
+    out = json.loads(web.import_config(json.dumps({**config, **change})))
+    shown = [out.get("message", ""), out.get("error", ""), *out.get("warnings", [])]
+    assert any(shown) and [s for s in shown if unsafe(s)] == []

@@ -226,4 +226,11 @@ def fits(query: str) -> str:
 def import_config(text: str) -> str:
     """A pasted, uploaded or fetched config.json as schema inputs: its family's preset plus overrides."""
     from pycore.model.config_import import import_config as convert
-    return _dumps(convert(text))
+    out = convert(text)
+    # Its sentences can quote the config's own text (a model_type): shown safely, as every echo is. The
+    # query is the inputs themselves, parsed again by web.run.
+    for key in ("message", "error"):
+        if isinstance(out.get(key), str):
+            out[key] = printable(out[key])
+    out["warnings"] = [printable(str(w)) for w in out.get("warnings", ())]
+    return _dumps(out)
