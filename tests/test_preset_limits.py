@@ -38,11 +38,16 @@ SPOT = {
     "gpt2": (1024, "fp32"),
     # google-bert/bert-base-uncased config.json: 512, no torch_dtype (a float32 checkpoint)
     "bert-base-uncased": (512, "fp32"),
+    # allenai/Olmo-3.1-32B-Instruct config.json: 65536, "bfloat16" (tests/configs/olmo-3.1-32b-instruct.json)
+    "olmo-3.1-32b-instruct": (65536, "bf16"),
+    # meta-llama/Llama-4-Scout-17B-16E-Instruct text_config: 10485760, "bfloat16" (tests/configs/llama-4-scout-...)
+    "llama-4-scout-17b-16e-instruct": (10485760, "bf16"),
 }
 
 
 def test_every_transformer_preset_is_covered():
-    assert len(TRANSFORMERS) == 66           # 52 first-round presets + 14 for the families added in issue 10
+    # 52 first-round presets + 14 for the families added in issue 10 + 6 for the 2025-26 families of issue 29
+    assert len(TRANSFORMERS) == 72
     assert {"resnet-50", "vit-base-patch16-224"}.isdisjoint(TRANSFORMERS)
 
 

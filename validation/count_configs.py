@@ -20,27 +20,49 @@ CONFIGS = ROOT / "tests" / "configs"
 OUT = ROOT / "validation" / "config_counts.json"
 
 
+VISION = ("visual.", "vision_tower.", "vision_model.", "multi_modal_projector.")   # a multimodal model's image side
+
+
 def count(config_dict):
-    """sum(p.numel()) of the model transformers builds from a config.json's contents."""
+    """sum(p.numel()) of the model transformers builds from a config.json's contents; for a vision-language
+    config (one with vision_config), of its text decoder and head alone: the model
+    AutoModelForImageTextToText builds, less the parameters under its vision tower and projector (what pycore
+    counts today; vision_counts() gives the rest)."""
+    return _counts(config_dict)[0]
+
+
+def vision_count(config_dict):
+    return _counts(config_dict)[1]
+
+
+def _counts(config_dict):
     config_dict = dict(config_dict)
     config = transformers.AutoConfig.for_model(config_dict.pop("model_type"), **config_dict)
-    auto = transformers.AutoModelForMaskedLM if config.model_type == "bert" else transformers.AutoModelForCausalLM
+    multimodal = "vision_config" in config_dict
+    auto = transformers.AutoModelForMaskedLM if config.model_type == "bert" else \
+        transformers.AutoModelForImageTextToText if multimodal else transformers.AutoModelForCausalLM
     with torch.device("meta"):
         model = auto.from_config(config)
-    return sum(p.numel() for p in model.parameters())
+    vision = sum(p.numel() for name, p in model.named_parameters() if any(part in name for part in VISION))
+    return sum(p.numel() for p in model.parameters()) - vision, vision
 
 
 def main():
-    counts = {}
+    counts, vision = {}, {}
     for path in sorted(CONFIGS.rglob("*.json")):
         name = str(path.relative_to(CONFIGS))
-        counts[name] = count(json.loads(path.read_text()))
-        print(f"{name:36s} {counts[name]:>16,d}", flush=True)
+        counts[name], seen = _counts(json.loads(path.read_text()))
+        if seen:
+            vision[name] = seen
+        print(f"{name:36s} {counts[name]:>16,d} {seen or '':>16}", flush=True)
     OUT.write_text(json.dumps({"about": "sum(p.numel() for p in model.parameters()) of the model "
                                         "AutoModelForCausalLM.from_config builds from each tests/configs file, "
-                                        "on the meta device (validation/count_configs.py)",
+                                        "on the meta device (validation/count_configs.py); for a vision-language "
+                                        "config, AutoModelForImageTextToText's less its vision tower and "
+                                        "projector, which vision_counts holds",
                                "torch": torch.__version__, "transformers": transformers.__version__,
-                               "counts": counts}, indent=1) + "\n")
+                               "counts": counts,
+                               "vision_counts": vision}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

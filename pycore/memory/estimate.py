@@ -22,7 +22,7 @@ from pycore.memory.serving import kv_cache_bytes, refusal, serving, vllm_capacit
 from pycore.memory.setup import Setup, quantization_of, resolve, resolve_architecture
 from pycore.memory.training import training
 from pycore.model.catalog import gpus as gpu_catalog
-from pycore.model.mixers import MIXERS, STATEFUL, layer_counts
+from pycore.model.mixers import MIXERS, STATEFUL, layer_counts, layers_read
 
 __all__ = ["Estimate", "estimate", "estimate_values", "estimate_setup", "kv_cache_bytes", "quantization_of",
            "resolve_architecture", "FieldError", "InputError"]
@@ -89,7 +89,7 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
     record = Estimate(
         model=ModelInfo(arch.name, arch.kind, arch.source, arch.max_positions,
                         values["model"] if arch.name != values["model"] and arch.kind != "generic"
-                        and not values.get("config") else ""),
+                        and not values.get("config") else "", layers_read(arch)),
         params_total=setup.counts.total, params_active=setup.counts.active,
         setup=SetupInfo(named_policy(values, arch), setup.policy.weight, setup.policy.kv,
                         None if work.training else work.engine, setup.optimizer_impl if work.training else None),

@@ -25,6 +25,7 @@ class ModelInfo:
     source: str                 # where its architecture came from
     max_positions: "int | None"  # max_position_embeddings; None where unknown
     preset: str = ""            # the preset it was built from, when it is not that preset itself
+    layers_read: "tuple[tuple[str, int], ...]" = ()   # (layer kind, how many) for models whose layers differ by index
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,15 @@ _FEATURES = {
     "q_lora_rank": "the MLA query rank", "kv_lora_rank": "the MLA key/value rank",
     "qk_rope_dim": "the MLA rotary head size", "qk_nope_dim": "the MLA non-rotary head size",
     "v_head_dim": "the MLA value head size",
+    "layer_pattern": "which layers are attention, state-space or convolution", "mlp_pattern": "which layers have experts",
+    "dense_ffn": "the dense layers' MLP width", "attn_output_gate": "the attention output gate",
+    "expert_bias": "the experts' biases", "mlp_extra_params": "the activation's parameters",
+    "ssm_inner": "the Mamba inner width", "ssm_heads": "the Mamba heads", "ssm_head_dim": "the Mamba head size",
+    "ssm_state": "the Mamba state size", "ssm_groups": "the Mamba groups", "ssm_dt_rank": "the Mamba time-step rank",
+    "ssm_dt_norms": "Jamba's dt/B/C norms", "ssm_norm": "the Mamba gated norm", "ssm_proj_bias": "Mamba projection biases",
+    "conv_kernel": "the convolution width", "conv_bias": "convolution biases",
+    "linear_key_heads": "the linear-attention key heads", "linear_value_heads": "the linear-attention value heads",
+    "linear_key_dim": "the linear-attention key size", "linear_value_dim": "the linear-attention value size",
 }
 
 
@@ -84,10 +93,14 @@ def _inexpressible(arch: Architecture, preset: Architecture) -> "list[str]":
 
 def _candidates(family: str, arch: Architecture) -> "list[str]":
     """Preset ids to express an import against: the family's own first, then the others of its class."""
-    first = FAMILY_PRESETS[family]
+    first = FAMILY_PRESETS.get(family)
     others = sorted(model_id for model_id, entry in models().items()
                     if entry.get("hf_class") == arch.hf_class and model_id != first)
-    return [first] + others
+    if first is None and not others:
+        raise InputError("config", f"this {family} config is read (its count is exact) but there is no {family} "
+                                   "preset yet for the page's link to name; estimate it on the command line: "
+                                   "python -m pycore config=config.json")
+    return ([first] if first else []) + others
 
 
 def import_config(text: str) -> "dict[str, Any]":

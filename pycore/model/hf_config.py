@@ -33,6 +33,7 @@ FAMILIES: "dict[str, tuple[str, Traits]]" = {
     "llama": ("LlamaForCausalLM", {}),
     "mistral": ("MistralForCausalLM", {}),
     "qwen2": ("Qwen2ForCausalLM", {"qkv_bias": True}),
+    "qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration", {"qkv_bias": True}),   # its text decoder: Qwen2's
     "qwen3": ("Qwen3ForCausalLM", {"qk_norm": "head"}),
     "qwen3_moe": ("Qwen3MoeForCausalLM", {"qk_norm": "head"}),
     "qwen2_moe": ("Qwen2MoeForCausalLM", {"qkv_bias": True, "shared_expert_gate": True}),
@@ -127,7 +128,10 @@ FAMILY_PRESETS = {"llama": "llama-3.1-8b", "mistral": "mistral-7b-v0.1", "qwen2"
                   "bert": "bert-base-uncased", "gpt_neox": "pythia-160m", "gpt_bigcode": "starcoder",
                   "falcon": "falcon-7b", "phi": "phi-2", "starcoder2": "starcoder2-3b",
                   "qwen2_moe": "qwen1.5-moe-a2.7b", "deepseek_v2": "deepseek-v2-lite", "gpt_oss": "gpt-oss-20b",
-                  "granite": "granite-3.1-2b-base", "cohere": "c4ai-command-r-v01"}
+                  "granite": "granite-3.1-2b-base", "cohere": "c4ai-command-r-v01", "exaone4": "exaone-4.0-32b",
+                  "glm4_moe": "glm-4.5", "llama4_text": "llama-4-scout-17b-16e-instruct",
+                  "nemotron_h": "nvidia-nemotron-nano-12b-v2-base", "olmo3": "olmo-3.1-32b-instruct",
+                  "qwen2_5_vl": "qwen2.5-vl-7b-instruct"}
 LLAMA_STYLE = "llama"       # the family an unknown model_type is read as
 
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_tanh", "silu": "silu",
@@ -340,6 +344,11 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
     if isinstance(activation, str) and activation in _ACTIVATIONS and family.get("mlp") == "plain":
         extra["activation"] = _ACTIVATIONS[activation]
     tied = reader.flag("tie_word_embeddings", family_type in TIED_BY_DEFAULT)
+    mtp = reader.integer("layers", ("num_nextn_predict_layers",), low=0) or 0
+    if mtp and warnings is not None:
+        warnings.append(f"{mtp} multi-token-prediction layer{'s' if mtp > 1 else ''} (num_nextn_predict_layers) "
+                        "not counted: transformers does not build them, and vLLM loads them only for "
+                        "speculative decoding")
     _read_dropouts(reader, extra)
     numbers: Traits = fields        # the same dict, typed as keywords of any field so that ** type-checks
     try:
@@ -360,7 +369,9 @@ def _text_decoder(config: Config, warnings: "list[str] | None") -> Config:
     text = config.get("text_config")
     if not isinstance(text, dict):
         return dict(config)
-    inner = {**text, "tie_word_embeddings": config.get("tie_word_embeddings", text.get("tie_word_embeddings", True))}
+    inner = dict(text)
+    if config.get("tie_word_embeddings") is not None:    # the wrapper's word wins; else the text family's default
+        inner["tie_word_embeddings"] = config["tie_word_embeddings"]
     wrapper = config.get("model_type")
     inner.setdefault("model_type", _TEXT_TYPES.get(wrapper, "gemma3_text") if isinstance(wrapper, str) else
                      "gemma3_text")
@@ -545,7 +556,7 @@ def _gpt_oss(reader: _Reader, fields: Fields, extra: Traits) -> None:
 
 # The families not named here read nothing of their own; an unknown model_type is read as LLAMA_STYLE.
 _SPECIFICS: "dict[str, Callable[[_Reader, Fields, Traits], None]]" = {
-    "llama": _llama, "granite": _llama, "qwen3": _qwen3, "qwen3_moe": _qwen3, "qwen2": _qwen2,
+    "llama": _llama, "granite": _llama, "qwen3": _qwen3, "qwen3_moe": _qwen3, "qwen2": _qwen2, "qwen2_5_vl": _qwen2,
     "qwen2_moe": _qwen2_moe, "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_neox": _gpt_neox,
     "gpt_bigcode": _gpt_bigcode, "falcon": _falcon, "phi": _phi, "starcoder2": _starcoder2, "cohere": _cohere,
     "gpt_oss": _gpt_oss, **READERS,

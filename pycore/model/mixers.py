@@ -73,6 +73,15 @@ def layer_counts(arch: "Architecture", first: int = 0, count: "int | None" = Non
     return counts
 
 
+def layers_read(arch: "Architecture") -> "tuple[tuple[str, int], ...]":
+    """(kind in words, how many layers) of a model read layer by layer; () when every layer is alike."""
+    if not arch.layer_pattern and not arch.mlp_pattern:
+        return ()
+    mixers = [(MIXERS[letter], count) for letter, count in layer_counts(arch).items()]
+    experts = arch.mlp_pattern.count("E") if arch.mlp_pattern else 0
+    return tuple(mixers + ([("with routed experts", experts)] if experts else []))
+
+
 def mamba2_widths(arch: "Architecture") -> "tuple[int, int]":
     """Mamba-2's inner width and its convolution's channels: x, B and C (intermediate + 2 · groups · state)."""
     return arch.ssm_inner, arch.ssm_inner + 2 * arch.ssm_groups * arch.ssm_state

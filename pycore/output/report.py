@@ -271,7 +271,9 @@ def gpu_lines(fits: "list[dict[str, Any]]", every: bool = False) -> "list[str]":
 def table(result: Estimate, answers: "dict[str, Any] | None" = None, gpu: str = "", every_gpu: bool = False) -> str:
     """A readable text table in GiB (2**30 bytes); ``every_gpu``: every catalog GPU's fit, not three."""
     total = result.total_bytes
-    lines = [f"Model: {result.model.name}  ({result.params_total:,} parameters)",
+    read = ", ".join(f"{count:,} {kind}" for kind, count in result.model.layers_read)
+    lines = [f"Model: {result.model.name}  ({result.params_total:,} parameters)" +
+             (f"; layers read as {read}" if read else ""),
              f"Peak during: {result.peak_moment} ({result.setup.precision})", "",
              f"{'component':46s} {'size':>14s} {'share':>7s}"]
     for row in breakdown(result):
