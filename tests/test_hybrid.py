@@ -51,14 +51,25 @@ def test_a_kv_cache_only_in_attention_layers():
     assert result.kv_bytes_per_token == 12 * 2 * 2 * 256 * 2
 
 
-def test_vllm_keeps_one_state_slot_per_deltanet_layer_and_request():
-    # gated_delta_net_state_shape: conv (K - 1, 2*16*128 + 32*128), temporal (32, 128, 128), model dtype (bf16)
-    per_layer = (4 - 1) * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 2
-    result = estimate({"config": _file("qwen3_next"), "mode": "infer", "engine": "vllm", "seq": "4096", "tp": "2"})
-    assert result.vllm["state_bytes_per_request"] == 36 * per_layer // 2
-    # the KV cache pool holds each request's blocks and its state slots: concurrency counts both
-    request = result.vllm["blocks_needed"] * 16 * result.kv_bytes_per_token + result.vllm["state_bytes_per_request"]
-    assert result.vllm["max_concurrency"] == pytest.approx(result.vllm["kv_bytes_available"] / request)
+@pytest.mark.parametrize("tp,block", [(2, 544), (4, 272)])
+def test_vllm_pages_a_hybrid_as_its_hybrid_allocator_does(tp, block):
+    # gated_delta_net_state_shape (v0.11): conv (K - 1, (2*16*128 + 32*128) / t), temporal (32 / t, 128, 128), bf16
+    state_page = ((4 - 1) * (2 * 16 * 128 + 32 * 128) // tp + 32 * 128 * 128 // tp) * 2
+    # FullAttentionSpec: 2 (k, v) x max(1, 2 KV heads / t) x 256 x 2 bytes per token and layer
+    token_page = 2 * max(1, 2 // tp) * 256 * 2
+    # HybridAttentionMambaModelConfig: the attention block is the smallest multiple of 16 whose page holds a state
+    assert block == 16 * -(-state_page // (16 * token_page))
+    result = estimate({"config": _file("qwen3_next"), "mode": "infer", "engine": "vllm", "seq": "8192",
+                       "tp": str(tp), "gpu": "h200-141gb"})
+    capacity = result.vllm
+    assert capacity["block_tokens"] == block
+    assert capacity["state_bytes_per_request"] == 36 * state_page
+    # 12 attention + 36 DeltaNet layers: groups of 12, one attention group and three state groups sharing
+    # available // (page x 12) blocks; a request takes cdiv(8,192 + 256, block) + 3 of them.
+    blocks = capacity["kv_bytes_available"] // (block * token_page * 12)
+    assert capacity["kv_cache_blocks"] == blocks > 0
+    assert capacity["max_concurrency"] == pytest.approx(blocks / (-(-(8192 + 256) // block) + 3))
+    assert capacity["kv_cache_tokens"] == blocks // 4 * block        # "GPU KV cache size": blocks // groups x block
 
 
 def test_transformers_keeps_the_whole_kernel_and_an_fp32_state():
@@ -74,7 +85,9 @@ def test_a_model_without_attention_is_sized_by_its_state_slots_in_vllm():
     state = 64 * (3 * (8192 + 2 * 8 * 128) * 2 + 128 * 64 * 128 * 2)
     assert result.vllm["state_bytes_per_request"] == state
     assert result.vllm["starts"]
-    assert result.vllm["max_concurrency"] == pytest.approx(result.components["kv_cache"] / state)
+    # no attention: one group of every layer, one page (a layer's state) per layer and request
+    per_layer = state // 64
+    assert result.vllm["max_concurrency"] == result.components["kv_cache"] // (per_layer * 64) > 100
     assert result.vllm["longest_max_model_len"] is None         # no KV cache: no length limit from memory
 
 

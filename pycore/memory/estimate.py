@@ -106,7 +106,8 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
         vllm=None, warnings=tuple(_warnings(setup)))
     if not work.training and work.engine == "vllm":
         capacity = vllm_capacity({"kv_bytes_per_token": kv_per_token, "components": record.components,
-                                  "state_bytes_per_sequence": result.get("state_bytes_per_sequence", 0)}, work)
+                                  "state_bytes_per_sequence": result.get("state_bytes_per_sequence", 0),
+                                  "vllm_pages": result.get("vllm_pages")}, work)
         refused = (refusal(capacity),) if not capacity["starts"] else ()
         return replace(record, vllm=capacity, warnings=refused + record.warnings)
     return record

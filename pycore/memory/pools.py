@@ -77,6 +77,7 @@ class StageResult(Peak):
     host_bytes: int
     kv_bytes_per_token: NotRequired[int]    # serving only
     state_bytes_per_sequence: NotRequired[int]  # vLLM serving: a hybrid's recurrent and convolution state per request
+    vllm_pages: NotRequired["dict[str, int]"]   # vLLM serving of a hybrid: its page layout (memory.recurrent.vllm_pages)
     stages: NotRequired[list[StageSummary]]
 
 

@@ -68,3 +68,34 @@ def state_per_sequence(arch: "Architecture", first: int, count: int, engine: str
 
 def has_state(arch: "Architecture") -> bool:
     return any(letter in STATEFUL for letter in arch.layer_pattern)
+
+
+def vllm_pages(arch: "Architecture", first: int, count: int, tp: int, kv_bytes: float,
+               model_bytes: float) -> "dict[str, int] | None":
+    """How vLLM 0.11 lays out a hybrid's cache: None for a model with no state-space layers.
+
+    vllm/model_executor/models/config.py ``HybridAttentionMambaModelConfig.verify_and_update_config`` raises
+    the attention block size to the smallest multiple of 16 tokens whose page (one layer's keys and values)
+    holds one layer's state, and pads the state page to it; vllm/v1/core/kv_cache_utils.py
+    ``_get_kv_cache_groups_uniform_page_size`` groups the layers of each kind in groups of the fewest kind's
+    count (group_size), and ``get_num_blocks`` gives available // page // group_size blocks, which every
+    group shares. A request takes cdiv(max_model_len, block) blocks in each attention group and one in each
+    state group (MambaSpec: one state per request).
+    """
+    counts = layer_counts(arch, first, count)
+    stateful = sum(n for mixer, n in counts.items() if mixer in STATEFUL)
+    if not stateful:
+        return None
+    attention = sum(n for mixer, n in counts.items() if mixer in "ASCP")
+    mixer = next(m for m in counts if m in STATEFUL)
+    conv, state = _per_layer(arch, mixer, "vllm", tp)
+    state_page = int((conv + state) * model_bytes)
+    kv_heads = -(-arch.kv_heads // tp) if arch.kv_heads >= tp else 1
+    token_page = int(2 * kv_heads * arch.dim_head * kv_bytes)       # FullAttentionSpec, one layer, one token
+    if not attention:
+        return {"block_tokens": 0, "page_bytes": state_page, "group_size": stateful, "attention_groups": 0,
+                "state_groups": 1}
+    block = 16 * -(-state_page // (16 * token_page))
+    group = min(attention, stateful)
+    return {"block_tokens": max(block, 16), "page_bytes": max(block, 16) * token_page, "group_size": group,
+            "attention_groups": -(-attention // group), "state_groups": -(-stateful // group)}

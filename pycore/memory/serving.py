@@ -25,7 +25,7 @@ from pycore.memory import parallel
 from pycore.memory.model_states import stored_weights
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
 from pycore.memory.recurrent import SYMBOLS as STATE_SYMBOLS
-from pycore.memory.recurrent import has_state, state_per_sequence
+from pycore.memory.recurrent import has_state, state_per_sequence, vllm_pages
 from pycore.memory.setup import Setup, Workload
 from pycore.model.mixers import layer_counts
 
@@ -114,19 +114,25 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
     moments: "tuple[str, ...]"
     state = state_per_sequence(setup.arch, first_layer, stage.layers, "vllm", setup.layout.tp,
                                setup.policy.bytes("act"))
+    pages = vllm_pages(setup.arch, first_layer, stage.layers, setup.layout.tp, setup.policy.bytes("kv"),
+                       setup.policy.bytes("act")) if work.engine == "vllm" else None
     if work.engine == "vllm":
-        pools = _vllm_pools(setup, stage, gpu, stored, per_token, state)
+        pools = _vllm_pools(setup, stage, gpu, stored, per_token, pages)
         moments = VLLM_MOMENTS
     else:
         pools = _hf_pools(setup, stage, first_layer, stored)
         moments = MOMENTS
     peak = peak_of(pools, moments)
-    return {"tokens": work.batch * work.seq, "layers": stage.layers, "stage": stage.index,
-            "params_per_gpu": stage.params, "activation_terms": [], "host": [], "host_bytes": 0,
-            "kv_bytes_per_token": int(per_token.value), "pools": pools,
-            "state_bytes_per_sequence": int(rnd(state).value) if work.engine == "vllm" else 0, "moments": peak["moments"],
-            "phases": peak["phases"], "peak_moment": peak["peak_moment"], "peak_phase": peak["peak_phase"],
-            "peak_bytes": peak["peak_bytes"]}
+    result: StageResult = {
+        "tokens": work.batch * work.seq, "layers": stage.layers, "stage": stage.index,
+        "params_per_gpu": stage.params, "activation_terms": [], "host": [], "host_bytes": 0,
+        "kv_bytes_per_token": int(per_token.value), "pools": pools,
+        "state_bytes_per_sequence": int(rnd(state).value) if work.engine == "vllm" else 0,
+        "moments": peak["moments"], "phases": peak["phases"], "peak_moment": peak["peak_moment"],
+        "peak_phase": peak["peak_phase"], "peak_bytes": peak["peak_bytes"]}
+    if pages:
+        result["vllm_pages"] = pages
+    return result
 
 
 def _weights(setup: Setup, stored: Q, moments: "tuple[str, ...]") -> Pool:
@@ -194,7 +200,7 @@ def _state_pools(setup: Setup, stage: parallel.Stage, first_layer: int, engine: 
 
 
 def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", stored: Q, per_token: Q,
-                state: Q) -> "list[Pool]":
+                pages: "Mapping[str, int] | None") -> "list[Pool]":
     """vLLM's start-up arithmetic: requested memory minus weights, non-torch memory and the profiling
     run's activation peak is the KV cache, in whole blocks (a hybrid's state slots come out of the same
     pool: vllm/v1/core/kv_cache_utils.py gives attention and Mamba layers pages of one size)."""
@@ -212,7 +218,9 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
         seqs = 1024 if gpu["usable_bytes"] >= 70 * GIB and "a100" not in gpu["id"] else 256
         activation = activation + sym("V", arch.output_width) * sym("seqs", seqs) * 12
     left = requested - stored - non_torch - activation
-    block = per_token * BLOCK_TOKENS if per_token.value else state     # a model with no attention: state slots
+    block = per_token * BLOCK_TOKENS
+    if pages:           # a hybrid: blocks of one page per layer of a group (pycore.memory.recurrent.vllm_pages)
+        block = sym("page", pages["page_bytes"]) * sym("g", pages["group_size"])
     if left.value > 0 and block.value > 0:
         kv = floor(left / block) * block
     else:
@@ -225,11 +233,13 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
         make("profile_activations", "Activation peak of the profiling run", activation, VLLM_MOMENTS, source,
              "Tb = max_batched_tokens; wf = widest intermediate per token; h = hidden; V = vocabulary; "
              "seqs = sequences sampled (max_num_seqs); 12 = three fp32 copies of the logits"),
-        make("kv_cache", "KV cache and state slots (pre-allocated)" if state.value else "KV cache (pre-allocated blocks)",
+        make("kv_cache", "KV cache and state slots (pre-allocated)" if pages else "KV cache (pre-allocated blocks)",
              kv, VLLM_MOMENTS, "vllm/v1/core/kv_cache_utils.py: whole blocks of 16 tokens" +
-             ("; each request also takes one state slot per state-space layer (recurrent_state_per_request)"
-              if state.value else ""),
-             "M = GPU memory; u = gpu_util; per-token bytes × 16 per block"),
+             (f"; a hybrid's blocks are pages of {pages['block_tokens']} tokens of one attention layer, each "
+              "padded state-space layer's state taking one page (vllm/model_executor/models/config.py "
+              "HybridAttentionMambaModelConfig, v0.11)" if pages else ""),
+             "M = GPU memory; u = gpu_util; per-token bytes × 16 per block" +
+             ("; page = one layer's page; g = layers per group" if pages else "")),
     ]
 
 
@@ -237,6 +247,8 @@ def vllm_capacity(result: "Mapping[str, Any]", work: Workload) -> "dict[str, Any
     """vLLM's start-up log figures: "GPU KV cache size: N tokens" and "Maximum concurrency"."""
     per_token, state = result["kv_bytes_per_token"], result.get("state_bytes_per_sequence", 0)
     kv = result["components"].get("kv_cache", 0)
+    if result.get("vllm_pages"):
+        return _hybrid_capacity(result["vllm_pages"], kv, work.seq + work.new_tokens, state)
     block = per_token * BLOCK_TOKENS
     blocks = kv // block if per_token else 0
     context = work.seq + work.new_tokens
@@ -253,6 +265,23 @@ def vllm_capacity(result: "Mapping[str, Any]", work: Workload) -> "dict[str, Any
             "starts": kv >= request and kv > 0, "blocks_needed": needed, "state_bytes_per_request": state,
             "kv_bytes_needed": request, "kv_bytes_available": kv,
             "longest_max_model_len": longest if per_token else None}
+
+
+def _hybrid_capacity(pages: "Mapping[str, int]", kv: int, context: int, state: int) -> "dict[str, Any]":
+    """vLLM 0.11's figures for a hybrid (kv_cache_utils.py): blocks = available // page // group_size;
+    "GPU KV cache size" = blocks // groups × block tokens; concurrency = blocks / the blocks one request takes
+    (cdiv(max_model_len, block) in each attention group, one in each state group)."""
+    page, group, block = pages["page_bytes"], pages["group_size"], pages["block_tokens"]
+    blocks = kv // (page * group)
+    groups = pages["attention_groups"] + pages["state_groups"]
+    per_request = pages["attention_groups"] * (-(-context // block) if block else 0) + pages["state_groups"]
+    spare = blocks - pages["state_groups"]
+    longest = spare // pages["attention_groups"] * block if pages["attention_groups"] and spare > 0 else 0
+    return {"kv_cache_tokens": blocks // groups * block, "kv_cache_blocks": blocks, "context": context,
+            "max_concurrency": blocks / per_request if per_request else 0.0, "starts": blocks >= per_request > 0,
+            "blocks_needed": per_request, "state_bytes_per_request": state, "block_tokens": block,
+            "kv_bytes_needed": per_request * page * group, "kv_bytes_available": kv,
+            "longest_max_model_len": longest if block else None}
 
 
 def refusal(capacity: "Mapping[str, Any] | None") -> str:
