@@ -74,3 +74,62 @@ def test_torchtitan_published_memory_within_10_percent(label, query, theirs):
     from urllib.parse import parse_qsl
     ours = estimate(dict(parse_qsl(query))).reserved_bytes / 2**30
     assert abs(ours - theirs) <= 0.10 * theirs
+
+
+# validation/measured_pipeline.json: validation/measure_pipeline.py runs one stage of torch.distributed.pipelining's
+# Schedule1F1B on the fake process group (rank k of pp) under MemTracker; each case is one stage.
+PIPELINE = json.loads((ROOT / "validation" / "measured_pipeline.json").read_text())["cases"]
+
+
+def _stage_estimate(case):
+    return estimate(compare.measured_inputs(case["inputs"])).stages[case["stage"]]
+
+
+@pytest.mark.parametrize("case", PIPELINE, ids=lambda c: c["label"])
+def test_pipeline_stage_within_10_percent_of_measured(case):
+    estimated = _stage_estimate(case)["peak_bytes"]
+    assert abs(estimated - case["peak_bytes"]) <= 0.10 * case["peak_bytes"]
+
+
+def test_pipeline_median_error_within_3_percent():
+    errors = [abs(_stage_estimate(c)["peak_bytes"] - c["peak_bytes"]) / c["peak_bytes"] for c in PIPELINE]
+    assert statistics.median(errors) <= 0.03
+
+
+@pytest.mark.parametrize("case", PIPELINE, ids=lambda c: c["label"])
+def test_pipeline_stage_holds_the_layers_pycore_places_on_it(case):
+    # the measured stage was split as pycore.memory.parallel.stages splits the model: its weights are the same bytes
+    assert case["peak_breakdown"]["Parameter"] == _stage_estimate(case)["components"]["weights"]
+
+
+def test_pipeline_reports_the_stage_measured_most_loaded():
+    by_setup = {}
+    for case in PIPELINE:
+        by_setup.setdefault(case["label"].rsplit(" stage ", 1)[0], []).append(case)
+    for cases in by_setup.values():
+        measured_worst = max(cases, key=lambda c: c["peak_bytes"])["stage"]
+        assert estimate(compare.measured_inputs(cases[0]["inputs"])).stage == measured_worst
+
+
+def _stage_pools(inputs):
+    """Every pipeline stage's pools, first to last."""
+    from pycore.inputs import frameworks, schema
+    from pycore.memory import parallel, setup, training
+    resolved = setup.resolve(frameworks.apply(schema.parse(inputs)))
+    return [training.stage_estimate(resolved, stage)["pools"] for stage in parallel.stages(resolved.arch, resolved.layout)]
+
+
+def test_torch_pipelining_keeps_receive_buffers_and_the_last_stages_logits():
+    # validation/measured_pipeline.json: under torch.distributed.pipelining each stage keeps a receive buffer per
+    # micro-batch for what it receives (activations unless first, gradients unless last), holds its output for
+    # the micro-batches in flight, and the last stage's logits stay through its backward (PipelineStage.fwd_cache).
+    # Megatron's last stage returns the loss and allocates receive buffers as it receives
+    # (pycore.inputs.frameworks.OWN_PIPELINE): neither is added there.
+    base = {"model": "llama-3.1-8b", "precision": "bf16", "pp": "4", "microbatches": "8", "batch": "1", "seq": "4096"}
+    torchtitan, megatron = (_stage_pools({**base, "framework": name}) for name in ("torchtitan", "megatron"))
+    one = 4096 * 4096 * 2                                  # tokens × hidden in bf16
+    assert sum(p.bytes for p in torchtitan[1] if p.group == "pipeline_buffers") == (8 + 8 + 3) * one
+    assert sum(p.bytes for p in torchtitan[3] if p.group == "pipeline_buffers") == 8 * one
+    assert "backward start" in next(p for p in torchtitan[3] if p.key == "logits").moments
+    assert not [p for p in megatron[1] if p.group == "pipeline_buffers"]
+    assert "backward start" not in next(p for p in megatron[3] if p.key == "logits").moments

@@ -160,6 +160,23 @@ def fsdp_rows(path=FSDP, extra=None):
     return record, out
 
 
+PIPELINE = ROOT / "validation" / "measured_pipeline.json"
+
+
+def pipeline_rows(path=PIPELINE):
+    """validation/measure_pipeline.py's cases: each one stage of a pipeline, measured against the estimate of that
+    stage (the record's ``stages``); ``worst`` says whether the estimate reports that stage as its most loaded."""
+    record = json.loads(path.read_text())
+    out = []
+    for case in record["cases"]:
+        result = estimate(measured_inputs(case["inputs"]))
+        estimated = result.stages[case["stage"]]["peak_bytes"]
+        out.append({"label": case["label"], "stage": case["stage"], "measured": case["peak_bytes"],
+                    "estimated": estimated, "worst": result.stage == case["stage"],
+                    "error": (estimated - case["peak_bytes"]) / case["peak_bytes"]})
+    return record, out
+
+
 def summary(table):
     errors = [abs(r["error"]) for r in table]
     textbook = [abs(r["textbook_error"]) for r in table]
@@ -230,6 +247,7 @@ def markdown(record, table):
         "builder, kernels and CUDA autocast rules as measure.py. The peak is a later micro-batch's, with the",
         "first micro-batches' gradients beside its activations (pycore/memory/accumulation.py).",
     ])
+    lines += pipeline_section()
     lines += measured_section("## torchtitan's selective activation checkpointing", ROOT / "validation" / "measured_sac.json", [
         "`validation/measure_sac.py` applies torchtitan's checkpoint policy (activation_checkpoint.py@v0.2.2:",
         "`recompute=op` keeps every other matmul's output and SDPA's, `recompute=layer` checkpoints every 2nd",
@@ -293,10 +311,33 @@ def markdown(record, table):
                      f"{r['our_tokens']:,} | {100 * r['error']:+.1f}% | {r['source']} |")
     lines += [
         "",
-        "Not measured here: tensor, pipeline and expert parallelism runs (tested against Korthikanti et al.",
-        "2022 and the ZeRO paper's formulas in tests/test_parallel.py).",
+        "Not measured here: tensor and expert parallelism runs, and interleaved pipelines (tested against",
+        "Korthikanti et al. 2022 and the ZeRO paper's formulas in tests/test_parallel.py).",
     ]
     return "\n".join(lines) + "\n"
+
+
+def pipeline_section():
+    """The pipeline stages measured by validation/measure_pipeline.py, each beside the estimate of that stage."""
+    record, cases = pipeline_rows()
+    errors = [abs(r["error"]) for r in cases]
+    lines = ["", "## Pipeline parallelism (1F1B)", "",
+             "`validation/measure_pipeline.py` runs one rank of a pipeline with PyTorch's fake process group under",
+             "torch.distributed.pipelining's `Schedule1F1B` (as torchtitan runs it): transformers' Llama split as",
+             "the estimate splits it (layers evenly, the embedding on the first stage, the final norm, head and",
+             "loss on the last), one warm-up step, then MemTracker records the next. Each row is one stage, beside",
+             "the estimate of that stage; the estimate reports its most loaded stage (marked). The first stage",
+             "holds pp micro-batches' activations at once, beside the gradients it accumulates. Beyond the layers'",
+             "own activations, torch.distributed.pipelining keeps a receive buffer per micro-batch for what a stage",
+             "receives (activations unless first, gradients unless last) and each stage's output until its",
+             "backward, so the last stage's logits live through its backward; Megatron's and DeepSpeed's own",
+             "schedules are not measured and get neither (pycore/inputs/frameworks.py OWN_PIPELINE).",
+             "`Schedule1F1B` refuses fewer micro-batches than stages.",
+             f"Torch {record['torch']}, transformers {record['transformers']}; error over {len(cases)} stages: "
+             f"{100 * statistics.median(errors):.1f}% median, {100 * max(errors):.1f}% worst.", "",
+             "| case | measured GiB | estimate GiB | error | reported as the most loaded |", "|---|---:|---:|---:|---|"]
+    return lines + [f"| {r['label']} | {r['measured'] / 2**30:.3f} | {r['estimated'] / 2**30:.3f} | "
+                    f"{100 * r['error']:+.1f}% | {'yes' if r['worst'] else ''} |" for r in cases]
 
 
 def measured_section(heading, path, prose, extra=None):

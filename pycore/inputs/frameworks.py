@@ -305,6 +305,18 @@ DDP_COPIES_GRADIENTS = {"pytorch", "hf-trainer", "accelerate", "lightning", "axo
 # gradient unsharded until the last micro-batch. The others (torchtitan, PyTorch's FSDP2 default
 # set_requires_gradient_sync(True), DeepSpeed's ZeRO) reduce each micro-batch.
 NO_SYNC_UNTIL_LAST = {"hf-trainer", "accelerate", "axolotl"}
+# Frameworks that pipeline with their own schedule rather than torch.distributed.pipelining: Megatron's last stage
+# returns the loss, not the logits (GPTModel.forward, given labels, returns compute_language_model_loss(labels,
+# logits); NVIDIA/Megatron-LM megatron/core/models/gpt/gpt_model.py@60e039626 L839-841) and its p2p
+# communication allocates each receive buffer when it receives; DeepSpeed's PipelineEngine keeps its own
+# buffers. The others pipeline through torch.distributed.pipelining (torchtitan; PyTorch itself), which the
+# pipeline pools of pycore.memory.training follow (validation/measured_pipeline.json): PipelineStage allocates
+# one receive buffer per micro-batch for the activations a later stage receives and one for the gradients an
+# earlier stage receives, and keeps them (pytorch/pytorch torch/distributed/pipelining/stage.py@v2.13.0
+# _setup_forward_recv_info L2243-2274, _setup_backward_recv_info L322-333); forward_one_chunk keeps the stage's
+# output in fwd_cache until backward_one_chunk pops it (L913, L966), and Schedule1F1B holds the latest output
+# until the next forward (schedules.py L1070, L1130), so the last stage's logits live through its backward.
+OWN_PIPELINE = {"megatron", "deepspeed"}
 # Inputs whose default is "as the framework does": "auto" (None for loss_chunks) until the user sets them.
 FOLLOWS: "dict[str, str | None]" = {"optimizer_impl": "auto", "attention": "auto", "recompute": "auto",
                                     "loss_chunks": None}

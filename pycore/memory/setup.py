@@ -76,6 +76,7 @@ class Setup:
     cuda_modules: str = "lazy"          # CUDA_MODULE_LOADING (pycore.memory.device)
     ddp_buckets: bool = False           # data parallelism through torch DDP's gradient buckets (frameworks)
     sync_every_microbatch: bool = True  # grad_sync: reduce each micro-batch, or only the last (no_sync)
+    torch_pipelining: bool = False      # pp > 1 through torch.distributed.pipelining (frameworks.OWN_PIPELINE)
 
 
 def resolve_architecture(values: "Values") -> Architecture:
@@ -196,4 +197,5 @@ def resolve(values: "Values") -> Setup:
                  values["overhead"], values.get("expandable_segments", "no"),
                  values.get("cuda_modules", "lazy"),
                  frameworks.framework_name(values) in frameworks.DDP_COPIES_GRADIENTS,
-                 _syncs_every_microbatch(values))
+                 _syncs_every_microbatch(values),
+                 layout.pp > 1 and frameworks.framework_name(values) not in frameworks.OWN_PIPELINE)

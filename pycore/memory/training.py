@@ -72,6 +72,7 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken
         pools += _loss_pools(setup, tokens)
     pools += _gradient_buffers(setup, stage, states.grad_bytes)
     pools += _weight_copies(setup, stage)
+    pools += _pipeline_buffers(setup, stage, tokens)
     per_microbatch, once = (GENERIC_MOMENTS[:2], GENERIC_MOMENTS[2:]) if generic else (MOMENTS[:-1], MOMENTS[-1:])
     if generic:
         pools = [_generic_moments(p) for p in pools]
@@ -118,8 +119,40 @@ def _later_activations(setup: Setup, stage: parallel.Stage, tokens: int,
     fewer = accumulation.in_flight_later(stage.in_flight, setup.layout.microbatches)
     if fewer == stage.in_flight or setup.arch.kind == "generic":
         return None
-    saved = [p for p in _activations(setup, replace(stage, in_flight=fewer), tokens, per_token) if p.key == "activations"]
+    fewer_stage = replace(stage, in_flight=fewer)
+    saved = [p for p in _activations(setup, fewer_stage, tokens, per_token) + _pipeline_buffers(setup, fewer_stage, tokens)
+             if p.key in ("activations", "stage_output")]
     return [replace(p, label=f"{p.label}, {fewer:g} micro-batches in flight") for p in saved]
+
+
+def _pipeline_buffers(setup: Setup, stage: parallel.Stage, tokens: int) -> "list[Pool]":
+    """What torch.distributed.pipelining holds beside the layers' own activations (pycore.inputs.frameworks
+    .OWN_PIPELINE; validation/measured_pipeline.json): a receive buffer per micro-batch for the activations a
+    later stage receives and for the gradients an earlier stage receives, allocated once and kept; and the
+    stage's output, kept for backward while its micro-batch is in flight. Each is tokens × hidden in the
+    residual stream's dtype (the weights'). Where a later stage's first layer saves its input tensor itself
+    (fp32: its norm's fp32 input; full recompute: the checkpoint's input), that is a receive buffer already
+    counted among the activations: there the output held and that input cancel, and the last stage counts
+    one buffer twice."""
+    lay = setup.layout
+    if not setup.torch_pipelining or setup.arch.kind == "generic":
+        return []
+    e = setup.policy.bytes("weight")
+    hidden = split(sym("T", tokens), "t", lay.tp if lay.sp else 1) * sym("h", setup.arch.hidden) * num(e)
+    directions = (not stage.has_embedding) + (not stage.has_head)
+    pools = [make("pipeline_receive_buffers", "Pipeline receive buffers (activations and gradients)",
+                  hidden * sym("n", lay.microbatches) * sym("r", directions), STATIC,
+                  "torch.distributed.pipelining PipelineStage: one receive buffer per micro-batch, kept",
+                  "T = tokens per micro-batch; t = tensor-parallel degree (sequence parallel); h = hidden size; "
+                  "n = micro-batches; r = directions received (activations unless first, gradients unless last)",
+                  group="pipeline_buffers")]
+    input_is_buffer = not stage.has_embedding and (e == 4 or setup.workload.recompute == "full")
+    if not stage.has_head and not input_is_buffer:
+        pools.append(make("stage_output", "Stage output held for backward", hidden * sym("m", stage.in_flight), SAVED,
+                          "torch.distributed.pipelining PipelineStage.fwd_cache: the output until its backward",
+                          "T = tokens per micro-batch; h = hidden size; m = micro-batches in flight",
+                          group="pipeline_buffers"))
+    return pools
 
 
 def _whole_model_activations(setup: Setup, stage: parallel.Stage, tokens: int) -> Pool:
@@ -254,8 +287,16 @@ def _loss_pools(setup: Setup, tokens: int) -> "list[Pool]":
     symbols = "V = vocabulary; t = tensor-parallel degree; T = tokens per micro-batch on this GPU; " \
               "c = loss chunks"
     source = "transformers ForCausalLMLoss: logits.float() then cross_entropy (log_softmax saved for backward)"
-    pools = [make("logits", f"Logits ({dtype_name(logits_bytes)})", vocab_tokens * num(logits_bytes), ("forward end",),
-                  source, symbols, group="logits_and_loss"),
+    logits_moments: "tuple[str, ...]" = ("forward end",)
+    logits_source = source
+    if setup.torch_pipelining:
+        # torch.distributed.pipelining keeps the last stage's output, the logits, until that micro-batch's
+        # backward is done (pycore.inputs.frameworks.OWN_PIPELINE; validation/measured_pipeline.json)
+        logits_moments = MOMENTS[:-1]
+        logits_source = source + "; a pipeline's last stage keeps its output (the logits) through its backward " \
+                                 "(torch.distributed.pipelining PipelineStage.fwd_cache)"
+    pools = [make("logits", f"Logits ({dtype_name(logits_bytes)})", vocab_tokens * num(logits_bytes), logits_moments,
+                  logits_source, symbols, group="logits_and_loss"),
              make("log_softmax", f"Log-softmax saved for backward ({dtype_name(loss_bytes)})",
                   vocab_tokens * num(loss_bytes), ("forward end", "backward start"), source, symbols,
                   group="logits_and_loss")]
