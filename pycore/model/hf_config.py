@@ -131,7 +131,7 @@ FAMILY_PRESETS = {"llama": "llama-3.1-8b", "mistral": "mistral-7b-v0.1", "qwen2"
                   "granite": "granite-3.1-2b-base", "cohere": "c4ai-command-r-v01", "exaone4": "exaone-4.0-32b",
                   "glm4_moe": "glm-4.5", "llama4_text": "llama-4-scout-17b-16e-instruct",
                   "nemotron_h": "nvidia-nemotron-nano-12b-v2-base", "olmo3": "olmo-3.1-32b-instruct",
-                  "qwen2_5_vl": "qwen2.5-vl-7b-instruct"}
+                  "qwen2_5_vl": "qwen2.5-vl-7b-instruct", "qwen3_next": "qwen3-next-80b-a3b-instruct"}
 LLAMA_STYLE = "llama"       # the family an unknown model_type is read as
 
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_tanh", "silu": "silu",

@@ -52,8 +52,9 @@ def _qwen3_next(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
     """Qwen3NextConfig: layer_types of linear_attention (gated DeltaNet) and full_attention (gated, with
     q/k norms); every layer's MLP sparse unless in mlp_only_layers or off the decoder_sparse_step."""
     layers = fields["layers"]
+    interval = reader.integer("layers", ("full_attention_interval",), low=1) or 4
     extra["layer_pattern"] = _layer_types(reader, "layer_types", layers, "L", {}) or \
-        "".join("A" if (i + 1) % 4 == 0 else "L" for i in range(layers))      # its default: full every 4th
+        "".join("L" if (i + 1) % interval else "A" for i in range(layers))   # Qwen3NextConfig.__post_init__
     for field, key, default in (("linear_key_heads", "linear_num_key_heads", 16),
                                 ("linear_value_heads", "linear_num_value_heads", 32),
                                 ("linear_key_dim", "linear_key_head_dim", 128),
