@@ -10,10 +10,14 @@ vllm/model_executor/layers/mamba/mamba_utils.py ``MambaStateShapeCalculator`` (v
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from pycore import estimate
+from pycore.memory.recurrent import vllm_pages
+from pycore.memory.serving import vllm_capacity
+from pycore.model import catalog
 from pycore.model.hf_config import architecture_from_dict
 from pycore.model.mixers import layer_counts
 
@@ -119,3 +123,20 @@ def test_a_vision_encoder_is_said_to_be_left_out():
     architecture_from_dict({"model_type": "llama4", "text_config": text, "vision_config": {"hidden_size": 1408}},
                            warnings=warnings)
     assert any("vision encoder" in w and "not counted" in w for w in warnings)
+
+
+def test_a_published_qwen3_next_start_up_log_is_reproduced_by_the_page_layout():
+    # github.com/vllm-project/vllm/issues/26646 (Qwen3-Next, kv_cache_dtype fp8, vLLM 0.11):
+    #   "GPU KV cache size: 90,048 tokens" and "Maximum concurrency for 215,040 tokens per request: 1.66x".
+    # With an fp8 KV cache and a bf16 state the attention block is 1,072 tokens (at tp 1 and 2 alike), the 48 layers
+    # form 4 groups, and a request takes cdiv(215,040, 1,072) + 3 = 204 blocks: 339 blocks give both lines.
+    result = estimate({"model": "qwen3-next-80b-a3b", "mode": "infer", "engine": "vllm", "tp": "2", "kv_dtype": "fp8",
+                       "seq": "215040", "new_tokens": "0", "gpu": "h200-141gb"})
+    pages = vllm_pages(catalog.architecture("qwen3-next-80b-a3b"), 0, 48, 2, 1, 2)
+    assert result.vllm["block_tokens"] == pages["block_tokens"] == 1072
+    logged = vllm_capacity({"kv_bytes_per_token": result.kv_bytes_per_token, "vllm_pages": pages,
+                                    "components": {"kv_cache": 339 * pages["page_bytes"] * pages["group_size"]},
+                                    "state_bytes_per_sequence": result.vllm["state_bytes_per_request"]},
+                           SimpleNamespace(seq=215_040, new_tokens=0))
+    assert logged["kv_cache_tokens"] == 90_048
+    assert f"{logged['max_concurrency']:.2f}" == "1.66"
