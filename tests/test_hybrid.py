@@ -140,3 +140,13 @@ def test_a_published_qwen3_next_start_up_log_is_reproduced_by_the_page_layout():
                            SimpleNamespace(seq=215_040, new_tokens=0))
     assert logged["kv_cache_tokens"] == 90_048
     assert f"{logged['max_concurrency']:.2f}" == "1.66"
+
+
+def test_the_answer_says_which_layers_were_read_as_which_kind():
+    from pycore.output.report import summary
+    result = estimate({"model": "qwen3-next-80b-a3b", "mode": "infer"})
+    assert result.model.layers_read == (("gated DeltaNet (linear attention)", 36), ("full attention", 12),
+                                        ("with routed experts", 48))
+    assert "Layers read as 36 gated DeltaNet (linear attention), 12 full attention" in summary(result)["model"]
+    # an alias names the preset itself, not a "closest preset"
+    assert result.model.preset == "" and estimate({"model": "llama-3.1-8b"}).model.layers_read == ()

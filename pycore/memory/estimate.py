@@ -22,6 +22,7 @@ from pycore.memory.serving import kv_cache_bytes, refusal, serving, vllm_capacit
 from pycore.memory.setup import Setup, quantization_of, resolve, resolve_architecture
 from pycore.memory.training import training
 from pycore.model.catalog import gpus as gpu_catalog
+from pycore.model.catalog import model_aliases
 from pycore.model.mixers import MIXERS, STATEFUL, layer_counts, layers_read
 
 __all__ = ["Estimate", "estimate", "estimate_values", "estimate_setup", "kv_cache_bytes", "quantization_of",
@@ -88,8 +89,7 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
     kv_per_token = result.get("kv_bytes_per_token")
     record = Estimate(
         model=ModelInfo(arch.name, arch.kind, arch.source, arch.max_positions,
-                        values["model"] if arch.name != values["model"] and arch.kind != "generic"
-                        and not values.get("config") else "", layers_read(arch)),
+                        _preset_named(values, arch.name) if arch.kind != "generic" else "", layers_read(arch)),
         params_total=setup.counts.total, params_active=setup.counts.active,
         setup=SetupInfo(named_policy(values, arch), setup.policy.weight, setup.policy.kv,
                         None if work.training else work.engine, setup.optimizer_impl if work.training else None),
@@ -169,3 +169,12 @@ def _hybrid_notes(setup: Setup) -> "list[str]":
         return [f"this hybrid's {read} layers keep a recurrent state instead of a KV cache (counted); the "
                 "prefill working set is an attention layer's"]
     return []
+
+
+def _preset_named(values: "Values", name: str) -> str:
+    """The preset a model was built from when it is not that preset itself (overrides, a display name); ""
+    for the preset under its id or an alias, a config, or a generic network."""
+    if values.get("config"):
+        return ""
+    preset = model_aliases().get(str(values["model"]).lower(), "")
+    return preset if preset and name != preset else ""

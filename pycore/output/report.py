@@ -78,10 +78,12 @@ def summary(result: Estimate) -> dict[str, Any]:
                                             ("optimizer kernel", setup.optimizer_impl),
                                             ("engine", setup.engine)) if v)
     nccl = any(pool.key == "nccl_buffers" for pool in result.breakdown)
+    read = ", ".join(f"{count:,} {kind}" for kind, count in result.model.layers_read)
     return {"peak": f"Peak tensors {peak} (moment: {result.peak_moment}), plus {overhead} the GPU shows beyond "
                     f"them (allocator cache, CUDA context{', NCCL' if nccl else ''}).",
             "model": f"{result.model.name}: {result.params_total:,} parameters; {how}."
-                     + (f" Closest preset: {result.model.preset}." if result.model.preset else ""),
+                     + (f" Closest preset: {result.model.preset}." if result.model.preset else "")
+                     + (f" Layers read as {read}." if read else ""),
             "views": f"max_memory_allocated {peak}; max_memory_reserved "
                      f"{format_bytes(result.reserved_bytes)['text']}; nvidia-smi "
                      f"{format_bytes(result.total_bytes)['text']}.",
@@ -271,9 +273,7 @@ def gpu_lines(fits: "list[dict[str, Any]]", every: bool = False) -> "list[str]":
 def table(result: Estimate, answers: "dict[str, Any] | None" = None, gpu: str = "", every_gpu: bool = False) -> str:
     """A readable text table in GiB (2**30 bytes); ``every_gpu``: every catalog GPU's fit, not three."""
     total = result.total_bytes
-    read = ", ".join(f"{count:,} {kind}" for kind, count in result.model.layers_read)
-    lines = [f"Model: {result.model.name}  ({result.params_total:,} parameters)" +
-             (f"; layers read as {read}" if read else ""),
+    lines = [f"Model: {result.model.name}  ({result.params_total:,} parameters)",
              f"Peak during: {result.peak_moment} ({result.setup.precision})", "",
              f"{'component':46s} {'size':>14s} {'share':>7s}"]
     for row in breakdown(result):
