@@ -19,6 +19,7 @@ from pycore.memory.precision import policy as precision_policy
 from pycore.model.architecture import ARCH_FIELDS, Architecture, ParameterCount, count_parameters, with_overrides
 from pycore.model.catalog import architecture as preset_architecture
 from pycore.model.catalog import gpus as gpu_catalog
+from pycore.model.catalog import hub_id
 from pycore.model.hf_config import architecture_from_file
 
 if TYPE_CHECKING:
@@ -108,8 +109,19 @@ def _named_architecture(model: str, params: int, layers: int, hidden: int, heads
     try:
         arch = preset_architecture(model)
     except KeyError:
-        raise FieldError("model", f"unknown preset {model[:40]!r}; see python -m pycore models") from None
+        raise FieldError("model", unknown_model(model)) from None
     return _with_overrides(arch, dict(overrides))
+
+
+def unknown_model(model: str) -> str:
+    """Why a model name is refused, and for a hub id no preset has, how to estimate it all the same: from its
+    config.json, a file on the command line (config= reads files; links never do), fetched on the page."""
+    hub = hub_id(model)
+    if hub is None:
+        return f"unknown preset {model[:40]!r}; see python -m pycore models"
+    return (f"no preset has the hub id {hub!r} (python -m pycore models lists the presets): estimate it from its "
+            f"config.json instead: on the command line, download https://huggingface.co/{hub}/resolve/main/config.json "
+            "and give config=PATH; on the page, fetch it from the hub")
 
 
 def _with_overrides(arch: Architecture, values: "Values") -> Architecture:
