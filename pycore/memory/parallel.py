@@ -141,6 +141,7 @@ def _place(arch: "Architecture", lay: Layout) -> "tuple[Stage, ...]":
         return (Stage(0, arch.layers, math.ceil(counts.total / t), math.ceil(counts.total / t), per_layer,
                       math.ceil(counts.embedding / t), True, True, 1),)
     embedding = math.ceil(counts.embedding / t)
+    tower = math.ceil(counts.parts.get("vision", 0) / t)     # a vision tower sits with the embedding, its matrices split
     head = _head_params(arch, counts, t)
     result = []
     first = 0
@@ -151,7 +152,7 @@ def _place(arch: "Architecture", lay: Layout) -> "tuple[Stage, ...]":
         params = sum(placed)
         has_embedding, has_head = index == 0, index == lay.pp - 1
         if has_embedding:
-            params += embedding
+            params += embedding + tower
         if has_head:
             params += head
             if arch.tied_embeddings and lay.pp > 1:
@@ -178,8 +179,12 @@ def _head_params(arch: "Architecture", counts: "ParameterCount", t: int) -> int:
 
 def _in_flight(lay: Layout, index: int) -> float:
     """Micro-batches whose activations stage ``index`` holds at once: 1F1B keeps pp − index of them (at most
-    every micro-batch); the interleaved schedule's first stage, the fullest, p·(1 + (p − 1)/(p·v)) with v
-    model chunks per stage."""
-    if lay.interleave > 1 and index == 0:
-        return lay.pp * (1 + (lay.pp - 1) / (lay.pp * lay.interleave))
+    every micro-batch). The interleaved schedule with v model chunks per stage runs 2·(p − i − 1) + (v − 1)·p
+    chunk forwards before its first backward, and one more with it (Megatron-LM schedules.py
+    forward_backward_pipelining_with_interleaving, num_warmup_microbatches; torch.distributed.pipelining
+    ScheduleInterleaved1F1B, _get_warmup_ops), at most every chunk of every micro-batch: in micro-batches of
+    the stage's layers, p·(1 + (p − 1)/(p·v)) on the first stage (validation/measured_pipeline.json)."""
+    if lay.interleave > 1:
+        v = lay.interleave
+        return min(2 * (lay.pp - index - 1) + (v - 1) * lay.pp + 1, lay.microbatches * v) / v
     return min(lay.pp - index, lay.microbatches)

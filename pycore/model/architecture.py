@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Mapping
 
+from pycore.model import vision
 from pycore.model.mixers import check_patterns, mixer_at, mixer_params, mlp_at
 
 
@@ -105,6 +106,13 @@ class Architecture:
     linear_value_heads: int = 0
     linear_key_dim: int = 0
     linear_value_dim: int = 0
+    vision_family: str = ""         # a vision tower (pycore/model/vision.py): qwen2_5_vl; "" = text only
+    vision_layers: int = 0          # its blocks (vision_config.depth)
+    vision_hidden: int = 0
+    vision_ffn: int = 0
+    vision_patch: int = 0           # patch_size in pixels
+    vision_temporal_patch: int = 1  # frames per patch
+    vision_merge: int = 1           # spatial_merge_size
     source: str = ""
 
     def __post_init__(self) -> None:
@@ -288,11 +296,13 @@ def count_parameters(arch: Architecture) -> ParameterCount:
         active_layers += number * layer_params(arch, first, active=True)
         mixers += number * mixer_params(arch, mixer, attention)
     head = _head_params(arch)
-    total = embedding + layers_total + head
-    active = embedding + active_layers + head
+    seeing = vision.tower(arch)
+    eyes = seeing.params() if seeing else 0
+    total = embedding + layers_total + head + eyes
+    active = embedding + active_layers + head + eyes
     largest = max(vocab * h, h * max(arch.ffn, arch.dense_ffn), h * arch.q_dim)
     parts = {"embedding": embedding, "attention": mixers, "mlp": layers_total - mixers - norms, "norms": norms,
-             "head": head}
+             "head": head, **({"vision": eyes} if eyes else {})}
     return ParameterCount(embedding, layer_params(arch, arch.layers - 1), layers_total, head, total, active,
                           largest, parts)
 

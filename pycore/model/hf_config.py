@@ -116,7 +116,9 @@ RANGES = {
     "dense_ffn": (0, 10_000_000), "ssm_inner": (1, 10_000_000), "ssm_heads": (1, 100_000),
     "ssm_head_dim": (1, 100_000), "ssm_state": (1, 100_000), "ssm_groups": (1, 100_000), "ssm_dt_rank": (1, 100_000),
     "conv_kernel": (1, 1_000), "linear_key_heads": (1, 100_000), "linear_value_heads": (1, 100_000),
-    "linear_key_dim": (1, 100_000), "linear_value_dim": (1, 100_000),
+    "linear_key_dim": (1, 100_000), "linear_value_dim": (1, 100_000), "vision_layers": (1, 1_000),
+    "vision_hidden": (1, 100_000), "vision_ffn": (1, 1_000_000), "vision_patch": (1, 1_000),
+    "vision_temporal_patch": (1, 100), "vision_merge": (1, 100),
 }
 STANDARD = ("layers", "hidden", "heads", "ffn", "vocab")   # what an unknown model_type needs
 
@@ -331,6 +333,7 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
     """
     if not isinstance(config, dict):
         raise InputError("config", "config.json must be a JSON object")
+    original = config
     config = _text_decoder(config, warnings)
     family_type = _family_type(config, warnings)
     config = prepare(family_type, config)
@@ -352,20 +355,25 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
     _read_dropouts(reader, extra)
     numbers: Traits = fields        # the same dict, typed as keywords of any field so that ** type-checks
     try:
-        return Architecture(name=name, hf_class=hf_class, tied_embeddings=tied, source=name, **extra, **numbers)
+        arch = Architecture(name=name, hf_class=hf_class, tied_embeddings=tied, source=name, **extra, **numbers)
     except (TypeError, ValueError) as error:
         raise InputError("config", _config_words(str(error), reader.source)) from None
+    _vision_note(original, arch, warnings)
+    return arch
 
 
 _TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text"}   # a multimodal wrapper -> its text decoder
 
 
+def _vision_note(config: Config, arch: Architecture, warnings: "list[str] | None") -> None:
+    if isinstance(config.get("vision_config"), dict) and not arch.vision_layers and warnings is not None:
+        warnings.append("This config has a vision encoder (vision_config): its weights, image tokens and "
+                        "activations are not counted yet; the estimate is the text decoder's alone.")
+
+
 def _text_decoder(config: Config, warnings: "list[str] | None") -> Config:
     """A copy of the config, or of the text decoder a multimodal wrapper (Gemma 3, Llama 4) holds in
     text_config; a vision encoder the wrapper also holds is said to be left out."""
-    if isinstance(config.get("vision_config"), dict) and warnings is not None:
-        warnings.append("This config has a vision encoder (vision_config): its weights, image tokens and "
-                        "activations are not counted yet; the estimate is the text decoder's alone.")
     text = config.get("text_config")
     if not isinstance(text, dict):
         return dict(config)
@@ -491,6 +499,31 @@ def _qwen2_moe(reader: _Reader, fields: Fields, extra: Traits) -> None:
         extra["shared_expert_gate"] = False
 
 
+# vision_config key -> Architecture field (Qwen2_5_VLVisionConfig), each required
+_VISION_KEYS = {"depth": "vision_layers", "hidden_size": "vision_hidden", "intermediate_size": "vision_ffn",
+                "patch_size": "vision_patch", "temporal_patch_size": "vision_temporal_patch",
+                "spatial_merge_size": "vision_merge"}
+
+
+def _qwen2_5_vl(reader: _Reader, fields: Fields, extra: Traits) -> None:
+    """Qwen2.5-VL: Qwen2's text decoder and a vision tower read from vision_config (pycore/model/vision.py)."""
+    _qwen2(reader, fields, extra)
+    vision = reader.config.get("vision_config")
+    if not isinstance(vision, dict):
+        return
+    inner = _Reader(vision)
+    for key, field in _VISION_KEYS.items():
+        value = inner.integer(field, (key,))
+        if value is None:
+            raise InputError("config", f"vision_config.{key}: missing")
+        extra[field] = value
+    out = inner.integer("hidden", ("out_hidden_size",))
+    if out is not None and out != fields["hidden"]:
+        raise InputError("config", f"vision_config.out_hidden_size: must equal hidden_size ({fields['hidden']:,}), "
+                                   f"got {out:,}")
+    extra["vision_family"] = "qwen2_5_vl"
+
+
 def _deepseek(reader: _Reader, fields: Fields, extra: Traits) -> None:
     fields["head_dim"] = fields.get("qk_nope_dim", 0) + fields.get("qk_rope_dim", 0)
     fields["q_lora_rank"] = fields.get("q_lora_rank") or 0
@@ -556,7 +589,7 @@ def _gpt_oss(reader: _Reader, fields: Fields, extra: Traits) -> None:
 
 # The families not named here read nothing of their own; an unknown model_type is read as LLAMA_STYLE.
 _SPECIFICS: "dict[str, Callable[[_Reader, Fields, Traits], None]]" = {
-    "llama": _llama, "granite": _llama, "qwen3": _qwen3, "qwen3_moe": _qwen3, "qwen2": _qwen2, "qwen2_5_vl": _qwen2,
+    "llama": _llama, "granite": _llama, "qwen3": _qwen3, "qwen3_moe": _qwen3, "qwen2": _qwen2, "qwen2_5_vl": _qwen2_5_vl,
     "qwen2_moe": _qwen2_moe, "deepseek_v2": _deepseek, "deepseek_v3": _deepseek, "gpt_neox": _gpt_neox,
     "gpt_bigcode": _gpt_bigcode, "falcon": _falcon, "phi": _phi, "starcoder2": _starcoder2, "cohere": _cohere,
     "gpt_oss": _gpt_oss, **READERS,
