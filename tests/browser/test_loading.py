@@ -57,7 +57,7 @@ def test_page_installs_pycore_wheel_with_micropip(watched, base_url):
 
 
 def test_default_estimate_is_painted_before_python_computes_one(browser, base_url):
-    # How soon it is painted is a figure benchmarks/page_speed.py prints (README), not a test.
+    # How soon it is painted is a figure benchmarks/page_speed.py prints (docs/speed.md), not a test.
     context = browser.new_context()      # no request routing, which would slow every request down
     try:
         page = context.new_page()
