@@ -73,8 +73,10 @@ def test_vllm_samples_1024_sequences_on_gpus_of_70_gib_but_the_a100(gpu, seqs):
     assert profile.substituted.endswith(f"× {seqs} × 12")
 
 
+# interleaved, stage i: 2·(p − i − 1) + (v − 1)·p + 1 chunk forwards in flight, / v (Megatron-LM's
+# num_warmup_microbatches; torch.distributed.pipelining ScheduleInterleaved1F1B; validation/measured_pipeline.json)
 @pytest.mark.parametrize("interleave, microbatches, expected", [(1, 8, [4, 3, 2, 1]), (1, 2, [2, 2, 2, 1]),
-                                                                (2, 8, [4 * (1 + 3 / 8), 3, 2, 1])])
+                                                                (2, 8, [4 * (1 + 3 / 8), 4.5, 3.5, 2.5])])
 def test_micro_batches_in_flight_per_stage(interleave, microbatches, expected):
     setup = resolve(parse({"model": MODEL, "pp": "4", "interleave": str(interleave),
                            "microbatches": str(microbatches)}))

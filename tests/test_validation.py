@@ -133,3 +133,17 @@ def test_torch_pipelining_keeps_receive_buffers_and_the_last_stages_logits():
     assert "backward start" in next(p for p in torchtitan[3] if p.key == "logits").moments
     assert not [p for p in megatron[1] if p.group == "pipeline_buffers"]
     assert "backward start" not in next(p for p in megatron[3] if p.key == "logits").moments
+
+
+@pytest.mark.parametrize("pp,interleave,microbatches,expected", [
+    (4, 1, 8, [4, 3, 2, 1]), (4, 1, 2, [2, 2, 2, 1]),
+    # interleaved: 2·(p − i − 1) + (v − 1)·p warm-up chunk forwards and one more, at most v per micro-batch
+    (4, 2, 8, [5.5, 4.5, 3.5, 2.5]), (2, 2, 4, [2.5, 1.5]), (4, 2, 4, [4, 4, 3.5, 2.5])])
+def test_micro_batches_in_flight_per_stage(pp, interleave, microbatches, expected):
+    # Megatron-LM forward_backward_pipelining_with_interleaving's num_warmup_microbatches, as torch.distributed
+    # .pipelining's ScheduleInterleaved1F1B (_get_warmup_ops) runs it; validation/measured_pipeline.json's
+    # interleaved cases (pp 2 and 4, 2 chunks) put every measured stage within 3% with these counts
+    from pycore.memory import parallel
+    from pycore.model.catalog import architecture
+    layout = parallel.Layout(pp=pp, microbatches=microbatches, interleave=interleave)
+    assert [s.in_flight for s in parallel.stages(architecture("llama-3.1-8b"), layout)] == expected

@@ -311,8 +311,8 @@ def markdown(record, table):
                      f"{r['our_tokens']:,} | {100 * r['error']:+.1f}% | {r['source']} |")
     lines += [
         "",
-        "Not measured here: tensor and expert parallelism runs, and interleaved pipelines (tested against",
-        "Korthikanti et al. 2022 and the ZeRO paper's formulas in tests/test_parallel.py).",
+        "Not measured here: tensor and expert parallelism runs (tested against Korthikanti et al.",
+        "2022 and the ZeRO paper's formulas in tests/test_parallel.py).",
     ]
     return "\n".join(lines) + "\n"
 
@@ -332,7 +332,9 @@ def pipeline_section():
              "receives (activations unless first, gradients unless last) and each stage's output until its",
              "backward, so the last stage's logits live through its backward; Megatron's and DeepSpeed's own",
              "schedules are not measured and get neither (pycore/inputs/frameworks.py OWN_PIPELINE).",
-             "`Schedule1F1B` refuses fewer micro-batches than stages.",
+             "Under autocast every forward casts the weights again, so a stage keeps a copy per micro-batch in",
+             "flight. The interleaved cases run `ScheduleInterleaved1F1B` with 2 model chunks a GPU. Both",
+             "schedules refuse fewer micro-batches than stages.",
              f"Torch {record['torch']}, transformers {record['transformers']}; error over {len(cases)} stages: "
              f"{100 * statistics.median(errors):.1f}% median, {100 * max(errors):.1f}% worst.", "",
              "| case | measured GiB | estimate GiB | error | reported as the most loaded |", "|---|---:|---:|---:|---|"]

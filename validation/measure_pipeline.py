@@ -5,9 +5,9 @@ group (send and recv return at once), so MemTracker sees exactly what one GPU of
 layers' weights, gradients and AdamW state, the activations of the micro-batches it holds in flight, and the
 receive buffers (their contents are left as allocated, which changes no byte). The model runs under
 FakeTensorMode, as validation/measure.py runs its dense cases (every tensor has its size and no storage):
-the same kernels' saved tensors as the single-GPU cases the estimate is held to. (With real CPU tensors,
-the CPU's SDPA kernel saves less per layer than it does under FakeTensorMode, K/V not expanded: a CPU
-difference on every stage alike, not a pipeline one; ``--real`` measures that way.)
+the same kernels' saved tensors as the single-GPU cases the estimate is held to. (With real CPU tensors a
+layer saves about 11% less than under FakeTensorMode, in a single-GPU step of measure.py as in a stage: a
+difference of the CPU's kernels, not of the pipeline; ``--real`` measures that way.)
 
 The pipeline is PyTorch's own (torch.distributed.pipelining: PipelineStage and Schedule1F1B), as torchtitan
 runs it, on transformers' Llama built as validation/measure.py builds it and split as pycore splits it
@@ -15,8 +15,10 @@ runs it, on transformers' Llama built as validation/measure.py builds it and spl
 stage 0; the final norm, the output head and the loss on the last stage. The last stage returns the logits
 and the schedule's loss function is transformers' ForCausalLMLoss (model.loss_function), as the model
 itself would compute it; ``step(..., return_outputs=False)``, so the schedule keeps no merged output.
-GPipe is not measured: pycore models 1F1B (and its interleaved form) only. Schedule1F1B refuses fewer
-micro-batches than stages, so every case has at least pp of them.
+Cases with ``interleave`` run ScheduleInterleaved1F1B instead: rank k holds v model chunks, the virtual stages
+k, k + pp, ... of pp·v (the layers split evenly over them), as pycore's interleave=v describes. GPipe is not
+measured: pycore models 1F1B and its interleaved form only. Both schedules refuse fewer micro-batches than
+stages, so every case has at least pp of them.
 
 Two things are done for the fake process group, neither changing what a rank allocates:
 - Each stage is given its input and output shapes (static metadata). PipelineStage then votes with its
@@ -48,7 +50,7 @@ import torch
 import torch.distributed as dist
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleInterleaved1F1B
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,6 +72,13 @@ CASES = [
     ("llama small fp32 pp4 mb8 b2s512", dict(**SMALL, precision="fp32", pp="4", microbatches="8", batch="2", seq="512"), (0, 1, 3)),
     ("llama small bf16 pp4 mb4 b4s512", dict(**SMALL, precision="bf16", pp="4", microbatches="4", batch="4", seq="512"), (0, 3)),
     ("llama small bf16 pp4 mb8 b2s1024", dict(**SMALL, precision="bf16", pp="4", microbatches="8", batch="2", seq="1024"), (0, 1, 3)),
+    ("llama small amp-bf16 pp4 mb8 b2s1024", dict(**SMALL, precision="amp-bf16", pp="4", microbatches="8", batch="2",
+                                                  seq="1024"), (0, 1, 3)),
+    # interleaved 1F1B: v model chunks a GPU
+    ("llama small fp32 pp2 interleave 2 mb4 b2s512", dict(**SMALL, precision="fp32", pp="2", interleave="2",
+                                                          microbatches="4", batch="2", seq="512"), (0, 1)),
+    ("llama small bf16 pp4 interleave 2 mb8 b2s1024", dict(**SMALL, precision="bf16", pp="4", interleave="2",
+                                                           microbatches="8", batch="2", seq="1024"), (0, 1, 3)),
     ("llama small bf16 full-recompute pp4 mb8 b4s1024", dict(**SMALL, precision="bf16", recompute="full", pp="4",
                                                             microbatches="8", batch="4", seq="1024"), (0, 3)),
 ]
@@ -96,6 +105,13 @@ class StaticStage(PipelineStage):
         return STATIC_VOTE
 
 
+def autocast(module):
+    """amp-* cases: the forward (and the loss) under autocast, as validation/measure.py's train_step runs them;
+    the backward outside it. CUDA's casting rules come from cuda_autocast() around the step."""
+    dtype = getattr(module, "autocast_dtype", None)
+    return torch.autocast("cpu", dtype=dtype) if dtype is not None else contextlib.nullcontext()
+
+
 class FirstStage(torch.nn.Module):
     """The embedding and the first layers: token ids in, hidden states out."""
 
@@ -104,7 +120,8 @@ class FirstStage(torch.nn.Module):
         self.inner = inner
 
     def forward(self, ids):
-        return self.inner(input_ids=ids).last_hidden_state
+        with autocast(self):
+            return self.inner(input_ids=ids).last_hidden_state
 
 
 class MiddleStage(torch.nn.Module):
@@ -115,7 +132,8 @@ class MiddleStage(torch.nn.Module):
         self.inner = inner
 
     def forward(self, hidden):
-        return self.inner(inputs_embeds=hidden).last_hidden_state
+        with autocast(self):
+            return self.inner(inputs_embeds=hidden).last_hidden_state
 
 
 class LastStage(torch.nn.Module):
@@ -126,7 +144,8 @@ class LastStage(torch.nn.Module):
         self.causal_lm = causal_lm
 
     def forward(self, hidden):
-        return self.causal_lm.lm_head(self.causal_lm.model(inputs_embeds=hidden).last_hidden_state)
+        with autocast(self):
+            return self.causal_lm.lm_head(self.causal_lm.model(inputs_embeds=hidden).last_hidden_state)
 
 
 def stage_module(model, arch, pp, rank):
@@ -170,29 +189,48 @@ def run_case(label, inputs, rank, fake=True):
         dist.destroy_process_group()
 
 
-def measure_stage(label, inputs, rank, pp, microbatches):
-    """Build stage ``rank``, run a warm-up step, and record the next step's peak."""
-    torch.manual_seed(0)
-    started = time.time()
+def build_chunk(inputs, stages, index):
+    """The model, and the part of it virtual stage ``index`` of ``stages`` holds."""
     values, arch, model = measure.build(inputs)
     if values["recompute"] == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    module = stage_module(model, arch, pp, rank)
+    module = stage_module(model, arch, stages, index)
     module.train()
-    params = sum(p.numel() for p in module.parameters())
+    if values["precision"].startswith("amp-"):
+        module.autocast_dtype = measure.DTYPES[values["precision"][4:]]
+    return values, arch, model, module
+
+
+def pipeline_stage(module, index, stages, values, arch):
+    """PipelineStage with its input and output shapes given (static): token ids or hidden states in, hidden
+    states or logits out."""
     batch, seq, dtype = values["batch"], values["seq"], next(module.parameters()).dtype
-    example_in = torch.zeros(batch, seq, dtype=torch.long) if rank == 0 else \
+    example_in = torch.zeros(batch, seq, dtype=torch.long) if index == 0 else \
         torch.empty(batch, seq, arch.hidden, dtype=dtype, requires_grad=True)
-    width = arch.vocab if rank == pp - 1 else arch.hidden
+    width = arch.vocab if index == stages - 1 else arch.hidden
     example_out = torch.empty(batch, seq, width, dtype=dtype, requires_grad=True)
-    stage = StaticStage(module, rank, pp, torch.device("cpu"), input_args=example_in, output_args=example_out)
-    del example_in, example_out
+    return StaticStage(module, index, stages, torch.device("cpu"), input_args=example_in, output_args=example_out)
+
+
+def measure_stage(label, inputs, rank, pp, microbatches):
+    """Build the stage (or, interleaved, the model chunks) rank ``rank`` holds, run a warm-up step, and record
+    the next step's peak. Interleaved with v chunks a GPU, rank k holds virtual stages k, k + pp, ...
+    (ScheduleInterleaved1F1B's looped placement), the layers split evenly over pp·v virtual stages."""
+    torch.manual_seed(0)
+    started = time.time()
+    chunks = int(inputs.get("interleave", "1"))
+    built = [build_chunk(inputs, pp * chunks, rank + k * pp) for k in range(chunks)]
+    values, arch, model, _ = built[0]
+    modules = [module for *_, module in built]
+    stages = [pipeline_stage(module, rank + k * pp, pp * chunks, values, arch) for k, module in enumerate(modules)]
 
     def loss_fn(logits, labels):
-        return model.loss_function(logits=logits, labels=labels, vocab_size=arch.vocab)
-    schedule = Schedule1F1B(stage, microbatches, loss_fn=loss_fn)
-    optimizer = measure.make_optimizer(list(module.parameters()), values["optimizer"])
-    ids = torch.randint(0, arch.vocab, (batch * microbatches, seq))
+        with autocast(modules[-1]):
+            return model.loss_function(logits=logits, labels=labels, vocab_size=arch.vocab)
+    schedule = Schedule1F1B(stages[0], microbatches, loss_fn=loss_fn) if chunks == 1 else \
+        ScheduleInterleaved1F1B(stages, microbatches, loss_fn=loss_fn)
+    optimizer = measure.make_optimizer([p for m in modules for p in m.parameters()], values["optimizer"])
+    ids = torch.randint(0, arch.vocab, (values["batch"] * microbatches, values["seq"]))
     labels = ids.clone()
 
     def step():
@@ -207,13 +245,14 @@ def measure_stage(label, inputs, rank, pp, microbatches):
     with cuda_autocast(True):
         step()
     tracker = MemTracker()
-    tracker.track_external(module, optimizer, ids, labels, *recv_buffers(stage))
-    track_repeated_root(tracker, module)
+    tracker.track_external(*modules, optimizer, ids, labels, *(b for stage in stages for b in recv_buffers(stage)))
+    for module in modules:
+        track_repeated_root(tracker, module)
     with tracker, cuda_autocast(True):
         step()
     (device_peak,) = tracker.get_tracker_snapshot("peak").values()
-    return {"label": f"{label} stage {rank}", "inputs": inputs, "stage": rank, "params": params,
-            "peak_bytes": device_peak["Total"],
+    return {"label": f"{label} stage {rank}", "inputs": inputs, "stage": rank,
+            "params": sum(p.numel() for m in modules for p in m.parameters()), "peak_bytes": device_peak["Total"],
             "peak_breakdown": {str(getattr(k, "value", k)): v for k, v in device_peak.items() if k != "Total"},
             "seconds": round(time.time() - started, 1)}
 

@@ -114,14 +114,16 @@ def _unsynced_gradients(setup: Setup, stage: parallel.Stage, grad_bytes: float) 
 
 def _later_activations(setup: Setup, stage: parallel.Stage, tokens: int,
                        per_token: "act.PerToken | None") -> "list[Pool] | None":
-    """A pipeline stage's saved activations during a later micro-batch, when it holds fewer micro-batches
-    then than during the first (pycore.memory.accumulation.in_flight_later); None when as many."""
+    """A pipeline stage's saved activations (with its output held and autocast's weight copies, one per
+    micro-batch) during a later micro-batch, when it holds fewer micro-batches then than during the first
+    (pycore.memory.accumulation.in_flight_later); None when as many."""
     fewer = accumulation.in_flight_later(stage.in_flight, setup.layout.microbatches)
     if fewer == stage.in_flight or setup.arch.kind == "generic":
         return None
     fewer_stage = replace(stage, in_flight=fewer)
-    saved = [p for p in _activations(setup, fewer_stage, tokens, per_token) + _pipeline_buffers(setup, fewer_stage, tokens)
-             if p.key in ("activations", "stage_output")]
+    held = _activations(setup, fewer_stage, tokens, per_token) + _pipeline_buffers(setup, fewer_stage, tokens) + \
+        _weight_copies(setup, fewer_stage)
+    saved = [p for p in held if p.key in ("activations", "stage_output", "autocast_weight_copies")]
     return [replace(p, label=f"{p.label}, {fewer:g} micro-batches in flight") for p in saved]
 
 
@@ -130,28 +132,36 @@ def _pipeline_buffers(setup: Setup, stage: parallel.Stage, tokens: int) -> "list
     .OWN_PIPELINE; validation/measured_pipeline.json): a receive buffer per micro-batch for the activations a
     later stage receives and for the gradients an earlier stage receives, allocated once and kept; and the
     stage's output, kept for backward while its micro-batch is in flight. Each is tokens × hidden in the
-    residual stream's dtype (the weights'). Where a later stage's first layer saves its input tensor itself
-    (fp32: its norm's fp32 input; full recompute: the checkpoint's input), that is a receive buffer already
-    counted among the activations: there the output held and that input cancel, and the last stage counts
-    one buffer twice."""
+    residual stream's dtype (the weights'). Where a chunk's first layer saves its input tensor itself (fp32:
+    its norm's fp32 input; full recompute: the checkpoint's input), that is a receive buffer already counted
+    among the activations: there the output held and that input cancel, and the last stage counts one buffer
+    twice."""
     lay = setup.layout
     if not setup.torch_pipelining or setup.arch.kind == "generic":
         return []
     e = setup.policy.bytes("weight")
     hidden = split(sym("T", tokens), "t", lay.tp if lay.sp else 1) * sym("h", setup.arch.hidden) * num(e)
-    directions = (not stage.has_embedding) + (not stage.has_head)
+    # each model chunk (lay.interleave of them) receives its own; the first and the last of all receive one kind
+    directions = 2 * lay.interleave - stage.has_embedding - stage.has_head
     pools = [make("pipeline_receive_buffers", "Pipeline receive buffers (activations and gradients)",
                   hidden * sym("n", lay.microbatches) * sym("r", directions), STATIC,
                   "torch.distributed.pipelining PipelineStage: one receive buffer per micro-batch, kept",
                   "T = tokens per micro-batch; t = tensor-parallel degree (sequence parallel); h = hidden size; "
                   "n = micro-batches; r = directions received (activations unless first, gradients unless last)",
                   group="pipeline_buffers")]
-    input_is_buffer = not stage.has_embedding and (e == 4 or setup.workload.recompute == "full")
-    if not stage.has_head and not input_is_buffer:
-        pools.append(make("stage_output", "Stage output held for backward", hidden * sym("m", stage.in_flight), SAVED,
+    # Each chunk's output is held while its micro-batch is in flight, except the last chunk's (the logits). In fp32
+    # and under full recompute a chunk's first layer saves its input tensor itself, a receive buffer already
+    # counted, except on the first chunk: there the outputs held and those inputs cancel (chunk 0's count taken
+    # as the stage's micro-batches in flight).
+    if e == 4 or setup.workload.recompute == "full":
+        held = stage.in_flight if stage.has_embedding else 0
+    else:
+        held = stage.in_flight * lay.interleave - stage.has_head
+    if held > 0:
+        pools.append(make("stage_output", "Stage output held for backward", hidden * sym("c", held), SAVED,
                           "torch.distributed.pipelining PipelineStage.fwd_cache: the output until its backward",
-                          "T = tokens per micro-batch; h = hidden size; m = micro-batches in flight",
-                          group="pipeline_buffers"))
+                          "T = tokens per micro-batch; h = hidden size; c = chunk outputs held (micro-batches in "
+                          "flight × model chunks, less the last chunk's, the logits)", group="pipeline_buffers"))
     return pools
 
 
@@ -255,12 +265,15 @@ def _weight_copies(setup: Setup, stage: parallel.Stage) -> "list[Pool]":
                           "Pl = parameters of the largest layer", group="weights_gathered"))
     # Autocast's 16-bit weight copies live until backward. Under ZeRO-3/FSDP the gathered layer is cast
     # and freed layer by layer (FSDP2's mixed precision casts at all-gather), so only one layer's copy.
-    # bitsandbytes' 4-bit matmul saves the quantized weight and dequantizes again in backward.
+    # bitsandbytes' 4-bit matmul saves the quantized weight and dequantizes again in backward. Each forward
+    # casts again (autocast's cache is emptied when its region exits), so a pipeline stage keeps one copy per
+    # micro-batch in flight (validation/measured_pipeline.json, the amp-bf16 case).
     if policy.autocast and setup.arch.kind != "generic" and setup.quant == "none":
-        cast = sym("Pl", stage.largest_layer) if sharded3 else sym("Pm", stage.matrix_params)
+        cast = sym("Pl", stage.largest_layer) if sharded3 else sym("Pm", stage.matrix_params) * sym("m", stage.in_flight)
         pools.append(make("autocast_weight_copies", "Autocast 16-bit weight copies", cast * 2, SAVED,
                           "torch.autocast casts each weight once per forward and autograd keeps the copy",
-                          "Pm = parameters in matrices on this GPU; Pl = parameters of the largest layer"))
+                          "Pm = parameters in matrices on this GPU; Pl = parameters of the largest layer; "
+                          "m = micro-batches in flight (1F1B)"))
     return pools
 
 
