@@ -141,6 +141,10 @@ def _warnings(setup: Setup) -> "list[str]":
     if work.training and work.activation_model == "per-sample" and not work.act_per_sample:
         notes.append("activations=per-sample with act_per_sample=0 counts no activations: set act_per_sample")
     notes += _hybrid_notes(setup)
+    if work.image_tokens:
+        notes.append(f"the images of each sequence add {work.image_tokens:,} tokens to it (smart_resize's merged "
+                     "tiles, pycore/model/vision.py), counted with its text; the vision encoder's own activations "
+                     "are not modelled yet")
     limit = arch.max_positions
     if limit and arch.positions != "learned":
         length = work.seq + (work.new_tokens if not work.training else 0)

@@ -20,6 +20,7 @@ from pycore.model.architecture import ARCH_FIELDS, Architecture, ParameterCount,
 from pycore.model.catalog import architecture as preset_architecture
 from pycore.model.catalog import gpus as gpu_catalog
 from pycore.model.catalog import hub_id
+from pycore.model import vision
 from pycore.model.hf_config import architecture_from_file
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class Workload:
     engine: str = "hf"          # serving engine: hf (transformers generate()) | vllm
     gpu_util: float = 0.9       # vLLM gpu_memory_utilization
     max_batched_tokens: int = 8192
+    image_tokens: int = 0       # of seq: the tokens the images of one sequence become (pycore.model.vision)
 
     @property
     def training(self) -> bool:
@@ -145,6 +147,31 @@ def quantization_of(values: "Values") -> str:
     return quant
 
 
+def image_size(values: "Values") -> "tuple[int, int]":
+    """(width, height) of image_size ("1280x720"); FieldError naming the key otherwise."""
+    text = str(values.get("image_size") or "1280x720").strip().lower().replace("×", "x")
+    width, _, height = text.partition("x")
+    if not (width.isascii() and width.isdigit() and height.isascii() and height.isdigit()) or \
+            not (1 <= int(width) <= 100_000 and 1 <= int(height) <= 100_000):
+        raise FieldError("image_size", f"width x height in pixels from 1 to 100,000, such as 1280x720; got "
+                                       f"{str(values.get('image_size'))[:40]!r}", fallback="1280x720")
+    return int(width), int(height)
+
+
+def _image_tokens(arch: Architecture, values: "Values") -> int:
+    """Tokens the images of one sequence add to it: images × the tokens one image becomes (0 for a model
+    without a vision tower pycore counts, or no images)."""
+    seeing = vision.tower(arch)
+    images = values.get("images") or 0
+    if not seeing or not images:
+        return 0
+    width, height = image_size(values)
+    try:
+        return int(images) * seeing.tokens(width, height)
+    except ValueError as error:
+        raise FieldError("image_size", str(error).partition(": ")[2], fallback="1280x720") from None
+
+
 def _check_positions(arch: Architecture, values: "Values") -> None:
     """A learned position table (GPT-2, BERT) has no row past max_position_embeddings: a longer sequence
     cannot be embedded (transformers raises an index error), so it is refused; RoPE models only warn."""
@@ -197,11 +224,12 @@ def resolve(values: "Values") -> Setup:
     _check_positions(arch, values)
     layout = parallel.layout(values, arch)
     policy = precision_policy(values, arch)
-    workload = Workload(mode, values["batch"], values["seq"], values["new_tokens"], values["recompute"],
-                        "eager" if arch.kind == "encoder-decoder" else values["attention"],
+    image_tokens = _image_tokens(arch, values)
+    workload = Workload(mode, values["batch"], values["seq"] + image_tokens, values["new_tokens"],
+                        values["recompute"], "eager" if arch.kind == "encoder-decoder" else values["attention"],
                         activation_model, values["act_multiplier"], values["act_per_sample"],
                         values["loss_chunks"], values.get("engine", "hf"), values.get("gpu_util", 0.9),
-                        values.get("max_batched_tokens", 8192))
+                        values.get("max_batched_tokens", 8192), image_tokens)
     finetune = FineTune(values["method"] if mode == "train" else "full", values["lora_rank"],
                         values["lora_targets"], values["lora_dtype"])
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],

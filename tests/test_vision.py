@@ -1,0 +1,52 @@
+"""Vision-language models: the vision tower's weights and the tokens images add to a sequence.
+
+Expected counts: validation/config_counts.json (transformers 5.24's AutoModelForImageTextToText on the meta device,
+validation/count_configs.py): Qwen2.5-VL-7B-Instruct's text side 7,615,616,512 and vision tower 676,550,144.
+Expected image tokens: transformers 5.24's own ``smart_resize`` (models/qwen2_vl/image_processing_qwen2_vl.py, run on
+these sizes with the processor's default min_pixels 3,136 and max_pixels 1,003,520), merged 2 x 2 patches of 14 px.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pycore import estimate
+from pycore.inputs.schema import InputError
+from pycore.model import catalog, vision
+from pycore.model.architecture import count_parameters
+
+COUNTS = json.loads((Path(__file__).resolve().parent.parent / "validation" / "config_counts.json").read_text())
+QWEN_VL = "qwen2.5-vl-7b-instruct"
+
+
+def test_the_vision_tower_is_counted_exactly():
+    counts = count_parameters(catalog.architecture(QWEN_VL))
+    assert counts.parts["vision"] == COUNTS["vision_counts"]["qwen2.5-vl-7b-instruct.json"] == 676_550_144
+    assert counts.total == COUNTS["counts"]["qwen2.5-vl-7b-instruct.json"] + 676_550_144
+
+
+@pytest.mark.parametrize("width,height,tokens", [
+    # smart_resize(height, width) -> (728, 1288), (728, 1316), (224, 224), (56, 56), (28, 560); tokens = tiles of 28 px
+    (1280, 720, 1196), (3840, 2160, 1222), (224, 224, 64), (30, 30, 4), (1000, 10, 20),
+])
+def test_an_image_becomes_the_tokens_its_processor_gives(width, height, tokens):
+    assert vision.tower(catalog.architecture(QWEN_VL)).tokens(width, height) == tokens
+
+
+def test_images_lengthen_every_sequence_and_its_kv_cache():
+    base = {"model": QWEN_VL, "mode": "infer", "seq": "512", "batch": "2"}
+    plain, seen = estimate(base), estimate({**base, "images": "2", "image_size": "1280x720"})
+    assert seen.tokens == plain.tokens + 2 * 2 * 1196
+    assert seen.components["kv_cache"] - plain.components["kv_cache"] == 2 * 2 * 1196 * seen.kv_bytes_per_token
+    assert any("add 2,392 tokens" in w for w in seen.warnings)
+
+
+def test_a_text_model_is_unchanged_by_images():
+    assert estimate({"model": "llama-3.1-8b", "images": "3"}).total_bytes == estimate({"model": "llama-3.1-8b"}).total_bytes
+
+
+@pytest.mark.parametrize("size", ["big", "1280x", "0x720", "١٢٨٠x720", "1280x720x3"])
+def test_a_bad_image_size_is_refused_by_name(size):
+    with pytest.raises(InputError, match="image_size: width x height in pixels"):
+        estimate({"model": QWEN_VL, "images": "1", "image_size": size})
