@@ -147,7 +147,7 @@ KINDS = {   # the README's row -> the section of docs/validation.md and which of
     "gradient accumulation": ("Gradient accumulation", None),
     "FSDP2, one rank": ("Sharded training (FSDP2)", None),
     "DDP, one rank": ("Data parallelism through torch DDP", None),
-    "pipeline stages (1F1B)": ("Pipeline parallelism (1F1B)", None),
+    "pipeline stages (1F1B, interleaved)": ("Pipeline parallelism (1F1B)", None),
     "torchtitan's selective checkpointing": ("torchtitan's selective activation checkpointing", None),
 }
 
