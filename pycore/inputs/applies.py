@@ -24,7 +24,7 @@ ADAPTERS: Condition = {"method": ["lora", "qlora"]}
 
 # Inputs that mean nothing for a generic network (params only).
 TRANSFORMER_ONLY = ("heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", "experts_per_token", "expert_ffn",
-                    "tied", "new_tokens", "mode", "kv_dtype", "attention", "method", "lora_rank",
+                    "tied", "new_tokens", "images", "mode", "kv_dtype", "attention", "method", "lora_rank",
                     "lora_targets", "lora_dtype", "quant", "group_size", "tp", "pp", "cp", "ep", "sp",
                     "interleave", "loss_chunks")
 
@@ -45,6 +45,7 @@ APPLIES: "dict[str, Condition]" = {
     "interleave": {**TRAIN, **TRANSFORMER, "pp": {"not": ["1"]}},
     # Serving only: the generated tokens and their KV cache.
     "new_tokens": {**INFER, **TRANSFORMER},
+    "image_size": {**TRANSFORMER, "images": {"not": ["0"]}},
     "kv_dtype": {**INFER, **TRANSFORMER},
     "engine": {**INFER, **TRANSFORMER},
     "gpu_util": {**INFER, "engine": ["vllm"]},

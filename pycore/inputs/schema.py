@@ -199,6 +199,12 @@ FIELDS = (
     _choice("compare", "off", ("off", "baseline", "serving"), "compare with fp32 and no memory savers, or with "
             "serving the same model; base.KEY=VALUE changes any baseline input", "workload"),
     _int("new_tokens", 256, "tokens generated per sequence when serving", "workload", span=(0, 100_000_000), unit="tokens"),
+    _int("images", 0, "images per sequence, for a vision-language model whose vision tower pycore counts "
+         "(Qwen2.5-VL): each adds the tokens its size becomes to the sequence", "workload", span=(0, 1_000),
+         unit="images"),
+    Field("image_size", "text", "1280x720", "width x height of each image in pixels, resized as the model's "
+          "processor does (Qwen2.5-VL: smart_resize to 28-pixel tiles within 3,136 to 1,003,520 pixels)",
+          "width x height in pixels, such as 1280x720", (), "a 720p frame", "workload"),
     _choice("precision", "auto", PRECISIONS,
             "precision policy: auto (training: as the framework does, the Trainer in the checkpoint's dtype; serving: "
             "the checkpoint's own dtype); fp32; amp-* autocast "
@@ -312,7 +318,7 @@ LABELS = {
     "expert_ffn": "Expert FFN size", "max_positions": "Max positions", "head": "Task head", "num_labels": "Labels",
     "tied": "Tied embeddings",
     "params": "Parameters (generic network)", "mode": "Workload", "batch": "Micro-batch per GPU",
-    "seq": "Sequence length", "new_tokens": "New tokens", "precision": "Precision policy",
+    "seq": "Sequence length", "new_tokens": "New tokens", "images": "Images per sequence", "image_size": "Image size", "precision": "Precision policy",
     "weight_dtype": "Weights dtype", "grad_dtype": "Gradients dtype", "master_dtype": "Master weights dtype",
     "opt_dtype": "Optimizer state dtype", "act_dtype": "Activations dtype", "kv_dtype": "KV cache dtype",
     "optimizer": "Optimizer", "recompute": "Activation recomputation", "attention": "Attention kernel",
