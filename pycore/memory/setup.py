@@ -16,11 +16,11 @@ from pycore.memory import parallel
 from pycore.memory.parallel import Layout
 from pycore.memory.precision import Policy
 from pycore.memory.precision import policy as precision_policy
+from pycore.model import vision
 from pycore.model.architecture import ARCH_FIELDS, Architecture, ParameterCount, count_parameters, with_overrides
 from pycore.model.catalog import architecture as preset_architecture
 from pycore.model.catalog import gpus as gpu_catalog
 from pycore.model.catalog import hub_id
-from pycore.model import vision
 from pycore.model.hf_config import architecture_from_file
 
 if TYPE_CHECKING:
