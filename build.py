@@ -89,7 +89,12 @@ def field_html(field):
     label = html.escape(schema.LABELS[field.key])
     hint = html.escape(field.meaning)
     unit = f'<span class="unit">{html.escape(field.unit)}</span>' if field.unit else ""
-    common = f'id="f-{key}" name="{key}" data-key="{key}" disabled aria-describedby="h-{key} e-{key}"'
+    # An input whose default is read from a catalog (the price) shows that number and, under it, its source:
+    # pycore's words for the default inputs here, each estimate's own once drawn (web.run's field_defaults).
+    catalog = FIELD_DEFAULTS.get(field.key)
+    used = f'<p class="hint used" id="d-{key}">{html.escape(catalog["text"])}</p>' if catalog else ""
+    described = f"h-{key} d-{key} e-{key}" if catalog else f"h-{key} e-{key}"
+    common = f'id="f-{key}" name="{key}" data-key="{key}" disabled aria-describedby="{described}"'
     if field.kind == "choice":
         blank = "preset value" if field.default is None else None
         control = f"<select {common}>{_options(field.choices, field.default, blank)}</select>"
@@ -97,10 +102,11 @@ def field_html(field):
         control = f"<select {common}>{_options(field.choices, None, 'from policy')}</select>"
     else:
         default = "" if field.default is None else schema.format_value(field, field.default)
+        shown = catalog["placeholder"] if catalog else default or "preset value"
         listing = {"model": ' list="model-list"', "gpu": ' list="gpu-list"'}.get(field.key, "")
         mode = ' inputmode="numeric"' if field.kind in ("int",) else ""
         control = (f'<input type="text" {common} value="{html.escape(default)}" '
-                   f'placeholder="{html.escape(default or "preset value")}"{listing}{mode} autocomplete="off" '
+                   f'placeholder="{html.escape(shown)}"{listing}{mode} autocomplete="off" '
                    f'spellcheck="false">')
     only = ' data-transformer=""' if field.key in applies.TRANSFORMER_ONLY else ""
     # Each control is a form of its own. At every keystroke Chromium's autofill (FormTracker's
@@ -108,8 +114,10 @@ def field_html(field):
     # per key with the 68 fields in one form, 0.65 ms alone (a Chromium trace of 40 keys on this machine).
     return (f'<div class="field" data-field="{key}"{only}><label for="f-{key}">{label}</label>'
             f'<form class="control" autocomplete="off">{control}{unit}</form>'
-            f'<p class="hint" id="h-{key}">{hint}</p><p class="error" id="e-{key}" role="alert"></p></div>')
+            f'<p class="hint" id="h-{key}">{hint}</p>{used}<p class="error" id="e-{key}" role="alert"></p></div>')
 
+
+FIELD_DEFAULTS = report.field_defaults(schema.DEFAULTS)
 
 # Fields most people leave alone, folded under a summary line (opened when the URL sets one of them).
 FOLDED = {"model": ("Architecture overrides", set(ARCH_KEYS)),

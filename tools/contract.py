@@ -39,10 +39,16 @@ ENTRY_POINTS = {
         "share": "{markdown, text}: the result to paste elsewhere (report.share): the model and total, the setup, "
                  "the framework defaults used, the breakdown in GiB with each row's share, and the fit; the page's "
                  "Copy results copies one of them, and `python -m pycore --markdown` prints the same markdown",
+        "hub_offer": "{id, label} when the model given is a Hugging Face hub id no preset has (refused under "
+                     "`errors.model`): the page's one click that fetches its config.json from the hub and imports it; "
+                     "else null",
+        "field_defaults": "input key -> {placeholder, text} for each input whose default is read from a catalog "
+                          "(`price`: the chosen GPU's): the number an empty field stands for, and the line under the "
+                          "field with the number in use and its source",
     },
     "web.headline(query)": {
         "errors": "as web.run", "fallbacks": "as web.run", "result": "{total_bytes, peak_bytes}", "total": "{bytes, text, gb_text}",
-        "gpus": "the chosen GPU's fit alone",
+        "gpus": "the chosen GPU's fit alone", "hub_offer": "as web.run",
     },
     "web.answers(query)": {
         "answers": "the searches' answers: fits, plan, gpus_needed, max_batch, max_seq, cost, how_to_fit, "

@@ -273,26 +273,40 @@ def serving_plan(values: dict[str, Any], usable: int) -> "Steps[list[dict[str, A
 
 
 def _cost(values: dict[str, Any], result: Estimate, gpu: dict[str, Any], gpus: "int | None") -> dict[str, Any]:
+    """Training time and cost: the hours from train_tokens, or the tokens from train_hours (either gives the
+    other at the throughput GPUs · peak FLOP/s · MFU, 6 FLOPs a token and active parameter); ``given`` and
+    ``derived`` say which was which."""
     world = values["dp"] * values["tp"] * values["pp"] * values["cp"]
     count = values["gpus"] or world
     price = values["price"] if values["price"] is not None else gpu["price_usd_per_gpu_hour"]
-    flops = 6 * result.params_active * values["train_tokens"]
     tflops, rate = matmul_rate(gpu, compute_dtype(values, result))    # fp32 steps run at the fp32 rate
-    answer = {"gpus": count, "price_usd_per_gpu_hour": price, "train_flops": flops, "hours": None,
-              "cost_usd": None, "duration_text": "",
-              "formula": f"hours = 6 · active params · tokens / (GPUs · peak {rate} FLOP/s · MFU)"}
-    if not values["train_tokens"]:
-        answer["why_not"] = "set train_tokens to get the training time and cost"
+    by_hours = bool(values.get("train_hours"))
+    answer = {"gpus": count, "price_usd_per_gpu_hour": price, "train_flops": 0, "hours": None,
+              "train_tokens": None, "cost_usd": None, "duration_text": "",
+              "given": "train_hours" if by_hours else "train_tokens",
+              "derived": "train_tokens" if by_hours else "train_hours",
+              "formula": f"tokens = hours · 3600 · GPUs · peak {rate} FLOP/s · MFU / (6 · active params)" if by_hours
+              else f"hours = 6 · active params · tokens / (GPUs · peak {rate} FLOP/s · MFU)"}
+    throughput = count * (tflops or 0) * 1e12 * values["mfu"]         # FLOP/s of all the GPUs together
+    if by_hours:
+        answer["hours"] = float(values["train_hours"])
+        answer["train_flops"] = answer["hours"] * 3600 * throughput
+        answer["train_tokens"] = round(answer["train_flops"] / (6 * result.params_active)) \
+            if throughput and result.params_active else None
+    elif values["train_tokens"]:
+        answer["train_tokens"] = values["train_tokens"]
+        answer["train_flops"] = 6 * result.params_active * values["train_tokens"]
+        answer["hours"] = answer["train_flops"] / throughput / 3600 if throughput else None
+    if not values["train_tokens"] and not by_hours:
+        answer["why_not"] = "set train_tokens or train_hours to get the training time, the tokens and the cost"
     elif not tflops:
         answer["why_not"] = f"{gpu['name']} has no published dense {rate} figure"
-    else:
-        seconds = flops / (count * tflops * 1e12 * values["mfu"])
-        answer["hours"] = seconds / 3600
+    if answer["hours"] is not None:
         answer["duration_text"] = duration_text(answer["hours"])
         if price is not None:
             answer["cost_usd"] = count * price * answer["hours"]
         else:
-            answer["why_not"] = "no price: set one"
+            answer.setdefault("why_not", "no price: set one")
     return answer
 
 

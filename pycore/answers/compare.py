@@ -142,7 +142,8 @@ def column_cost(values: dict[str, Any], result: Estimate, answers: dict[str, Any
     gpu = gpu_catalog()[values["gpu"]]
     tflops, rate = matmul_rate(gpu, compute_dtype(values, result))
     out: "dict[str, Any]" = {"hours": None, "cost_usd": None, "rate": rate, "tflops": tflops,
-                             "gpus": cost["gpus"], "why_not": cost.get("why_not", "")}
+                             "gpus": cost["gpus"], "why_not": cost.get("why_not", ""),
+                             "given": cost.get("given"), "train_tokens": cost.get("train_tokens")}
     if not cost["train_flops"]:
         return out
     if not tflops:

@@ -31,7 +31,7 @@ TRANSFORMER_ONLY = ("heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", 
 APPLIES: "dict[str, Condition]" = {
     # Training only: the optimizer and everything a backward pass or a training run brings.
     "optimizer": TRAIN, "grad_dtype": TRAIN, "master_dtype": TRAIN, "opt_dtype": TRAIN,
-    "train_tokens": TRAIN, "mfu": TRAIN, "microbatches": {**TRAIN, **TRANSFORMER}, "activations": TRAIN,
+    "train_tokens": TRAIN, "train_hours": TRAIN, "mfu": TRAIN, "microbatches": {**TRAIN, **TRANSFORMER}, "activations": TRAIN,
     "grad_sync": {**TRAIN, **TRANSFORMER},
     # A generic network counted by the korthikanti model (layers, hidden, heads) recomputes as transformers do.
     "recompute": {**TRAIN, "counted_by": ["transformer", "korthikanti"]},

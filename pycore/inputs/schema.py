@@ -150,8 +150,10 @@ def _dtype(key: str, meaning: str) -> Field:
 
 ARCH_HINT = "override the preset's value"
 FIELDS = (
-    Field("model", "text", "llama-3.1-8b", "architecture preset from presets/models.json",
-          "a preset id or alias (python -m pycore models)", (), "a common 8B model", "model"),
+    Field("model", "text", "llama-3.1-8b", "architecture preset from presets/models.json; a hub id no preset has is "
+          "estimated from its config.json (config= on the command line, the hub fetch on the page)",
+          "a preset id, an alias or a Hugging Face hub id (meta-llama/Llama-3.1-8B), in any case "
+          "(python -m pycore models)", (), "a common 8B model", "model"),
     Field("config", "text", None, "path to a Hugging Face config.json (command line); replaces model",
           "a readable JSON file", (), "", "model"),
     Field("name", "text", None, "what the model is called in the results (an imported config's own name); "
@@ -298,8 +300,12 @@ FIELDS = (
             "weights) in CPU memory, as ZeRO-Offload and FSDP CPU offload do", "parallel"),
     _int("gpus", None, "GPUs you have (for time and cost); default: the layout's dp × tp × pp × cp", "hardware",
          span=(1, 10_000_000)),
-    Field("train_tokens", "count", 0, "tokens to train on, for time and cost (such as 1T or 15e12)",
+    Field("train_tokens", "count", 0, "tokens to train on, for time and cost (such as 1T or 15e12); gives the "
+          "hours from the throughput (give it or train_hours, not both)",
           "a count such as 2B, 1T or 15e12", (), "", "hardware", "tokens", 0, 10**17),
+    Field("train_hours", "float", 0, "hours of training you have, for the tokens they train and the cost; gives "
+          "the tokens from the throughput (give it or train_tokens, not both)", "a number of hours from 0 to "
+          "1,000,000", (), "", "hardware", "hours", 0, 1_000_000),
     Field("mfu", "float", 0.4, "model FLOPs utilisation you expect (0-1)", "a number from 0.001 to 1", (),
           "typical large-model training reaches 0.35-0.45 (Chowdhery et al. 2022, PaLM: 0.46)", "hardware", "",
           0.001, 1),
@@ -331,7 +337,7 @@ LABELS = {
     "cp": "Context parallel (cp)", "ep": "Expert parallel (ep)", "zero": "ZeRO stage", "fsdp": "FSDP strategy",
     "shard_group": "Shard group", "sp": "Sequence parallel", "microbatches": "Micro-batches per step",
     "interleave": "Interleaved stages", "offload": "CPU offload", "gpus": "GPUs available",
-    "train_tokens": "Tokens to train", "mfu": "MFU", "price": "Price",
+    "train_tokens": "Tokens to train", "train_hours": "Hours to train", "mfu": "MFU", "price": "Price",
     "act_per_sample": "Activation bytes per sample", "overhead": "Runtime overhead", "gpu": "GPU",
     "expandable_segments": "Expandable segments", "grad_sync": "Gradient sync", "cuda_modules": "CUDA module loading",
 }
@@ -366,11 +372,29 @@ def parse(raw: "Mapping[str, object]", strict: bool = True) -> "Values | tuple[V
             if field is None:
                 raise InputError(key, f"unknown key; accepted keys are {', '.join(BY_KEY)}")
             values[key] = field.parse(text)
+            _check_either(values, key, list(raw))
         except InputError as error:
             if strict:
                 raise
             errors[key] = str(error)
+            if key in BY_KEY:
+                values[key] = DEFAULTS[key]
     return values if strict else (values, errors)
+
+
+# Inputs that say one thing two ways: either gives the other (the training time and the tokens it trains, from
+# the throughput: pycore.answers.answer), so giving both would say it twice, perhaps differently.
+EITHER = (("train_tokens", "train_hours"),)
+
+
+def _check_either(values: Values, key: str, given: "list[str]") -> None:
+    """InputError under the later of a pair of EITHER inputs when both are given (not at their defaults)."""
+    for pair in EITHER:
+        if key in pair:
+            other = pair[1 - pair.index(key)]
+            if other in given and values[other] != DEFAULTS[other] and values[key] != DEFAULTS[key]:
+                raise InputError(key, f"give {pair[0]} or {pair[1]}, not both: either gives the other from the "
+                                      "throughput")
 
 
 def to_query(values: "Mapping[str, object]") -> "list[tuple[str, str]]":

@@ -44,7 +44,7 @@ def model_aliases() -> "dict[str, str]":
     repository ids ("hub": meta-llama/Llama-3.1-8B, from its source), and each id or alias under the owner of
     those repositories (meta-llama/llama-3.1-8b-instruct: an alias is the same architecture, the owner the
     same organisation). Look names up in lower case (``preset_id``): people copy hub ids in any case."""
-    table = {}
+    table: "dict[str, str]" = {}
     for entry in models().values():
         names = [entry["id"], *entry.get("aliases", ())]
         owners = dict.fromkeys(hub.split("/")[0] for hub in entry.get("hub", ()))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pycore.answers.fit import gpu_fits
-from pycore.base.units import GIB, duration_text, format_bytes, plural, printable
+from pycore.base.units import GIB, duration_text, format_bytes, format_count, plural, printable
 from pycore.inputs import frameworks
 from pycore.inputs.applies import applies
 from pycore.inputs.schema import FIELDS, format_value
@@ -47,6 +47,8 @@ def answer_rows(result: Estimate, answers: dict[str, Any]) -> "list[tuple[str, A
     if cost:
         rows.append(("gpus_for_cost", cost["gpus"]))
         rows.append(("train_hours", "" if cost["hours"] is None else f"{cost['hours']:.1f}"))
+        rows.append(("train_tokens", "" if cost.get("train_tokens") is None else cost["train_tokens"]))
+        rows.append(("train_derived", cost.get("derived", "")))
         rows.append(("train_cost_usd", "" if cost["cost_usd"] is None else f"{cost['cost_usd']:.0f}"))
     for i, change in enumerate(answers.get("how_to_fit", []), 1):
         rows.append((f"how_to_fit_{i}", f"{change['change']}: {format_bytes(change['total_bytes'])['text']}"
@@ -131,10 +133,49 @@ def _concurrency_text(answers: dict[str, Any]) -> str:
 
 
 def _cost_text(cost: dict[str, Any]) -> str:
+    """The time and cost, saying which of train_tokens and train_hours was given and which derived from it:
+    "22.0 days on 64 GPUs, $101,156 (train_tokens 1T given; the time derived from the throughput)"."""
     if cost["hours"] is None:
         return str(cost.get("why_not", ""))
     text = f"{cost['duration_text']} on {plural(cost['gpus'], 'GPU')}"
-    return text + (f", ${cost['cost_usd']:,.0f}" if cost["cost_usd"] is not None else "")
+    text += f", ${cost['cost_usd']:,.0f}" if cost["cost_usd"] is not None else ", no price for the cost: set one"
+    if cost.get("given") != "train_hours":
+        return text + f" (train_tokens {format_count(cost['train_tokens'])} given; the time derived from the throughput)"
+    given = f"train_hours {cost['hours']:,g} given"
+    if cost.get("train_tokens") is None:
+        return text + f" ({given}; the tokens not derived: {cost.get('why_not') or 'no throughput'})"
+    return f"{format_count(cost['train_tokens'])} tokens in {text} ({given}; the tokens derived from the throughput)"
+
+
+def _dollars_per_hour(price: float) -> str:
+    """"$2.99", "$4.20", "$1.006": cents, or every digit the catalog gives."""
+    return f"${price:,.2f}" if round(price, 2) == price else f"${price:,g}"
+
+
+# Inputs whose default is read from a catalog for the inputs in force: the page shows the number an empty field
+# stands for and where it comes from (``field_defaults``), never the words "preset value".
+CATALOG_DEFAULTS = ("price",)
+
+
+def field_defaults(values: dict[str, Any]) -> "dict[str, dict[str, str]]":
+    """Input key -> {placeholder, text}: for each of CATALOG_DEFAULTS, the number an empty field stands for (the
+    chosen GPU's price per hour from presets/gpus.json) and the line under the field: the price the cost uses
+    and its source, or that a price was given, or that the catalog has none."""
+    gpu = gpu_catalog().get(values.get("gpu", ""))
+    if gpu is None:
+        return {}
+    listed, source, name = gpu.get("price_usd_per_gpu_hour"), gpu.get("price_source", ""), gpu["name"]
+    catalog = f"the catalog price of the {name} ({source}; presets/gpus.json)"
+    given = values.get("price")
+    if given is not None:
+        said = f"{_dollars_per_hour(listed)} is {catalog}" if listed is not None else \
+            f"no catalog price for the {name} ({source})"
+        text = f"{_dollars_per_hour(given)} per GPU-hour, as given; {said}."
+    elif listed is not None:
+        text = f"{_dollars_per_hour(listed)} per GPU-hour: {catalog}. Type your own to change it."
+    else:
+        text = f"No catalog price for the {name} ({source}): type one for the cost."
+    return {"price": {"placeholder": f"{listed:g}" if listed is not None else "no catalog price", "text": text}}
 
 
 def display_answers(result: Estimate, answers: dict[str, Any], host: bool = False) -> "list[dict[str, Any]]":
@@ -220,9 +261,15 @@ def _comparison_cost_rows(c: "dict[str, Any]") -> "list[dict[str, str]]":
         return []
     def time(cost: "dict[str, Any]") -> str:
         return duration_text(cost["hours"]) if cost.get("hours") is not None else str(cost.get("why_not") or "—")
-    return [{"key": "train_hours", "label": "Training time", "this": time(this), "baseline": time(base), "difference": ""},
-            {"key": "cost_usd", "label": "Training cost", "this": _dollars(this.get("cost_usd")),
-             "baseline": _dollars(base.get("cost_usd")), "difference": ""}]
+    def tokens(cost: "dict[str, Any]") -> str:
+        return format_count(cost["train_tokens"]) if cost.get("train_tokens") else str(cost.get("why_not") or "—")
+    # train_hours given: each column trains for those hours, the tokens it gets through are what differs.
+    trained = [{"key": "train_tokens", "label": "Tokens in that time", "this": tokens(this), "baseline": tokens(base),
+                "difference": ""}] if this.get("given") == "train_hours" else []
+    return trained + [
+        {"key": "train_hours", "label": "Training time", "this": time(this), "baseline": time(base), "difference": ""},
+        {"key": "cost_usd", "label": "Training cost", "this": _dollars(this.get("cost_usd")),
+         "baseline": _dollars(base.get("cost_usd")), "difference": ""}]
 
 
 def _rate_note(c: "dict[str, Any]") -> str:

@@ -17,6 +17,7 @@ from pycore.base.units import format_bytes, printable
 from pycore.inputs.applies import describe, ignored
 from pycore.inputs.schema import BY_KEY, DEFAULTS, parse, to_query
 from pycore.memory.estimate import Estimate, estimate_values, totals_only
+from pycore.model.catalog import hub_id, preset_id
 from pycore.output import report
 from pycore.output.explain import formulas as explain_formulas
 
@@ -148,7 +149,8 @@ def run(query: str, formulas: bool = True) -> str:
     """
     fallbacks: dict[str, Any] = {}
     values, result, errors, _ = _estimate(query, fallbacks=fallbacks)
-    payload: dict[str, Any] = {"errors": errors, "fallbacks": fallbacks, "query": to_query(values), "warnings": []}
+    payload: dict[str, Any] = {"errors": errors, "fallbacks": fallbacks, "query": to_query(values), "warnings": [],
+                               "hub_offer": hub_offer(query, errors), "field_defaults": report.field_defaults(values)}
     if result is not None:
         total = result.total_bytes
         shown = report.result_json(result, formulas)
@@ -169,13 +171,25 @@ def headline(query: str) -> str:
     The page asks ``run`` for everything else in the frame after, so a key is answered within a frame."""
     fallbacks: dict[str, Any] = {}
     values, result, errors, _ = _estimate(query, explain=False, fallbacks=fallbacks)
-    payload: dict[str, Any] = {"errors": errors, "fallbacks": fallbacks}
+    payload: dict[str, Any] = {"errors": errors, "fallbacks": fallbacks, "hub_offer": hub_offer(query, errors)}
     if result is not None:
         total = result.total_bytes
         payload.update(result={"total_bytes": total, "peak_bytes": result.peak_bytes},
                        total={"bytes": total, **format_bytes(total)},
                        gpus=[gpu_fit(total, values["gpu"], values["gpu"], result.refused)])
     return _dumps(payload)
+
+
+def hub_offer(query: str, errors: "dict[str, Any]") -> "dict[str, str] | None":
+    """When the model given is a hub id no preset has (refused under ``model``): {id, label} of the page's one
+    click that fetches its config.json from the hub and imports it (the config.json import); else None."""
+    if "model" not in errors:
+        return None
+    raw, _ = _pairs(query)
+    hub = hub_id(str(raw.get("model", "")))
+    if hub is None or preset_id(hub) is not None:
+        return None
+    return {"id": hub, "label": f"Fetch {hub}'s config.json from the Hugging Face hub and estimate it"}
 
 
 def _ignored(values: dict[str, Any], query: str) -> "list[str]":
@@ -223,10 +237,13 @@ def fits(query: str) -> str:
                    "gpu": values["gpu"], "errors": errors})
 
 
-def import_config(text: str) -> str:
-    """A pasted, uploaded or fetched config.json as schema inputs: its family's preset plus overrides."""
+def import_config(text: str, hub: str = "") -> str:
+    """A pasted, uploaded or fetched config.json as schema inputs: its family's preset plus overrides. ``hub``:
+    the hub id it was fetched by, which then names the model in the results (``name``)."""
     from pycore.model.config_import import import_config as convert
     out = convert(text)
+    if hub_id(hub) and isinstance(out.get("query"), list):
+        out["query"] = [pair for pair in out["query"] if pair[0] != "name"] + [["name", hub]]
     # Its sentences can quote the config's own text (a model_type): shown safely, as every echo is. The
     # query is the inputs themselves, parsed again by web.run.
     for key in ("message", "error"):
