@@ -50,3 +50,18 @@ def test_a_text_model_is_unchanged_by_images():
 def test_a_bad_image_size_is_refused_by_name(size):
     with pytest.raises(InputError, match="image_size: width x height in pixels"):
         estimate({"model": QWEN_VL, "images": "1", "image_size": size})
+
+
+def test_llama_4s_tower_is_counted_exactly():
+    counts = count_parameters(catalog.architecture("llama-4-scout-17b-16e-instruct"))
+    assert counts.parts["vision"] == COUNTS["vision_counts"]["llama-4-scout-17b-16e-instruct.json"] == 871_932_416
+
+
+@pytest.mark.parametrize("width,height,tokens", [
+    # transformers 5.24's get_best_fit over find_supported_resolutions(16 tiles of 336 px) and
+    # Llama4Processor._prompt_split_image with 144 patches a tile, its tokens counted: a 3 x 4 canvas -> 12 tiles of 144,
+    # 9 x- and 3 y-separators, the global tile's 144 and 3 markers
+    (1280, 720, 1887), (4000, 3000, 1887), (336, 336, 147), (672, 336, 437), (100, 100, 147),
+])
+def test_a_llama_4_image_becomes_the_tokens_its_processor_gives(width, height, tokens):
+    assert vision.tower(catalog.architecture("llama-4-scout-17b-16e-instruct")).tokens(width, height) == tokens

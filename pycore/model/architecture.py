@@ -112,7 +112,9 @@ class Architecture:
     vision_ffn: int = 0
     vision_patch: int = 0           # patch_size in pixels
     vision_temporal_patch: int = 1  # frames per patch
-    vision_merge: int = 1           # spatial_merge_size
+    vision_merge: int = 1           # spatial_merge_size (Llama 4: 1 / pixel_shuffle_ratio)
+    vision_tile: int = 0            # Llama 4: the tile's side in pixels (vision_config.image_size)
+    vision_projector: int = 0       # Llama 4: the adapter's and projector's width (vision_output_dim)
     source: str = ""
 
     def __post_init__(self) -> None:

@@ -117,6 +117,7 @@ RANGES = {
     "ssm_head_dim": (1, 100_000), "ssm_state": (1, 100_000), "ssm_groups": (1, 100_000), "ssm_dt_rank": (1, 100_000),
     "conv_kernel": (1, 1_000), "linear_key_heads": (1, 100_000), "linear_value_heads": (1, 100_000),
     "linear_key_dim": (1, 100_000), "linear_value_dim": (1, 100_000), "vision_layers": (1, 1_000),
+    "vision_tile": (1, 100_000), "vision_projector": (1, 1_000_000),
     "vision_hidden": (1, 100_000), "vision_ffn": (1, 1_000_000), "vision_patch": (1, 1_000),
     "vision_temporal_patch": (1, 100), "vision_merge": (1, 100),
 }
@@ -378,6 +379,8 @@ def _text_decoder(config: Config, warnings: "list[str] | None") -> Config:
     if not isinstance(text, dict):
         return dict(config)
     inner = dict(text)
+    if isinstance(config.get("vision_config"), dict):
+        inner["vision_config"] = config["vision_config"]     # the family's reader counts the tower it knows
     if config.get("tie_word_embeddings") is not None:    # the wrapper's word wins; else the text family's default
         inner["tie_word_embeddings"] = config["tie_word_embeddings"]
     wrapper = config.get("model_type")

@@ -219,6 +219,31 @@ def _llama4(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
     fields["dense_ffn"] = reader.integer("ffn", ("intermediate_size_mlp",)) or 16384
     fields["shared_expert_ffn"] = fields["ffn"]
     _attention_bias(reader, extra)
+    _llama4_vision(reader, fields, extra)
+
+
+# Llama4VisionConfig key -> Architecture field, each required
+_LLAMA4_VISION = {"num_hidden_layers": "vision_layers", "hidden_size": "vision_hidden", "intermediate_size": "vision_ffn",
+                  "patch_size": "vision_patch", "image_size": "vision_tile", "vision_output_dim": "vision_projector"}
+
+
+def _llama4_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """Llama 4's vision tower from the wrapper's vision_config (pycore/model/vision.py), when it has one."""
+    vision = reader.config.get("vision_config")
+    if not isinstance(vision, dict):
+        return
+    inner = type(reader)(vision)
+    for key, field in _LLAMA4_VISION.items():
+        value = inner.integer(field, (key,))
+        if value is None:
+            raise InputError("config", f"vision_config.{key}: missing")
+        extra[field] = value
+    ratio = vision.get("pixel_shuffle_ratio", 0.5)
+    same = {vision.get(key, extra["vision_projector"]) for key in ("projector_input_dim", "projector_output_dim")}
+    if ratio not in (0.5, 0.25) or same != {extra["vision_projector"]} or vision.get("multi_modal_projector_bias"):
+        raise InputError("config", "vision_config: pycore counts Llama 4's tower with pixel_shuffle_ratio 0.5 or 0.25, "
+                                   "projector dims equal to vision_output_dim and no projector bias")
+    extra.update(vision_family="llama4", vision_merge=round(1 / ratio) if ratio else 1)
 
 
 def _apertus(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
