@@ -148,7 +148,19 @@ function suggestion(key, node) {
   return button;
 }
 
-function showErrors(errors, fallbacks = {}) {
+/** The one click that fetches a hub id's config.json and imports it (import.js), as pycore words it (web.hub_offer). */
+function hubButton(offer) {
+  const button = el("button", offer.label, "suggest");
+  button.type = "button";
+  button.addEventListener("click", () => {
+    document.getElementById("import").open = true;
+    document.getElementById("import-hub").value = offer.id;
+    document.getElementById("import-fetch").click();
+  });
+  return button;
+}
+
+function showErrors(errors, fallbacks = {}, offer = null) {
   for (const p of form.querySelectorAll(".error")) if (p.firstChild) p.textContent = "";
   for (const node of form.querySelectorAll(".invalid")) node.classList.remove("invalid");
   const box = document.getElementById("messages");
@@ -161,7 +173,8 @@ function showErrors(errors, fallbacks = {}) {
       const line = document.getElementById(`e-${key}`);
       const used = key in fallbacks ? "" : " — using the default.";   // pycore says the value it used instead
       line.textContent = `${message}${used}`;
-      const hint = key in SUGGEST && target.value.trim() ? suggestion(key, target) : null;
+      const hint = key === "model" && offer ? hubButton(offer)
+        : key in SUGGEST && target.value.trim() ? suggestion(key, target) : null;
       if (hint) line.append(hint);
     }
     box.append(el("p", target && !(key in fallbacks) ? `${message} — using the default.` : message));
@@ -239,7 +252,7 @@ function totalOf(payload) {
 /** The total, its fit badges (the panel's and the phone's one-line bar) and any message: what a keystroke
  * changes first. */
 function renderHeadline(payload) {
-  showErrors(payload.errors, payload.fallbacks);
+  showErrors(payload.errors, payload.fallbacks, payload.hub_offer);
   if (!payload.result) return;
   const r = payload.result;
   const { totalBytes, totalText } = totalOf(payload);
@@ -324,6 +337,7 @@ function renderDetails(payload) {
   });
 
   renderParallelHeading(payload);
+  renderFieldDefaults(payload.field_defaults);
   renderGpus(payload.gpus || r.gpus);
   renderStages(r);
   kind = r.model.kind === "generic" ? "generic" : "transformer";
@@ -332,6 +346,17 @@ function renderDetails(payload) {
   showApplies();
 
   if (payload.formulas) renderFormulas(payload.formulas);
+}
+
+/** Inputs whose default comes from a catalog (the price: the chosen GPU's): the number an empty field stands
+ * for, and the line under it with its source, as pycore words them (report.field_defaults). */
+function renderFieldDefaults(shown) {
+  for (const [key, { placeholder, text }] of Object.entries(shown || {})) {
+    const input = document.getElementById(`f-${key}`);
+    if (input && input.placeholder !== placeholder) input.placeholder = placeholder;
+    const line = document.getElementById(`d-${key}`);
+    if (line) setText(line, text);
+  }
 }
 
 function renderFormulas(rows) {

@@ -3,8 +3,8 @@ import { editDone, fillForm, form, formQuery, update } from "./app.js";
 
 const importStatus = document.getElementById("import-status");
 
-function importConfig(text, origin) {
-  const answer = JSON.parse(window.pycoreImport(text));
+function importConfig(text, origin, hub = "") {
+  const answer = JSON.parse(window.pycoreImport(text, hub));
   if (answer.error) {
     importStatus.textContent = `${origin}: ${answer.error}`;
     importStatus.className = "import-status failed";
@@ -51,6 +51,6 @@ document.getElementById("import-fetch").addEventListener("click", async () => {
     importStatus.className = "import-status failed";
     return;
   }
-  importConfig(await response.text(), id);
+  importConfig(await response.text(), id, id);
 });
 

@@ -150,8 +150,8 @@ def _dtype(key: str, meaning: str) -> Field:
 
 ARCH_HINT = "override the preset's value"
 FIELDS = (
-    Field("model", "text", "llama-3.1-8b", "architecture preset from presets/models.json; a hub id no preset has is "
-          "estimated from its config.json (config= on the command line, the hub fetch on the page)",
+    Field("model", "text", "llama-3.1-8b", "architecture preset from presets/models.json, by id, alias or hub id (a "
+          "hub id no preset has: its config.json instead)",
           "a preset id, an alias or a Hugging Face hub id (meta-llama/Llama-3.1-8B), in any case "
           "(python -m pycore models)", (), "a common 8B model", "model"),
     Field("config", "text", None, "path to a Hugging Face config.json (command line); replaces model",

@@ -182,13 +182,15 @@ def headline(query: str) -> str:
 
 def hub_offer(query: str, errors: "dict[str, Any]") -> "dict[str, str] | None":
     """When the model given is a hub id no preset has (refused under ``model``): {id, label} of the page's one
-    click that fetches its config.json from the hub and imports it (the config.json import); else None."""
+    click that fetches its config.json from the hub and imports it (the config.json import), the message under
+    ``model`` then worded for the page (the command line's says config=PATH, which links never read); else None."""
     if "model" not in errors:
         return None
     raw, _ = _pairs(query)
     hub = hub_id(str(raw.get("model", "")))
     if hub is None or preset_id(hub) is not None:
         return None
+    errors["model"] = f"model: no preset has the hub id {hub!r}; its config.json gives its architecture"
     return {"id": hub, "label": f"Fetch {hub}'s config.json from the Hugging Face hub and estimate it"}
 
 
