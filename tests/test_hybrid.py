@@ -150,3 +150,13 @@ def test_the_answer_says_which_layers_were_read_as_which_kind():
     assert "Layers read as 36 gated DeltaNet (linear attention), 12 full attention" in summary(result)["model"]
     # an alias names the preset itself, not a "closest preset"
     assert result.model.preset == "" and estimate({"model": "llama-3.1-8b"}).model.layers_read == ()
+
+
+def test_the_longest_context_leaves_each_request_its_state_slots():
+    from pycore.memory.serving import longest_context
+    result = estimate({"model": "qwen3-next-80b-a3b", "mode": "infer", "engine": "vllm", "tp": "4"})
+    capacity = result.vllm
+    blocks, block = capacity["kv_cache_blocks"], capacity["block_tokens"]
+    # 64 requests share the blocks; each keeps 3 for its DeltaNet groups' states, the rest hold its tokens
+    assert longest_context(capacity, 64) == (blocks // 64 - 3) * block
+    assert longest_context(estimate({"config": _file("mamba2"), "mode": "infer", "engine": "vllm"}).vllm, 4) is None

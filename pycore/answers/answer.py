@@ -13,6 +13,7 @@ from pycore.base.steps import Steps, finish
 from pycore.base.units import GIB, duration_text, format_bytes, plural
 from pycore.inputs import frameworks
 from pycore.memory.estimate import Estimate, totals_only
+from pycore.memory.serving import longest_context
 from pycore.memory.setup import resolve_architecture
 from pycore.model.catalog import gpus as gpu_catalog
 
@@ -417,9 +418,8 @@ def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[
             f"KV cache memory ({capacity['kv_bytes_available'] / GIB:.2f} GiB). Based on the available memory, the "
             f"estimated maximum model length is {capacity['longest_max_model_len']}. Try increasing "
             "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
-    per_token = result.kv_bytes_per_token or 0
-    tokens = capacity.get("kv_cache_tokens", 0)
-    out["max_context"] = min(tokens // max(values["batch"], 1), limit) if per_token else None
+    longest = longest_context(capacity, values["batch"]) if result.kv_bytes_per_token else None
+    out["max_context"] = min(longest, limit) if longest is not None else None
     return out
 
 

@@ -280,8 +280,21 @@ def _hybrid_capacity(pages: "Mapping[str, int]", kv: int, context: int, state: i
     return {"kv_cache_tokens": blocks // groups * block, "kv_cache_blocks": blocks, "context": context,
             "max_concurrency": blocks / per_request if per_request else 0.0, "starts": blocks >= per_request > 0,
             "blocks_needed": per_request, "state_bytes_per_request": state, "block_tokens": block,
+            "attention_groups": pages["attention_groups"], "state_groups": pages["state_groups"],
             "kv_bytes_needed": per_request * page * group, "kv_bytes_available": kv,
             "longest_max_model_len": longest if block else None}
+
+
+def longest_context(capacity: "Mapping[str, Any]", batch: int) -> "int | None":
+    """The longest context each of ``batch`` requests could have in vLLM's cache: its share of the blocks, less
+    a hybrid's state slots, in tokens; None for a model without attention layers (no limit from memory)."""
+    batch = max(batch, 1)
+    if "attention_groups" not in capacity:
+        return capacity["kv_cache_tokens"] // batch if capacity.get("kv_cache_tokens") is not None else None
+    if not capacity["attention_groups"]:
+        return None
+    spare = capacity["kv_cache_blocks"] // batch - capacity["state_groups"]
+    return max(spare, 0) // capacity["attention_groups"] * capacity["block_tokens"]
 
 
 def refusal(capacity: "Mapping[str, Any] | None") -> str:
