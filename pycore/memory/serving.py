@@ -293,8 +293,8 @@ def longest_context(capacity: "Mapping[str, Any]", batch: int) -> "int | None":
         return capacity["kv_cache_tokens"] // batch if capacity.get("kv_cache_tokens") is not None else None
     if not capacity["attention_groups"]:
         return None
-    spare = capacity["kv_cache_blocks"] // batch - capacity["state_groups"]
-    return max(spare, 0) // capacity["attention_groups"] * capacity["block_tokens"]
+    spare: int = capacity["kv_cache_blocks"] // batch - capacity["state_groups"]
+    return max(spare, 0) // int(capacity["attention_groups"]) * int(capacity["block_tokens"])
 
 
 def refusal(capacity: "Mapping[str, Any] | None") -> str:
