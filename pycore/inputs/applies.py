@@ -50,6 +50,7 @@ APPLIES: "dict[str, Condition]" = {
     "engine": {**INFER, **TRANSFORMER},
     "gpu_util": {**INFER, "engine": ["vllm"]},
     "max_batched_tokens": {**INFER, "engine": ["vllm"]},
+    "speculative": {**INFER, "engine": ["vllm"]},
     # Fine-tuning adapters.
     "lora_rank": {**ADAPTERS, **TRANSFORMER},
     "lora_targets": {**ADAPTERS, **TRANSFORMER},

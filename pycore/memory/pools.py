@@ -6,7 +6,7 @@ construction. ``report`` and ``explain`` only format these records.
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Callable, NotRequired, TypedDict
 
 from pycore.base.expr import Q, rnd
 
@@ -131,10 +131,12 @@ def peak_of(pools: "list[Pool]", moments: "tuple[str, ...]") -> Peak:
             "peak_bytes": totals[peak_moment]}
 
 
-def worst_stage(results: "list[StageResult]") -> StageResult:
-    """The pipeline stage with the highest peak, carrying every stage's summary when there are several
-    (with its pools: ``stage_components`` turns them into components where the estimate is explained)."""
-    worst = max(results, key=lambda r: r["peak_bytes"])
+def worst_stage(results: "list[StageResult]",
+                rank: "Callable[[StageResult], float] | None" = None) -> StageResult:
+    """The pipeline stage with the highest peak (or the highest ``rank``), carrying every stage's summary when
+    there are several (with its pools: ``stage_components`` turns them into components where the estimate is
+    explained)."""
+    worst = max(results, key=rank or (lambda r: r["peak_bytes"]))
     if len(results) > 1:
         worst["stages"] = [{"stage": r["stage"], "layers": r["layers"], "peak_bytes": r["peak_bytes"],
                             "peak_phase": r["peak_phase"], "pools": r["pools"], "moments": tuple(r["moments"])}

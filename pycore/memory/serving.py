@@ -27,6 +27,7 @@ from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
 from pycore.memory.recurrent import SYMBOLS as STATE_SYMBOLS
 from pycore.memory.recurrent import has_state, state_per_sequence, vllm_pages
 from pycore.memory.setup import Setup, Workload
+from pycore.model.architecture import layer_params
 from pycore.model.mixers import layer_counts
 
 if TYPE_CHECKING:
@@ -96,7 +97,15 @@ def serving(setup: Setup, gpu: "Mapping[str, Any]") -> StageResult:
     for stage in stages:
         results.append(_stage(setup, stage, first, gpu))
         first += stage.layers
-    return worst_stage(results)
+    # vLLM sizes every stage's cache alike and keeps the fewest blocks any stage can hold (its engine core takes
+    # the smallest num_blocks of the workers' KV cache configs): the binding stage holds the fewest tokens.
+    return worst_stage(results, _fewest_tokens if setup.workload.engine == "vllm" else None)
+
+
+def _fewest_tokens(result: StageResult) -> float:
+    kv = next((p.bytes for p in result["pools"] if p.key == "kv_cache"), 0)
+    per_token = result.get("kv_bytes_per_token") or 0
+    return -(kv / per_token) if per_token else -kv
 
 
 WEIGHT_SYMBOLS = "P = parameters; S = parameters on this GPU (tensor/pipeline/expert part); Pq = parameters " \
@@ -105,12 +114,38 @@ KV_SYMBOLS = ("k = key/value heads; t = tensor-parallel degree; d = head size; L
               "n = tokens per sequence; Lg/Lw = full/sliding-window layers; W = window; B = sequences")
 
 
+def mtp_layers(setup: Setup, stage: parallel.Stage) -> int:
+    """The multi-token-prediction layers vLLM loads on this stage (the last) with speculative=mtp, else 0."""
+    on = setup.workload.engine == "vllm" and setup.workload.speculative == "mtp" and stage.has_head
+    return setup.arch.mtp_layers if on else 0
+
+
+def _mtp_weights(setup: Setup, stage: parallel.Stage) -> "Pool | None":
+    """The MTP layers' weights vLLM 0.11 keeps (deepseek_mtp.py / glm4_moe_mtp.py, loaded by
+    v1/spec_decode/eagle.py): per layer enorm, hnorm, eh_proj (2h -> h), a decoder layer like the model's last,
+    and shared_head's norm and own vocabulary-parallel head; its embedding is the target's (shared)."""
+    arch, lay = setup.arch, setup.layout
+    count = mtp_layers(setup, stage)
+    if not count:
+        return None
+    h = arch.hidden
+    per_layer = layer_params(arch, arch.layers - 1, lay.tp, lay.ep) + -(-(2 * h * h) // lay.tp) + 3 * h + \
+        -(-(arch.vocab * h) // lay.tp)
+    q = sym("Lmtp", count) * sym("Pm", per_layer) * setup.policy.bytes("weight")
+    return make("mtp_weights", "MTP layers (speculative decoding)", q, VLLM_MOMENTS,
+                "vllm/model_executor/models/deepseek_mtp.py DeepSeekMultiTokenPredictorLayer (vLLM 0.11)",
+                "Lmtp = MTP layers (num_nextn_predict_layers); Pm = one MTP layer's parameters on this GPU "
+                "(a decoder layer, eh_proj, norms, its head)")
+
+
 def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[str, Any]") -> StageResult:
     """The pools of one pipeline stage, whose layers start at ``first_layer``, under the chosen engine."""
     work = setup.workload
     stored = stored_weights(setup, stage)
+    mtp = mtp_layers(setup, stage)
     per_token = rnd(kv_values_per_token(setup.arch, work.engine, setup.layout.tp)
-                    * cached_layers(setup.arch, first_layer, stage.layers, 1) * setup.policy.bytes("kv"))
+                    * (cached_layers(setup.arch, first_layer, stage.layers, 1) + sym("Lmtp", mtp))
+                    * setup.policy.bytes("kv"))
     moments: "tuple[str, ...]"
     state = state_per_sequence(setup.arch, first_layer, stage.layers, "vllm", setup.layout.tp,
                                setup.policy.bytes("act"))
@@ -217,7 +252,8 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
         # (vllm/engine/arg_utils.py _set_default_args_v1, v0.10-v0.11).
         seqs = 1024 if gpu["usable_bytes"] >= 70 * GIB and "a100" not in gpu["id"] else 256
         activation = activation + sym("V", arch.output_width) * sym("seqs", seqs) * 12
-    left = requested - stored - non_torch - activation
+    drafter = _mtp_weights(setup, stage)
+    left = requested - stored - non_torch - activation - (sym("Wmtp", drafter.bytes) if drafter else num(0))
     block = per_token * BLOCK_TOKENS
     if pages:           # a hybrid: blocks of one page per layer of a group (pycore.memory.recurrent.vllm_pages)
         block = sym("page", pages["page_bytes"]) * sym("g", pages["group_size"])
@@ -227,7 +263,7 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
         kv = num(0)
     source = "vllm/v1/worker/gpu_worker.py determine_available_memory (vLLM 0.11)"
     return [
-        _weights(setup, stored, VLLM_MOMENTS),
+        _weights(setup, stored, VLLM_MOMENTS), *([drafter] if drafter else []),
         make("non_torch", "Memory outside PyTorch (cuBLAS, NCCL)", non_torch, VLLM_MOMENTS, source,
              "N = non-torch memory vLLM's profiler charges (cuBLAS workspaces, kernels; not the CUDA context)"),
         make("profile_activations", "Activation peak of the profiling run", activation, VLLM_MOMENTS, source,

@@ -106,6 +106,8 @@ class Architecture:
     linear_value_heads: int = 0
     linear_key_dim: int = 0
     linear_value_dim: int = 0
+    mtp_layers: int = 0             # multi-token-prediction layers the checkpoint ships (num_nextn_predict_layers),
+                                    # loaded by vLLM only for speculative decoding (pycore.memory.serving)
     vision_family: str = ""         # a vision tower (pycore/model/vision.py): qwen2_5_vl; "" = text only
     vision_layers: int = 0          # its blocks (vision_config.depth)
     vision_hidden: int = 0

@@ -136,6 +136,8 @@ FAMILY_PRESETS = {"llama": "llama-3.1-8b", "mistral": "mistral-7b-v0.1", "qwen2"
                   "nemotron_h": "nvidia-nemotron-nano-12b-v2-base", "olmo3": "olmo-3.1-32b-instruct",
                   "qwen2_5_vl": "qwen2.5-vl-7b-instruct", "qwen3_next": "qwen3-next-80b-a3b-instruct"}
 LLAMA_STYLE = "llama"       # the family an unknown model_type is read as
+# Families whose MTP layers vLLM 0.11 loads as DeepSeek's (deepseek_mtp.py, glm4_moe_mtp.py): pycore.memory.serving
+MTP_FAMILIES = ("deepseek_v3", "glm4_moe")
 
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_tanh", "silu": "silu",
                 "swish": "silu"}
@@ -349,10 +351,13 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
         extra["activation"] = _ACTIVATIONS[activation]
     tied = reader.flag("tie_word_embeddings", family_type in TIED_BY_DEFAULT)
     mtp = reader.integer("layers", ("num_nextn_predict_layers",), low=0) or 0
+    if mtp and family_type in MTP_FAMILIES:
+        extra["mtp_layers"] = mtp
     if mtp and warnings is not None:
+        loaded = "with speculative=mtp (engine=vllm), as vLLM loads them" if family_type in MTP_FAMILIES else \
+            "not modelled for this family"
         warnings.append(f"{mtp} multi-token-prediction layer{'s' if mtp > 1 else ''} (num_nextn_predict_layers) "
-                        "not counted: transformers does not build them, and vLLM loads them only for "
-                        "speculative decoding")
+                        f"not in the parameter count: transformers does not build them; counted {loaded}")
     _read_dropouts(reader, extra)
     numbers: Traits = fields        # the same dict, typed as keywords of any field so that ** type-checks
     try:
