@@ -160,3 +160,11 @@ def test_the_longest_context_leaves_each_request_its_state_slots():
     # 64 requests share the blocks; each keeps 3 for its DeltaNet groups' states, the rest hold its tokens
     assert longest_context(capacity, 64) == (blocks // 64 - 3) * block
     assert longest_context(estimate({"config": _file("mamba2"), "mode": "infer", "engine": "vllm"}).vllm, 4) is None
+
+
+def test_a_state_the_config_keeps_in_fp32_is_paged_in_fp32():
+    # Qwen3.5-9B's text_config says mamba_ssm_dtype float32: vLLM keeps its DeltaNet state (32 x 128 x 128) in fp32
+    # and the convolution state (K - 1 = 3 columns of 2*16*128 + 32*128 channels) in bf16
+    result = estimate({"model": "qwen3.5-9b", "mode": "infer", "engine": "vllm"})
+    per_layer = 3 * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 4
+    assert result.vllm["state_bytes_per_request"] == 24 * per_layer      # 24 of its 32 layers are DeltaNet

@@ -59,7 +59,9 @@ def test_published_config_imports_to_the_exact_count(stem):
     # the only notes: what is in the file but not counted (a vision encoder, multi-token-prediction layers)
     config = json.loads(read(f"{stem}.json"))
     counted = catalog.architecture(stem).vision_layers > 0          # pycore/model/vision.py counts this tower
-    vision, mtp = "vision_config" in config and not counted, bool(config.get("num_nextn_predict_layers"))
+    text = config.get("text_config", config)
+    vision = "vision_config" in config and not counted
+    mtp = bool(text.get("num_nextn_predict_layers") or text.get("mtp_num_hidden_layers"))
     assert len(answer["warnings"]) == vision + mtp
     assert vision == any("vision encoder (vision_config)" in w for w in answer["warnings"])
     assert mtp == any("multi-token-prediction" in w for w in answer["warnings"])

@@ -65,3 +65,18 @@ def test_llama_4s_tower_is_counted_exactly():
 ])
 def test_a_llama_4_image_becomes_the_tokens_its_processor_gives(width, height, tokens):
     assert vision.tower(catalog.architecture("llama-4-scout-17b-16e-instruct")).tokens(width, height) == tokens
+
+
+def test_qwen3_5s_tower_is_counted_exactly():
+    counts = count_parameters(catalog.architecture("qwen3.5-9b"))
+    assert counts.parts["vision"] == COUNTS["vision_counts"]["qwen3.5-9b.json"] == 456_010_480
+    assert counts.total == COUNTS["counts"]["qwen3.5-9b.json"] + 456_010_480
+
+
+@pytest.mark.parametrize("width,height,tokens", [
+    # transformers 5.24's smart_resize with factor 32 (patch 16 x merge 2: Qwen3.5 is processed by Qwen2VLImageProcessor,
+    # auto/image_processing_auto.py) at the processor's default min/max pixels: (704, 1280), (736, 1312), (224, 224)
+    (1280, 720, 880), (3840, 2160, 943), (224, 224, 49),
+])
+def test_a_qwen3_5_image_becomes_the_tokens_its_processor_gives(width, height, tokens):
+    assert vision.tower(catalog.architecture("qwen3.5-9b")).tokens(width, height) == tokens

@@ -54,7 +54,9 @@ def state_per_sequence(arch: "Architecture", first: int, count: int, engine: str
     """Bytes of state one sequence keeps in layers ``first`` .. ``first + count - 1`` on one GPU."""
     total = num(0)
     letters = {"M": "Lm", "P": "Lm", "m": "Lssm", "L": "Ldn", "V": "Lc"}
-    state_bytes = model_bytes if engine == "vllm" else 4
+    # vLLM keeps the state in the model's dtype unless the config asks for fp32 (Qwen3.5's mamba_ssm_dtype, read by
+    # vLLM's MambaStateDtypeCalculator since it supports the family); transformers' torch scans return fp32 states
+    state_bytes = model_bytes if engine == "vllm" and not arch.ssm_state_fp32 else 4
     for mixer, layers in sorted(layer_counts(arch, first, count).items()):
         if mixer not in STATEFUL:
             continue
@@ -89,7 +91,7 @@ def vllm_pages(arch: "Architecture", first: int, count: int, tp: int, kv_bytes: 
     attention = sum(n for mixer, n in counts.items() if mixer in "ASCP")
     mixer = next(m for m in counts if m in STATEFUL)
     conv, state = _per_layer(arch, mixer, "vllm", tp)
-    state_page = int((conv + state) * model_bytes)
+    state_page = int(conv * model_bytes + state * (4 if arch.ssm_state_fp32 else model_bytes))
     kv_heads = -(-arch.kv_heads // tp) if arch.kv_heads >= tp else 1
     token_page = int(2 * kv_heads * arch.dim_head * kv_bytes)       # FullAttentionSpec, one layer, one token
     if not attention:

@@ -102,6 +102,7 @@ class Architecture:
     ssm_proj_bias: bool = False     # biases on the Mamba in/out projections
     conv_kernel: int = 0            # causal convolution width of Mamba, gated DeltaNet and LFM2's short convolution
     conv_bias: bool = False
+    ssm_state_fp32: bool = False    # the recurrent state kept in fp32 whatever the model's dtype (mamba_ssm_dtype)
     linear_key_heads: int = 0       # gated DeltaNet (Qwen3-Next linear attention): key heads, value heads, sizes
     linear_value_heads: int = 0
     linear_key_dim: int = 0
@@ -115,6 +116,7 @@ class Architecture:
     vision_patch: int = 0           # patch_size in pixels
     vision_temporal_patch: int = 1  # frames per patch
     vision_merge: int = 1           # spatial_merge_size (Llama 4: 1 / pixel_shuffle_ratio)
+    vision_positions: int = 0       # Qwen3-VL / Qwen3.5: learned position embeddings (num_position_embeddings)
     vision_tile: int = 0            # Llama 4: the tile's side in pixels (vision_config.image_size)
     vision_projector: int = 0       # Llama 4: the adapter's and projector's width (vision_output_dim)
     source: str = ""

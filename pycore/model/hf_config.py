@@ -59,6 +59,7 @@ FAMILIES: "dict[str, tuple[str, Traits]]" = {
     "starcoder2": ("Starcoder2ForCausalLM", {**LAYERNORM_PLAIN, **BIASED, "activation": "gelu_tanh"}),
     # layers that differ by index: read by pycore/model/hf_layers.py
     "qwen3_next": ("Qwen3NextForCausalLM", {"qk_norm": "head", "attn_output_gate": True, "shared_expert_gate": True}),
+    "qwen3_5_text": ("Qwen3_5ForCausalLM", {"qk_norm": "head", "shared_expert_gate": True}),
     "granitemoehybrid": ("GraniteMoeHybridForCausalLM", {}),
     "nemotron_h": ("NemotronHForCausalLM", {}),
     "falcon_h1": ("FalconH1ForCausalLM", {}),
@@ -117,7 +118,7 @@ RANGES = {
     "ssm_head_dim": (1, 100_000), "ssm_state": (1, 100_000), "ssm_groups": (1, 100_000), "ssm_dt_rank": (1, 100_000),
     "conv_kernel": (1, 1_000), "linear_key_heads": (1, 100_000), "linear_value_heads": (1, 100_000),
     "linear_key_dim": (1, 100_000), "linear_value_dim": (1, 100_000), "vision_layers": (1, 1_000),
-    "vision_tile": (1, 100_000), "vision_projector": (1, 1_000_000),
+    "vision_tile": (1, 100_000), "vision_projector": (1, 1_000_000), "vision_positions": (1, 10_000_000),
     "vision_hidden": (1, 100_000), "vision_ffn": (1, 1_000_000), "vision_patch": (1, 1_000),
     "vision_temporal_patch": (1, 100), "vision_merge": (1, 100),
 }
@@ -134,7 +135,8 @@ FAMILY_PRESETS = {"llama": "llama-3.1-8b", "mistral": "mistral-7b-v0.1", "qwen2"
                   "granite": "granite-3.1-2b-base", "cohere": "c4ai-command-r-v01", "exaone4": "exaone-4.0-32b",
                   "glm4_moe": "glm-4.5", "llama4_text": "llama-4-scout-17b-16e-instruct",
                   "nemotron_h": "nvidia-nemotron-nano-12b-v2-base", "olmo3": "olmo-3.1-32b-instruct",
-                  "qwen2_5_vl": "qwen2.5-vl-7b-instruct", "qwen3_next": "qwen3-next-80b-a3b-instruct"}
+                  "qwen2_5_vl": "qwen2.5-vl-7b-instruct", "qwen3_next": "qwen3-next-80b-a3b-instruct",
+                  "qwen3_5_text": "qwen3.5-9b"}
 LLAMA_STYLE = "llama"       # the family an unknown model_type is read as
 # Families whose MTP layers vLLM 0.11 loads as DeepSeek's (deepseek_mtp.py, glm4_moe_mtp.py): pycore.memory.serving
 MTP_FAMILIES = ("deepseek_v3", "glm4_moe")
@@ -350,14 +352,14 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
     if isinstance(activation, str) and activation in _ACTIVATIONS and family.get("mlp") == "plain":
         extra["activation"] = _ACTIVATIONS[activation]
     tied = reader.flag("tie_word_embeddings", family_type in TIED_BY_DEFAULT)
-    mtp = reader.integer("layers", ("num_nextn_predict_layers",), low=0) or 0
+    mtp = reader.integer("layers", ("num_nextn_predict_layers", "mtp_num_hidden_layers"), low=0) or 0
     if mtp and family_type in MTP_FAMILIES:
         extra["mtp_layers"] = mtp
     if mtp and warnings is not None:
-        loaded = "with speculative=mtp (engine=vllm), as vLLM loads them" if family_type in MTP_FAMILIES else \
-            "not modelled for this family"
-        warnings.append(f"{mtp} multi-token-prediction layer{'s' if mtp > 1 else ''} (num_nextn_predict_layers) "
-                        f"not in the parameter count: transformers does not build them; counted {loaded}")
+        loaded = "counted with speculative=mtp (engine=vllm), as vLLM loads them" if family_type in MTP_FAMILIES \
+            else "their memory under vLLM's speculative decoding is not modelled for this family yet"
+        warnings.append(f"{mtp} multi-token-prediction layer{'s' if mtp > 1 else ''} not in the parameter count: "
+                        f"transformers does not build them; {loaded}")
     _read_dropouts(reader, extra)
     numbers: Traits = fields        # the same dict, typed as keywords of any field so that ** type-checks
     try:
@@ -368,7 +370,8 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
     return arch
 
 
-_TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text"}   # a multimodal wrapper -> its text decoder
+_TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text",   # a multimodal wrapper -> its text decoder
+               "qwen3_5": "qwen3_5_text"}
 
 
 def _vision_note(config: Config, arch: Architecture, warnings: "list[str] | None") -> None:

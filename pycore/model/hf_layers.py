@@ -65,6 +65,10 @@ def _qwen3_next(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
         step = reader.integer("layers", ("decoder_sparse_step",), low=1) or 1
         dense = set(reader.integer_list("mlp_only_layers", layers))
         extra["mlp_pattern"] = "".join("D" if i in dense or (i + 1) % step else "E" for i in range(layers))
+    extra["attn_output_gate"] = reader.flag("attn_output_gate", True)
+    dtype = reader.config.get("mamba_ssm_dtype")
+    extra["ssm_state_fp32"] = dtype == "float32"      # Qwen3.5: its DeltaNet state kept in fp32 (vLLM reads this)
+    _qwen_vision(reader, fields, extra)
 
 
 def _granite_hybrid(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
@@ -261,8 +265,29 @@ def _glm4_moe(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
     extra["qkv_bias"] = reader.flag("attention_bias", False)
 
 
+def _qwen_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """Qwen3.5's vision tower (Qwen3-VL's: LayerNorm blocks, learned positions, a plain GELU MLP), from the
+    wrapper's vision_config; one with deepstack mergers is refused by name."""
+    vision = reader.config.get("vision_config")
+    if not isinstance(vision, dict):
+        return
+    inner = type(reader)(vision)
+    keys = {"depth": "vision_layers", "hidden_size": "vision_hidden", "intermediate_size": "vision_ffn",
+            "patch_size": "vision_patch", "temporal_patch_size": "vision_temporal_patch",
+            "spatial_merge_size": "vision_merge", "num_position_embeddings": "vision_positions"}
+    for key, field in keys.items():
+        value = inner.integer(field, (key,))
+        if value is None:
+            raise InputError("config", f"vision_config.{key}: missing")
+        extra[field] = value
+    if vision.get("deepstack_visual_indexes"):
+        raise InputError("config", "vision_config.deepstack_visual_indexes: pycore counts Qwen3.5's tower without "
+                                   "deepstack mergers")
+    extra["vision_family"] = "qwen3_vl"
+
+
 READERS: "dict[str, Callable[[_Reader, Fields, Traits], None]]" = {
-    "qwen3_next": _qwen3_next, "granitemoehybrid": _granite_hybrid, "nemotron_h": _nemotron_h,
+    "qwen3_next": _qwen3_next, "qwen3_5_text": _qwen3_next, "granitemoehybrid": _granite_hybrid, "nemotron_h": _nemotron_h,
     "falcon_h1": _falcon_h1, "mamba2": _mamba2, "jamba": _jamba, "lfm2": _lfm2, "olmo3": _sliding_layers,
     "exaone4": _sliding_layers, "llama4_text": _llama4, "apertus": _apertus, "glm4_moe": _glm4_moe,
 }

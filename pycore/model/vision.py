@@ -32,7 +32,7 @@ MAX_PIXELS = 28 * 28 * 1280
 class VisionTower:
     """The fields of a config's vision_config that its weights and image tokens depend on."""
 
-    family: str                 # qwen2_5_vl | llama4
+    family: str                 # qwen2_5_vl | qwen3_vl | llama4
     layers: int                 # depth
     hidden: int
     ffn: int                    # intermediate_size
@@ -42,18 +42,32 @@ class VisionTower:
     channels: int               # in_channels
     out_hidden: int             # the decoder's hidden size the merger projects to
     tile: int = 0               # Llama 4: image_size, the side of one tile in pixels
+    positions: int = 0          # Qwen3-VL: learned position embeddings
     projector: int = 0          # Llama 4: projector_input_dim = projector_output_dim = vision_output_dim
 
     def params(self) -> int:
         """Exact parameter count of the tower and its merger (or adapter and projector)."""
         if self.family == "llama4":
             return self._llama4_params()
+        if self.family == "qwen3_vl":
+            return self._qwen3_vl_params()
         h, f = self.hidden, self.ffn
         patch = self.channels * self.temporal_patch * self.patch * self.patch * h
         block = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * (h * f + f) + (f * h + h)   # norms, qkv, proj, MLP
         merged = h * self.merge * self.merge
         merger = h + merged * merged + merged + merged * self.out_hidden + self.out_hidden     # ln_q, two linears
         return patch + self.layers * block + merger
+
+    def _qwen3_vl_params(self) -> int:
+        """Qwen3-VL / Qwen3.5 (Qwen3VLVisionModel): a biased Conv3d patch embedding, learned positions, LayerNorm
+        blocks with biased qkv, proj and a plain fc1/fc2 MLP, and a merger (LayerNorm over one patch, fc1 and fc2
+        over merge² patches)."""
+        h, f = self.hidden, self.ffn
+        patch = self.channels * self.temporal_patch * self.patch * self.patch * h + h
+        block = 2 * 2 * h + (3 * h * h + 3 * h) + (h * h + h) + (h * f + f) + (f * h + h)
+        merged = h * self.merge * self.merge
+        merger = 2 * h + merged * merged + merged + merged * self.out_hidden + self.out_hidden
+        return patch + self.positions * h + self.layers * block + merger
 
     def _llama4_params(self) -> int:
         h, f, p = self.hidden, self.ffn, self.projector
@@ -78,7 +92,8 @@ class VisionTower:
         return 1 + split + 1 + per_tile + 1      # image_start, tiles and separators, <|image|>, global tile, image_end
 
     def grid(self, width: int, height: int) -> "tuple[int, int]":
-        """Patches along (height, width) after smart_resize."""
+        """Patches along (height, width) after smart_resize (Qwen3.5 uses the same Qwen2VLImageProcessor: transformers
+        5.24 auto/image_processing_auto.py; its tiles are patch_size x merge, 32 pixels)."""
         factor = self.patch * self.merge
         if max(height, width) / min(height, width) > 200:
             raise ValueError("image_size: the processor refuses an aspect ratio over 200")
@@ -105,5 +120,5 @@ def tower(arch: "Architecture") -> "VisionTower | None":
     if not arch.vision_layers:
         return None
     return VisionTower(arch.vision_family, arch.vision_layers, arch.vision_hidden, arch.vision_ffn, arch.vision_patch,
-                       arch.vision_temporal_patch, arch.vision_merge, 3, arch.hidden, arch.vision_tile,
-                       arch.vision_projector)
+                       arch.vision_temporal_patch, arch.vision_merge, 3, arch.hidden, tile=arch.vision_tile,
+                       projector=arch.vision_projector, positions=arch.vision_positions)
