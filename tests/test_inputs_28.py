@@ -14,6 +14,7 @@ import pytest
 import build
 from pycore import FieldError, estimate, parse
 from pycore.answers.answer import answer
+from pycore.answers.compare import baseline_values
 from pycore.inputs.applies import ignored
 from pycore.inputs.schema import BY_KEY
 from pycore.memory.estimate import estimate_values
@@ -238,3 +239,14 @@ def test_the_built_form_shows_the_price_not_the_words_preset_value():
     assert 'placeholder="2.99"' in html and "preset value" not in html
     assert 'id="d-price"' in html and "Lambda on-demand list price, 2025" in html
     assert 'aria-describedby="h-price d-price e-price"' in html
+
+
+def test_a_baselines_hours_replace_the_tokens_it_would_inherit():
+    shown = json.loads(web.answers("train_tokens=1T&base.train_hours=72&gpus=8"))
+    assert shown["errors"] == {}
+    base = dict(shown["answers"]["comparison"]["baseline_query"])
+    assert base["train_hours"] == "72" and "train_tokens" not in base
+    assert shown["answers"]["comparison"]["baseline_cost"]["given"] == "train_hours"
+    # Both given to the baseline: refused by name, as for the setup itself.
+    with pytest.raises(FieldError, match="base.train_hours: give train_tokens or train_hours, not both"):
+        baseline_values(parse({"compare": "baseline"}), {"train_tokens": "1T", "train_hours": "72"})

@@ -9,7 +9,7 @@ from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
 from pycore.base.units import format_bytes
 from pycore.inputs.frameworks import CHECKPOINT_DTYPE, framework_name
-from pycore.inputs.schema import parse, to_query
+from pycore.inputs.schema import DEFAULTS, EITHER, parse, to_query
 from pycore.memory.estimate import Estimate, estimate_values
 from pycore.memory.pools import Pool
 from pycore.memory.precision import POLICIES
@@ -38,6 +38,9 @@ def baseline_values(values: dict[str, Any], base_raw: dict[str, Any]) -> dict[st
     except FieldError as error:
         raise error.under("base.") from None
     changed.update({key: overrides[key] for key in base_raw})
+    # A base.KEY of a pair said either way (train_hours or train_tokens) replaces the other, inherited one.
+    changed.update({other: DEFAULTS[other] for pair in EITHER for key, other in (pair, pair[::-1])
+                    if key in base_raw and other not in base_raw})
     changed["compare"] = "off"
     return changed
 
