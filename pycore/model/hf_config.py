@@ -136,7 +136,7 @@ FAMILY_PRESETS = {"llama": "llama-3.1-8b", "mistral": "mistral-7b-v0.1", "qwen2"
                   "glm4_moe": "glm-4.5", "llama4_text": "llama-4-scout-17b-16e-instruct",
                   "nemotron_h": "nvidia-nemotron-nano-12b-v2-base", "olmo3": "olmo-3.1-32b-instruct",
                   "qwen2_5_vl": "qwen2.5-vl-7b-instruct", "qwen3_next": "qwen3-next-80b-a3b-instruct",
-                  "qwen3_5_text": "qwen3.5-9b"}
+                  "qwen3_5_text": "qwen3.5-9b", "lfm2": "lfm2.5-vl-1.6b"}
 LLAMA_STYLE = "llama"       # the family an unknown model_type is read as
 # Families whose MTP layers vLLM 0.11 loads as DeepSeek's (deepseek_mtp.py, glm4_moe_mtp.py): pycore.memory.serving
 MTP_FAMILIES = ("deepseek_v3", "glm4_moe")
