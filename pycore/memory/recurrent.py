@@ -52,7 +52,7 @@ def _per_layer(arch: "Architecture", mixer: str, engine: str, tp: int) -> "tuple
 def state_per_sequence(arch: "Architecture", first: int, count: int, engine: str, tp: int,
                        model_bytes: float) -> Q:
     """Bytes of state one sequence keeps in layers ``first`` .. ``first + count - 1`` on one GPU."""
-    total = num(0)
+    total: "Q | None" = None
     letters = {"M": "Lm", "P": "Lm", "m": "Lssm", "L": "Ldn", "V": "Lc"}
     # vLLM keeps the state in the model's dtype unless the config asks for fp32 (Qwen3.5's mamba_ssm_dtype, read by
     # vLLM's MambaStateDtypeCalculator since it supports the family); transformers' torch scans return fp32 states
@@ -64,8 +64,9 @@ def state_per_sequence(arch: "Architecture", first: int, count: int, engine: str
         part = sym("c·K", conv) * model_bytes
         if state:
             part = part + sym("s", state) * state_bytes
-        total = total + sym(letters[mixer], layers) * part
-    return total
+        term = sym(letters[mixer], layers) * part
+        total = term if total is None else total + term
+    return total if total is not None else num(0)
 
 
 def has_state(arch: "Architecture") -> bool:
