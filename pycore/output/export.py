@@ -1,0 +1,158 @@
+"""Launch settings for the setup estimated, in each framework's own words, and back.
+
+``vllm`` gives a ``vllm serve`` command line (the flags of vLLM 0.11's EngineArgs, vllm/engine/arg_utils.py);
+``trainer`` a Hugging Face ``TrainingArguments`` JSON (transformers 5.24 training_args.py, its OptimizerNames and
+FSDPOption values); ``deepspeed`` a DeepSpeed config JSON (deepspeed/runtime/config.py: train_micro_batch_size_per_gpu,
+gradient_accumulation_steps, bf16 / fp16 "enabled", zero_optimization.stage and offload_optimizer.device).
+``read`` takes any of them back to the schema's inputs, so a block copied out and pasted in gives the same estimate.
+"""
+
+import json
+import shlex
+from typing import Any
+
+from pycore.base.errors import InputError
+from pycore.memory.record import Estimate
+from pycore.model.catalog import models, preset_id
+
+KINDS = ("vllm", "trainer", "deepspeed")
+_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+_QUANT = {"fp8": "fp8", "gptq-int4": "gptq", "awq-int4": "awq"}          # vLLM --quantization methods
+_OPTIM = {("adamw", "fused"): "adamw_torch_fused", ("adamw", "foreach"): "adamw_torch",
+          ("adamw", "for-loop"): "adamw_torch", ("adam-8bit", ""): "adamw_bnb_8bit", ("adafactor", ""): "adafactor",
+          ("sgd", ""): "sgd", ("lion", ""): "lion_32bit"}
+_FSDP = {"FULL_SHARD": "full_shard", "SHARD_GRAD_OP": "shard_grad_op", "NO_SHARD": "no_shard",
+         "HYBRID_SHARD": "hybrid_shard"}
+
+
+def _hub(values: "dict[str, Any]") -> str:
+    entry = models().get(preset_id(str(values["model"])) or "")
+    return entry["hub"][0] if entry and entry.get("hub") else str(values["model"])
+
+
+def vllm(values: "dict[str, Any]", result: Estimate) -> str:
+    """``vllm serve`` with the layout, context, memory share, batch budget and dtypes of this estimate."""
+    args = ["vllm", "serve", _hub(values), "--dtype", _DTYPES.get(result.setup.weight_dtype, "auto"),
+            "--tensor-parallel-size", str(result.layout.tp), "--pipeline-parallel-size", str(result.layout.pp),
+            "--max-model-len", str(values["seq"] + values["new_tokens"]),
+            "--gpu-memory-utilization", f"{values['gpu_util']:g}",
+            "--max-num-batched-tokens", str(values["max_batched_tokens"])]
+    if result.setup.kv_dtype == "fp8":
+        args += ["--kv-cache-dtype", "fp8"]
+    if values.get("quant") in _QUANT:
+        args += ["--quantization", _QUANT[values["quant"]]]
+    if result.layout.ep > 1:
+        args.append("--enable-expert-parallel")
+    if values.get("speculative") == "mtp":
+        args += ["--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": 1})]
+    return shlex.join(args)
+
+
+def trainer(values: "dict[str, Any]", result: Estimate) -> str:
+    """TrainingArguments as JSON: per-device batch, accumulation, checkpointing, mixed precision, optimizer,
+    FSDP; a ZeRO stage is pointed at the deepspeed block."""
+    setup = result.setup
+    impl = setup.optimizer_impl or ""
+    optim = _OPTIM.get((values["optimizer"], impl), _OPTIM.get((values["optimizer"], ""), values["optimizer"]))
+    args: "dict[str, Any]" = {
+        "per_device_train_batch_size": values["batch"], "gradient_accumulation_steps": values["microbatches"],
+        "gradient_checkpointing": values["recompute"] == "full",
+        "bf16": "bf16" in setup.precision, "fp16": "fp16" in setup.precision, "optim": optim}
+    if values.get("fsdp") in _FSDP:
+        args["fsdp"] = _FSDP[values["fsdp"]] + (" offload" if values.get("offload") != "none" else "")
+    if str(values.get("zero")) != "0":
+        args["deepspeed"] = "ds_config.json"
+    return json.dumps(args, indent=2)
+
+
+def deepspeed(values: "dict[str, Any]", result: Estimate) -> str:
+    """A DeepSpeed config with the micro-batch, accumulation, precision and ZeRO stage (and optimizer offload)."""
+    precision = result.setup.precision
+    config: "dict[str, Any]" = {
+        "train_micro_batch_size_per_gpu": values["batch"], "gradient_accumulation_steps": values["microbatches"],
+        "bf16": {"enabled": "bf16" in precision}, "fp16": {"enabled": "fp16" in precision},
+        "zero_optimization": {"stage": int(values.get("zero") or 0)}}
+    if values.get("offload") in ("optimizer", "params"):
+        config["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}
+        if values["offload"] == "params":
+            config["zero_optimization"]["offload_param"] = {"device": "cpu"}
+    return json.dumps(config, indent=2)
+
+
+def export(kind: str, values: "dict[str, Any]", result: Estimate) -> str:
+    """The block of ``kind`` (one of KINDS) for this estimate."""
+    if kind not in KINDS:
+        raise InputError("export", f"one of {', '.join(KINDS)}, got {kind[:40]!r}")
+    return {"vllm": vllm, "trainer": trainer, "deepspeed": deepspeed}[kind](values, result)
+
+
+def read(text: str) -> "dict[str, str]":
+    """The schema's inputs a pasted block sets (a ``vllm serve`` line, TrainingArguments or DeepSpeed JSON)."""
+    text = text.strip()
+    if text.startswith("vllm"):
+        return _read_vllm(text)
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise InputError("export", "not a vllm serve line, TrainingArguments JSON or DeepSpeed JSON") from None
+    if not isinstance(data, dict):
+        raise InputError("export", "a JSON object ({...}) was expected")
+    return _read_deepspeed(data) if "train_micro_batch_size_per_gpu" in data else _read_trainer(data)
+
+
+_VLLM_FLAGS = {"--tensor-parallel-size": "tp", "--pipeline-parallel-size": "pp", "--max-model-len": "seq",
+               "--gpu-memory-utilization": "gpu_util", "--max-num-batched-tokens": "max_batched_tokens"}
+
+
+def _read_vllm(text: str) -> "dict[str, str]":
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        raise InputError("export", "the vllm serve line has an unclosed quote") from None
+    out = {"mode": "infer", "engine": "vllm", "new_tokens": "0"}     # max_model_len is the whole context
+    if len(words) > 2 and words[1] == "serve":
+        out["model"] = words[2]
+    pairs = dict(zip(words[3::1], words[4::1]))
+    for flag, key in _VLLM_FLAGS.items():
+        if flag in pairs:
+            out[key] = pairs[flag]
+    if pairs.get("--kv-cache-dtype") == "fp8":
+        out["kv_dtype"] = "fp8"
+    quant = {v: k for k, v in _QUANT.items()}.get(pairs.get("--quantization", ""))
+    if quant:
+        out["quant"] = quant
+    if "--speculative-config" in pairs and '"mtp"' in pairs["--speculative-config"]:
+        out["speculative"] = "mtp"
+    return out
+
+
+def _read_trainer(data: "dict[str, Any]") -> "dict[str, str]":
+    out = {"mode": "train"}
+    for name, key in (("per_device_train_batch_size", "batch"), ("gradient_accumulation_steps", "microbatches")):
+        if name in data:
+            out[key] = str(data[name])
+    if "gradient_checkpointing" in data:
+        out["recompute"] = "full" if data["gradient_checkpointing"] else "none"
+    optimizers = {v: k for k, v in _OPTIM.items()}
+    if data.get("optim") in optimizers:
+        out["optimizer"], impl = optimizers[data["optim"]]
+        if impl:
+            out["optimizer_impl"] = impl
+    fsdp = str(data.get("fsdp") or "").split()
+    shards = {v: k for k, v in _FSDP.items()}
+    if fsdp and fsdp[0] in shards:
+        out["fsdp"] = shards[fsdp[0]]
+        out["offload"] = "optimizer" if "offload" in fsdp else "none"
+    return out
+
+
+def _read_deepspeed(data: "dict[str, Any]") -> "dict[str, str]":
+    out = {"mode": "train", "batch": str(data["train_micro_batch_size_per_gpu"])}
+    if "gradient_accumulation_steps" in data:
+        out["microbatches"] = str(data["gradient_accumulation_steps"])
+    zero = data.get("zero_optimization")
+    if isinstance(zero, dict):
+        out["zero"] = str(zero.get("stage", 0))
+        out["offload"] = "params" if "offload_param" in zero else "optimizer" if "offload_optimizer" in zero \
+            else "none"
+    return out
