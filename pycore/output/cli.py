@@ -1,4 +1,5 @@
-"""Command line: ``python -m pycore [--json|--csv] KEY=VALUE ...``, ``models``, ``gpus``, ``schema``."""
+"""Command line: ``python -m pycore [--json|--csv] KEY=VALUE ...``, ``models``, ``gpus``, ``schema``,
+``header=PATH``."""
 
 import json
 import sys
@@ -20,6 +21,8 @@ from pycore.output import report
 USAGE = """usage: python -m pycore [--json | --csv | --markdown] [--gpus all] KEY=VALUE ... [--compare KEY=VALUE ...]
        python -m pycore fits [--json] gpu=ID gpus=N KEY=VALUE ...   (which presets fit on N GPUs)
        python -m pycore models | gpus | schema
+       python -m pycore header=PATH [--json]   (exact weight bytes from a checkpoint's headers: a .safetensors
+                                               file, a model.safetensors.index.json, a folder of shards, a .gguf)
 
 Estimates GPU memory per device for a training step or for serving. Keys: see docs/inputs.md
 or `python -m pycore schema`. Sizes are shown in GiB (2^30 bytes). The table lists the chosen GPU, the
@@ -121,6 +124,58 @@ def _fits(words: "list[str]") -> int:
     return 0
 
 
+def _header(words: "list[str]") -> int:
+    """python -m pycore header=PATH [--json]: the weights' exact bytes, read from the checkpoint's headers only."""
+    from pycore.model.checkpoint import read_path
+    paths = [word[len("header="):] for word in words if word.startswith("header=")]
+    try:
+        if len(paths) != 1 or any(word != "--json" and not word.startswith("header=") for word in words):
+            raise FieldError("header", "takes one PATH and nothing else but --json: python -m pycore header=PATH [--json]")
+        found = read_path(paths[0])
+    except FieldError as error:
+        print(f"error: {_printable(str(error))}", file=sys.stderr)
+        return 2
+    except OSError as error:                # unreadable: permissions, a device, a file gone meanwhile
+        print(f"error: header: {_printable(str(error.strerror or error))}: {_printable(paths[0][:200])}",
+              file=sys.stderr)
+        return 2
+    for note in found.notes:
+        print(f"note: {_printable(note)}", file=sys.stderr)
+    if "--json" in words:
+        print(json.dumps(found.as_dict(), indent=1, allow_nan=False))
+    else:
+        sys.stdout.write(header_text(found.as_dict()))
+    return 0
+
+
+POOL_LABELS = {"embedding": "embedding", "attention": "layers: attention (or other mixer)", "mlp": "layers: MLP",
+               "norms": "layers: norms", "experts": "routed experts", "head": "head and final norm",
+               "vision": "vision tower and projector", "other": "other"}
+
+
+def header_text(shown: "dict[str, Any]") -> str:
+    """A checkpoint's headers as text: exact bytes, with GiB (2^30 bytes) beside them, by pool and by dtype."""
+    files = shown["files"]
+    named = files[0] if len(files) == 1 else f"{len(files)} files ({files[0]} ... {files[-1]})"
+    lines = [f"Checkpoint: {_printable(named)} ({shown['format']}), {shown['tensors']:,} tensors; "
+             f"{shown['header_bytes']:,} header bytes read",
+             f"Weights: {shown['total_bytes']:,} bytes = {shown['total_bytes'] / GIB:,.3f} GiB (GiB = 2^30 bytes), "
+             f"{shown['elements']:,} numbers stored",
+             "", f"{'pool':36s} {'bytes':>20s} {'GiB':>12s}"]
+    rows = [(POOL_LABELS.get(pool, pool), size) for pool, size in shown["by_pool"].items()]
+    rows.append(("layers in all (attention, MLP, norms)", shown["layers_bytes"]))
+    rows += [("", -1), ("dtype", -1)] + [(dtype, size) for dtype, size in shown["by_dtype"].items()]
+    for label, size in rows:
+        lines.append(f"{_printable(label):36s} {size:>20,d} {size / GIB:>12,.3f}" if size >= 0 else label)
+    arch = shown["architecture"]
+    if arch:
+        lines += ["", "Architecture (GGUF metadata): " + ", ".join(f"{key} {_printable(str(value))[:40]}"
+                                                                  for key, value in arch.items())]
+    lines += ["", "From the checkpoint's headers; a packed tensor (GPTQ's I32 qweight, MXFP4's U8 blocks) counts the "
+                  "numbers it stores, not the weights it packs."]
+    return "\n".join(lines) + "\n"
+
+
 def _listing(word: str) -> str:
     """The usage text, or a catalog with its sources: models, gpus, or the inputs' schema."""
     if word == "models":
@@ -136,6 +191,8 @@ def _main(argv: "list[str] | None" = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     if words and words[0] == "fits":
         return _fits(words[1:])
+    if any(word.startswith("header=") for word in words):
+        return _header(words)
     if words and (words[0] in ("-h", "--help") or words in (["models"], ["gpus"], ["schema"])):
         sys.stdout.write(_listing(words[0]))
         return 0
