@@ -169,6 +169,37 @@ def fp8_pools():
             "norms": 2 * 2 * h * 2, "experts": 4 * mlp_one, "head": (h + VOCAB * h) * 2}
 
 
+def mxfp4(experts=4, h=128, ffn=64, heads=4):
+    """gpt-oss's layout (openai/gpt-oss-20b's safetensors): MXFP4 experts as U8 blocks of 32 weights in 16 bytes
+    with a U8 (E8M0) scale a block, bf16 expert biases, router, attention with its sinks, norms."""
+    tensors = {"model.embed_tokens.weight": ("BF16", (VOCAB, h))}
+    for i in range(2):
+        p = f"model.layers.{i}."
+        for proj, out in (("q", h), ("k", h // 2), ("v", h // 2)):
+            tensors |= {p + f"self_attn.{proj}_proj.weight": ("BF16", (out, h)),
+                        p + f"self_attn.{proj}_proj.bias": ("BF16", (out,))}
+        tensors |= {p + "self_attn.o_proj.weight": ("BF16", (h, h)), p + "self_attn.o_proj.bias": ("BF16", (h,)),
+                    p + "self_attn.sinks": ("BF16", (heads,)), p + "input_layernorm.weight": ("BF16", (h,)),
+                    p + "post_attention_layernorm.weight": ("BF16", (h,)),
+                    p + "mlp.router.weight": ("BF16", (experts, h)), p + "mlp.router.bias": ("BF16", (experts,)),
+                    p + "mlp.experts.gate_up_proj_blocks": ("U8", (experts, 2 * ffn, h // 32, 16)),
+                    p + "mlp.experts.gate_up_proj_scales": ("U8", (experts, 2 * ffn, h // 32)),
+                    p + "mlp.experts.gate_up_proj_bias": ("BF16", (experts, 2 * ffn)),
+                    p + "mlp.experts.down_proj_blocks": ("U8", (experts, h, ffn // 32, 16)),
+                    p + "mlp.experts.down_proj_scales": ("U8", (experts, h, ffn // 32)),
+                    p + "mlp.experts.down_proj_bias": ("BF16", (experts, h))}
+    return tensors | {"model.norm.weight": ("BF16", (h,)), "lm_head.weight": ("BF16", (VOCAB, h))}
+
+
+def mxfp4_pools(experts=4, h=128, ffn=64, heads=4):
+    # MXFP4: 17 bytes a block of 32 weights (16 of 4-bit values, 1 scale), as ggml's MXFP4 (32, 17)
+    expert_weights = 2 * ffn * h + h * ffn
+    return {"embedding": VOCAB * h * 2, "attention": 2 * 2 * (2 * h * h + 2 * (h // 2) * h + 2 * h + 2 * (h // 2)
+                                                             + heads),
+            "norms": 2 * 2 * h * 2, "mlp": 2 * 2 * (experts * h + experts),
+            "experts": 2 * experts * (expert_weights // 32 * 17 + 2 * (2 * ffn + h)), "head": (h + VOCAB * h) * 2}
+
+
 def gptq(bits=4, group=32):
     """An AutoGPTQ-style packed checkpoint: per linear, I32 qweight [in*bits/32, out], I32 qzeros
     [in/group, out*bits/32], F16 scales [in/group, out], I32 g_idx [in]; the rest F16."""
@@ -215,6 +246,13 @@ def test_fp8_checkpoint_counts_its_scales_with_their_weights(tmp_path):
     assert found.by_pool == fp8_pools()
     assert set(found.by_dtype) == {"F8_E4M3", "F32", "BF16"}
     assert found.by_dtype["F32"] == sum(nbytes(d, s) for n, (d, s) in fp8_moe().items() if n.endswith("_scale_inv"))
+
+
+def test_mxfp4_experts_as_gpt_oss_stores_them(tmp_path):
+    path = write(tmp_path / "gpt-oss.safetensors", safetensors_bytes(mxfp4()))
+    found = read_path(path)
+    assert found.total_bytes == weights_in_safetensors(path) == total(mxfp4())
+    assert found.by_pool == mxfp4_pools()
 
 
 def test_gptq_packed_checkpoint_counts_what_it_stores(tmp_path):
@@ -348,6 +386,18 @@ def test_gguf_with_quantized_types(tmp_path):
     meta = found.metadata
     assert meta["every.u64"] == 2**64 - 1 and meta["every.i64"] == -(2**63) and meta["every.bool"] is True
     assert meta["every.nested"] == [[1, 2], [3]] and meta["tokenizer.ggml.tokens"] == {"type": "str", "length": 100}
+
+
+def test_a_folder_of_gguf_splits(tmp_path):
+    split = [("split.count", 2, 2)]
+    write(tmp_path / "m-00001-of-00002.gguf", gguf_bytes(GGUF_METADATA + split, GGUF_TENSORS[:5]))
+    write(tmp_path / "m-00002-of-00002.gguf", gguf_bytes(split, GGUF_TENSORS[5:]))
+    found = read_path(str(tmp_path))
+    assert found.total_bytes == sum(GGUF_BYTES.values()) and found.architecture["block_count"] == 1
+    assert found.files == ("m-00001-of-00002.gguf", "m-00002-of-00002.gguf")
+    write(tmp_path / "m-00002-of-00002.gguf", gguf_bytes(split, GGUF_TENSORS[4:]))
+    with pytest.raises(FieldError, match="tensor 'blk.0.attn_v.weight' is in both 'm-00001-of-00002.gguf' and"):
+        read_path(str(tmp_path))
 
 
 def test_gguf_padding_is_the_files_not_the_weights(tmp_path):
@@ -488,7 +538,8 @@ def serialize_file(path, tensors):
     return str(path)
 
 
-@pytest.mark.parametrize("make,pools", [(llama, llama_pools), (fp8_moe, fp8_pools), (gptq, None)])
+@pytest.mark.parametrize("make,pools", [(llama, llama_pools), (fp8_moe, fp8_pools), (mxfp4, mxfp4_pools),
+                                        (gptq, None)])
 def test_files_written_by_safetensors_itself(tmp_path, make, pools):
     path = serialize_file(tmp_path / "model.safetensors", make())
     found = read_path(path)
