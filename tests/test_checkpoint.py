@@ -512,8 +512,11 @@ def test_command_line_refusals(capsys, words, message):
 
 
 def test_command_line_refuses_a_folder_with_no_checkpoint(tmp_path, capsys):
+    os.mkfifo(tmp_path / "model.safetensors")          # never opened: it would wait for a writer
     assert cli.main([f"header={tmp_path}"]) == 2
     assert "has no model.safetensors.index.json, .safetensors or .gguf file" in capsys.readouterr().err
+    assert cli.main([f"header={tmp_path / 'model.safetensors'}"]) == 2
+    assert "model.safetensors' is not a regular file" in capsys.readouterr().err
 
 
 # --- the formats' own writers (PyPI) ---------------------------------------------------------------------

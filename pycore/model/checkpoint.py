@@ -684,12 +684,14 @@ def read_path(path: str) -> Checkpoint:
         if "model.safetensors.index.json" in names:
             return read_path(os.path.join(path, "model.safetensors.index.json"))
         for suffix in (".safetensors", ".gguf"):
-            found = [os.path.join(path, name) for name in names if name.endswith(suffix)]
+            found = [os.path.join(path, name) for name in names
+                     if name.endswith(suffix) and os.path.isfile(os.path.join(path, name))]
             if found:
                 return combine([read_file(file) for file in found])
         raise _error(f"{_shown(path)} has no model.safetensors.index.json, .safetensors or .gguf file")
     if not os.path.isfile(path):
-        raise _error(f"no such file or folder: {_shown(path)}")
+        raise _error(f"{_shown(path)} is not a regular file" if os.path.exists(path)
+                     else f"no such file or folder: {_shown(path)}")
     if path.endswith(".json"):
         size = os.path.getsize(path)
         if size > MAX_HEADER:
