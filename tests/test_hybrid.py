@@ -104,9 +104,9 @@ def test_sliding_and_chunked_layers_cache_at_most_their_window():
     assert full.components["kv_cache"] == per_token_layer * (12 * 32768 + 36 * 8192)
 
 
-def test_hybrid_training_says_what_is_not_modelled():
+def test_hybrid_training_says_which_kernels_it_counts():
     result = estimate({"config": _file("granitemoehybrid"), "seq": "1024"})
-    assert any("32 Mamba-2 layers" in w and "not modelled" in w for w in result.warnings)
+    assert any("32 Mamba-2 layers" in w and "reference torch scans" in w for w in result.warnings)
     assert not any("Mamba" in w for w in estimate({"model": "llama-3.1-8b"}).warnings)
 
 

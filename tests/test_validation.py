@@ -147,3 +147,29 @@ def test_micro_batches_in_flight_per_stage(pp, interleave, microbatches, expecte
     from pycore.model.catalog import architecture
     layout = parallel.Layout(pp=pp, microbatches=microbatches, interleave=interleave)
     assert [s.in_flight for s in parallel.stages(architecture("llama-3.1-8b"), layout)] == expected
+
+
+# validation/measure_hybrid.py (validation/measured_hybrid.json): generate() and training steps of small hybrid configs
+HYBRID = compare.hybrid_rows()[1]
+
+
+@pytest.mark.parametrize("case", HYBRID, ids=[c["label"] for c in HYBRID])
+def test_hybrid_weights_and_cache_exact(case):
+    # weights, the attention layers' KV cache and the conv/recurrent states: to the allocator's 512-byte rounding of
+    # every tensor (and Falcon-H1's few buffers), a tenth of a percent
+    for measured, estimated in case["pairs"]:
+        assert abs(measured - estimated) <= 0.001 * measured
+
+
+def test_hybrid_training_within_3_percent_median_and_15_worst():
+    # the scan layers' saved tensors by pycore/memory/scan_activations.py; the worst is Jamba's (-12.5%), whose MoE
+    # layers keep more than counted: above the 10% the other kinds of case meet, said in docs/validation.md
+    errors = [abs(c["error"]) for c in HYBRID if " train " in c["label"]]
+    assert statistics.median(errors) <= 0.03 and max(errors) <= 0.15
+
+
+def test_hybrid_serving_within_3_percent_median_and_30_worst():
+    # the reference scan's prefill transient is a fit of these same cases (not an independent check); Nemotron-H
+    # is over by up to 27%, on the safe side
+    errors = [c["error"] for c in HYBRID if " infer " in c["label"]]
+    assert statistics.median(abs(e) for e in errors) <= 0.03 and min(errors) >= -0.10 and max(errors) <= 0.30

@@ -12,11 +12,13 @@ models reproduce the formulas people already know:
 - ``per-sample``: act_per_sample·batch.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pycore.base.errors import FieldError
 from pycore.base.remember import remembered
+from pycore.memory.scan_activations import mixer_saved
+from pycore.model.mixers import MIXERS, STATEFUL, mixer_at, mlp_at
 
 if TYPE_CHECKING:
     from pycore.memory.precision import Policy
@@ -149,6 +151,8 @@ def _attention_terms(arch: "Architecture", e: float, amp: bool, attention: str, 
         elif probs_bytes != softmax_bytes:
             terms.append(Term("probabilities cast", probs_bytes * a * seq, f"{probs_bytes:g}·a·s"))
     terms.append(Term("o_proj input", e * q, "e·a·d", feeds="o"))
+    if arch.attn_output_gate:       # Qwen3-Next: attention output · sigmoid(gate): the gate and its sigmoid kept
+        terms.append(Term("output gate and its sigmoid", 2 * e * q, "2·e·a·d"))
     if arch.qk_norm != "none":
         terms += _qk_norm_terms(arch, e, amp)
     if arch.attention == "mla":
@@ -213,6 +217,8 @@ def layer_terms(arch: "Architecture", policy: "Policy", attention: str, recomput
     amp = policy.autocast
     if recompute == "op":
         return op_terms(arch, e, attention)
+    if any(m in STATEFUL or m == "-" for m in arch.layer_pattern) or "-" in arch.mlp_pattern:
+        return _mixed_layer_terms(arch, e, amp, attention, recompute, seq)
     terms = _norm_terms(arch, e, amp, 3 if arch.norm == "rmsnorm" else 1, "attention norm", "qkv")
     terms += _attention_terms(arch, e, amp, attention, recompute, seq)
     if arch.norms_per_layer == 4:           # Gemma 2/3: norms on the attention and MLP outputs too
@@ -224,6 +230,49 @@ def layer_terms(arch: "Architecture", policy: "Policy", attention: str, recomput
     if arch.dropout:
         terms.append(Term("residual dropout masks", 2 * arch.hidden, "2·h", replicated=True))
     return terms
+
+
+def _mixed_layer_terms(arch: "Architecture", e: float, amp: bool, attention: str, recompute: str,
+                       seq: int) -> "list[Term]":
+    """A hybrid's layers by kind (pycore/model/mixers.py), each kind's terms weighted by its share of the layers
+    so that they add up to the average layer: attention layers as a transformer's, state-space and convolution
+    mixers as pycore.memory.scan_activations measured them, and each layer's MLP as its kind (none for
+    Nemotron-H's mixer-only blocks and Mamba-2's)."""
+    terms: "list[Term]" = []
+    for (mixer, mlp), (count, _) in _kinds(arch).items():
+        share = count / arch.layers
+        kind: "list[Term]" = []
+        if mixer != "-":
+            kind += _norm_terms(arch, e, amp, 3 if mixer in "ASCP" else 1, "mixer norm", "qkv")
+        if mixer in "ASCP":
+            kind += _attention_terms(arch, e, amp, attention, recompute, seq)
+        if mixer in STATEFUL:
+            kind.append(Term(f"{MIXERS[mixer]} saved tensors (reference kernels)",
+                             mixer_saved(arch, mixer, e, amp), "validation/measure_hybrid.py fit"))
+        if mlp != "-":
+            if arch.norms_per_layer > 1 or mixer == "-":
+                kind += _norm_terms(arch, e, amp, 2 if arch.mlp == "gated" else 1, "MLP norm", "gate_up")
+            kind += _mlp_terms(arch if mlp == "E" else _dense(arch), e, amp)
+        terms += [replace(t, name=f"{t.name} ({count} of {arch.layers} layers)",
+                          bytes_per_token=t.bytes_per_token * share) for t in kind]
+    if arch.dropout:
+        terms.append(Term("residual dropout masks", 2 * arch.hidden, "2·h", replicated=True))
+    return terms
+
+
+def _kinds(arch: "Architecture") -> "dict[tuple[str, str], tuple[int, int]]":
+    kinds: "dict[tuple[str, str], tuple[int, int]]" = {}
+    for index in range(arch.layers):
+        key = (mixer_at(arch, index), mlp_at(arch, index))
+        number, first = kinds.get(key, (0, index))
+        kinds[key] = (number + 1, first)
+    return kinds
+
+
+def _dense(arch: "Architecture") -> "Architecture":
+    """The architecture as its dense layers see it: no routed experts, the dense width."""
+    return replace(arch, experts=0, experts_per_token=0, mlp_pattern="", ffn=arch.dense_ffn or arch.ffn,
+                   shared_experts=0, shared_expert_ffn=0)
 
 
 def layer_input_bytes(arch: "Architecture", policy: "Policy") -> float:

@@ -26,6 +26,7 @@ from pycore.memory.model_states import stored_weights
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
 from pycore.memory.recurrent import SYMBOLS as STATE_SYMBOLS
 from pycore.memory.recurrent import has_state, state_per_sequence, vllm_pages
+from pycore.memory.scan_activations import prefill_transient
 from pycore.memory.setup import Setup, Workload
 from pycore.model.architecture import layer_params
 from pycore.model.mixers import layer_counts
@@ -200,14 +201,20 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
         working = working + split(sym("V", arch.output_width), "t", lay.tp) * sym("B", batch) * 8
     if work.attention == "eager":
         working = working + rnd(split(sym("a", (4 + e) * arch.heads), "t", lay.tp, None) * sym("n", prompt) * tokens)
+    scan = prefill_transient(arch, prompt)
+    if scan:
+        working = working + split(sym("x", scan), "t", lay.tp, None) * tokens
     kv_source = "keys and values of every cached layer (transformers DynamicCache)"
     state = _state_pools(setup, stage, first_layer, "hf", MOMENTS)
     return [_weights(setup, stored, MOMENTS), *state,
             make("kv_cache_prompt", "KV cache of the prompt", prompt_cache, ("prefill",), kv_source, KV_SYMBOLS,
                  group="kv_cache"),
             make("prefill_working", "Prefill working set", working, ("prefill",),
-                 "one layer's MLP or attention intermediates + last-token logits (validation/measured.json)",
-                 "wf = widest intermediate per token; h = hidden; e = activation bytes; V = vocabulary"),
+                 "one layer's MLP or attention intermediates + last-token logits (validation/measured.json)" +
+                 ("; a scan layer's chunk matrices with the reference kernels (validation/measure_hybrid.py, a "
+                  "loose fit)" if scan else ""),
+                 "wf = widest intermediate per token; h = hidden; e = activation bytes; V = vocabulary" +
+                 ("; x = a scan layer's transient bytes per token" if scan else "")),
             make("kv_cache", "KV cache", kv_cache, ("decode",), kv_source, KV_SYMBOLS),
             make("cache_append_copy", "Cache append copy (one layer)",
                  ceil(kv_cache / sym("Ls", max(stage.layers, 1))), ("decode",),

@@ -96,6 +96,7 @@ class Architecture:
     ssm_head_dim: int = 0           # Mamba-2 head size
     ssm_state: int = 0              # SSM state size per channel (d_state)
     ssm_groups: int = 1             # Mamba-2 B/C groups (n_groups)
+    ssm_chunk: int = 256            # Mamba-2's scan chunk (chunk_size / mamba_chunk_size): its saved tensors grow with it
     ssm_dt_rank: int = 0            # Mamba-1 time-step rank (Jamba)
     ssm_dt_norms: bool = False      # Jamba: RMSNorms on dt, B and C inside its Mamba layers
     ssm_norm: bool = True           # Mamba-2's gated RMSNorm before out_proj (Falcon-H1: mamba_rms_norm)

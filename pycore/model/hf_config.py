@@ -114,7 +114,7 @@ RANGES = {
     "shared_expert_ffn": (0, 10_000_000), "dense_layers": (0, 10_000), "q_lora_rank": (0, 1_000_000),
     "kv_lora_rank": (0, 1_000_000), "qk_rope_dim": (0, 100_000), "qk_nope_dim": (0, 100_000),
     "v_head_dim": (0, 100_000), "sliding_window": (0, 1_000_000_000),
-    "dense_ffn": (0, 10_000_000), "ssm_inner": (1, 10_000_000), "ssm_heads": (1, 100_000),
+    "dense_ffn": (0, 10_000_000), "ssm_chunk": (1, 1_000_000), "ssm_inner": (1, 10_000_000), "ssm_heads": (1, 100_000),
     "ssm_head_dim": (1, 100_000), "ssm_state": (1, 100_000), "ssm_groups": (1, 100_000), "ssm_dt_rank": (1, 100_000),
     "conv_kernel": (1, 1_000), "linear_key_heads": (1, 100_000), "linear_value_heads": (1, 100_000),
     "linear_key_dim": (1, 100_000), "linear_value_dim": (1, 100_000), "vision_layers": (1, 1_000),

@@ -39,7 +39,10 @@ def _every(layers: int, period: int, offset: int) -> "list[bool]":
 
 
 def _mamba2_sizes(reader: "_Reader", extra: "Traits", keys: "dict[str, Sequence[str]]", inner: int) -> None:
-    """Mamba-2 sizes from a family's key names (``keys``: field -> config keys, first given wins)."""
+    """Mamba-2 sizes from a family's key names (``keys``: field -> config keys, first given wins), and its scan
+    chunk (chunk_size or mamba_chunk_size, 256 by default in every family's config class but Nemotron-H's 128)."""
+    extra["ssm_chunk"] = reader.integer("ssm_chunk", ("chunk_size", "mamba_chunk_size")) or \
+        (128 if "ssm_state_size" in reader.config else 256)
     for field, names in keys.items():
         value = reader.integer(field, names)
         if value is None:

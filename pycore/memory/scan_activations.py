@@ -1,0 +1,88 @@
+"""What a hybrid's state-space, linear-attention and convolution layers save for backward, per token.
+
+Measured with transformers 5.24's reference torch kernels (validation/measure_hybrid.py, its ``MIXER_FORMULAS``
+fitted to every saved tensor's shape: within 0.01% for Mamba-2 and 0.03% for gated DeltaNet in bf16, 1-3% under
+amp and for Mamba-1). That is the path a GPU runs too when mamba_ssm / causal_conv1d / flash-linear-attention are
+not installed; their fused kernels save 5-17 times less (from their source, not measured), which is said in the
+estimate's notes. Each figure excludes the mixer's input (the norm's output, counted with the norm) and is per
+token: a sequence padded to the chunk (l) is taken as whole chunks, and the chunk states (H·P·N per chunk) spread
+over its tokens as 2·H·P·N / l.
+"""
+
+from typing import TYPE_CHECKING
+
+from pycore.model.mixers import deltanet_widths, mamba2_widths
+
+if TYPE_CHECKING:
+    from pycore.model.architecture import Architecture
+
+DELTANET_CHUNK = 64             # transformers' torch_chunk_gated_delta_rule chunk_size
+
+
+def _mamba2(arch: "Architecture", e: float, amp: bool) -> float:
+    inner, conv = mamba2_widths(arch)
+    heads, groups, state, chunk = arch.ssm_heads, arch.ssm_groups, arch.ssm_state, arch.ssm_chunk
+    chunk_states = 2 * heads * arch.ssm_head_dim * state / chunk
+    projection = 2 * inner + 2 * groups * state + heads
+    if amp:
+        return 2 * (arch.hidden + 2 * conv + inner) + 2 * (3 * inner + 4 * heads * state + 2 * heads * chunk) + \
+            2 * chunk_states + 4 * (5 * inner + 2 * heads + groups) + \
+            4 * (2 * inner + heads * state + heads * chunk + 2 * heads)
+    scan = 4 * (5 * inner + 5 * heads * state + 3 * heads * chunk + 2 * heads) + 4 * chunk_states
+    if e >= 4:
+        return 4 * (projection + conv + 2 * heads) + 4 * (5 * inner + heads + groups + 2 * groups * state) + scan
+    return 2 * (projection + conv + 2 * heads + inner) + 4 * (5 * inner + 2 * heads + groups) + scan
+
+
+def _deltanet(arch: "Architecture", e: float, amp: bool) -> float:
+    key, value = deltanet_widths(arch)
+    heads, dk, dv, chunk = arch.linear_value_heads, arch.linear_key_dim, arch.linear_value_dim, DELTANET_CHUNK
+    conv = 2 * key + value
+    state = heads * dk * dv / chunk
+    if amp:
+        return 2 * (arch.hidden + 2 * conv + heads + 7 * heads * dk + 3 * heads * chunk + 4 * heads * dv + 2 * state) \
+            + 4 * (6 * heads * dk + 2 * heads * chunk + 6 * heads * dv + 9 * heads + state)
+    if e >= 4:
+        return 4 * (2 * conv + 12 * heads * dk + 5 * heads * chunk + 9 * heads * dv + 10 * heads + state)
+    return 2 * (2 * conv + heads + 3 * heads * dv) + \
+        4 * (8 * heads * dk + 5 * heads * chunk + 6 * heads * dv + 9 * heads + state)
+
+
+def _mamba1(arch: "Architecture", e: float, amp: bool) -> float:
+    inner, state, rank = arch.ssm_inner, arch.ssm_state, arch.ssm_dt_rank
+    if amp:
+        return 2 * (arch.hidden + 7 * inner + inner * state + 2 * rank + 2 * state) + \
+            4 * (3 * inner * state + 4 * inner + 3 * state + rank)
+    if e >= 4:
+        return 4 * (3 * inner * state + 9 * inner + 3 * rank + 6 * state + 3)
+    return 2 * (9 * inner + inner * state + rank + 2 * state) + 4 * (3 * inner * state + 2 * inner + 3 * state + rank)
+
+
+def _short_conv(arch: "Architecture", e: float, amp: bool) -> float:
+    return 2 * arch.hidden * 7 if amp else e * arch.hidden * 6
+
+
+def prefill_transient(arch: "Architecture", seq: int) -> float:
+    """Bytes per token one scan layer holds for a moment during a prefill of ``seq`` tokens with the reference
+    kernels: its (chunk × chunk) fp32 matrices per head, and more with every chunk (c = ceil(seq / chunk)). Fitted
+    to validation/measure_hybrid.py's generate() cases (not exact: 4-10 × H·l·4 there): (3.8 + 0.58·c) × H·l·4
+    for Mamba-2, (0.2 + 0.61·c) × Hv·64·4 for gated DeltaNet, 3.2 × D·N·4 for Mamba-1's token-by-token scan;
+    0 for short convolutions and attention-only models."""
+    kinds = set(arch.layer_pattern)
+    transient = 0.0
+    if kinds & set("MP"):
+        chunks = -(-seq // arch.ssm_chunk)
+        transient = max(transient, (3.8 + 0.58 * chunks) * arch.ssm_heads * arch.ssm_chunk * 4)
+    if "L" in kinds:
+        chunks = -(-seq // DELTANET_CHUNK)
+        transient = max(transient, (0.2 + 0.61 * chunks) * arch.linear_value_heads * DELTANET_CHUNK * 4)
+    if "m" in kinds:
+        transient = max(transient, 3.2 * arch.ssm_inner * arch.ssm_state * 4)
+    return transient
+
+
+def mixer_saved(arch: "Architecture", mixer: str, e: float, amp: bool) -> float:
+    """Bytes per token one layer of ``mixer`` (M, P's Mamba-2 half, m, L, V) saves for backward."""
+    if mixer in "MP":
+        return _mamba2(arch, e, amp) + (e * arch.hidden if mixer == "P" else 0)   # Falcon-H1 keeps h·e more
+    return {"m": _mamba1, "L": _deltanet, "V": _short_conv}[mixer](arch, e, amp)
