@@ -65,3 +65,14 @@ def test_a_deepspeed_config_round_trips():
 def test_a_block_that_is_none_of_them_is_refused_by_name(text):
     with pytest.raises(InputError, match="export"):
         export.read(text)
+
+
+def test_the_command_line_prints_the_block(capsys):
+    from pycore.output import cli
+    assert cli.main(["--export", "vllm", "model=llama-3.1-70b", "mode=infer", "engine=vllm", "tp=4"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("vllm serve meta-llama/") and "--tensor-parallel-size 4" in line
+    assert cli.main(["--export=deepspeed", "zero=2", "dp=8", "framework=deepspeed"]) == 0
+    assert json.loads(capsys.readouterr().out)["zero_optimization"]["stage"] == 2
+    assert cli.main(["--export", "slurm", "model=llama-3.1-8b"]) == 2
+    assert "--export: got 'slurm'; accepts vllm | trainer | deepspeed" in capsys.readouterr().err

@@ -16,10 +16,11 @@ from pycore.inputs.schema import markdown_table, parse
 from pycore.memory.estimate import estimate_values
 from pycore.model import catalog
 from pycore.model.config_import import file_notes
-from pycore.output import report
+from pycore.output import export, report
 
 USAGE = """usage: python -m pycore [--json | --csv | --markdown] [--gpus all] KEY=VALUE ... [--compare KEY=VALUE ...]
        python -m pycore fits [--json] gpu=ID gpus=N KEY=VALUE ...   (which presets fit on N GPUs)
+       python -m pycore --export vllm|trainer|deepspeed KEY=VALUE ...   (launch settings for that setup)
        python -m pycore models | gpus | schema
        python -m pycore header=PATH [--json]   (exact weight bytes from a checkpoint's headers: a .safetensors
                                                file, a model.safetensors.index.json, a folder of shards, a .gguf)
@@ -31,6 +32,21 @@ breakdown, setup and fit as Markdown, to paste into an issue or a chat."""
 
 
 FORMATS = ("--json", "--csv", "--markdown")
+
+
+def export_option(words: "list[str]") -> "tuple[list[str], str]":
+    """The words without ``--export KIND`` (or ``--export=KIND``), and the kind ("" when not given)."""
+    rest: "list[str]" = []
+    kind = ""
+    items = iter(words)
+    for word in items:
+        if word == "--export" or word.startswith("--export="):
+            kind = word[9:] if word.startswith("--export=") else next(items, "")
+            if kind not in export.KINDS:
+                raise FieldError("--export", f"got {printable(kind[:40])!r}; accepts {' | '.join(export.KINDS)}")
+        else:
+            rest.append(word)
+    return rest, kind
 
 
 def every_gpu(words: "list[str]") -> "tuple[list[str], bool]":
@@ -93,6 +109,33 @@ def main(argv: "list[str] | None" = None) -> int:
     except BrokenPipeError:         # output piped into head and the like
         sys.stderr.close()
         return 0
+
+
+def _subcommand(words: "list[str]") -> "int | None":
+    """The exit status of fits, header=, --export, the listings and help; None for an estimate."""
+    if words and words[0] == "fits":
+        return _fits(words[1:])
+    if any(word.startswith("header=") for word in words):
+        return _header(words)
+    if any(word == "--export" or word.startswith("--export=") for word in words):
+        return _export(words)
+    if words and (words[0] in ("-h", "--help") or words in (["models"], ["gpus"], ["schema"])):
+        sys.stdout.write(_listing(words[0]))
+        return 0
+    return None
+
+
+def _export(words: "list[str]") -> int:
+    """python -m pycore --export KIND KEY=VALUE...: the launch settings for that setup (pycore.output.export)."""
+    try:
+        words, kind = export_option(words)
+        _, raw, _ = parse_arguments(words)
+        values = parse(raw)
+        sys.stdout.write(export.export(kind, values, estimate_values(values)) + "\n")
+    except FieldError as error:
+        print(f"error: {_printable(str(error))}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def _fits(words: "list[str]") -> int:
@@ -189,13 +232,9 @@ def _listing(word: str) -> str:
 
 def _main(argv: "list[str] | None" = None) -> int:
     words = sys.argv[1:] if argv is None else argv
-    if words and words[0] == "fits":
-        return _fits(words[1:])
-    if any(word.startswith("header=") for word in words):
-        return _header(words)
-    if words and (words[0] in ("-h", "--help") or words in (["models"], ["gpus"], ["schema"])):
-        sys.stdout.write(_listing(words[0]))
-        return 0
+    done = _subcommand(words)
+    if done is not None:
+        return done
     try:
         words, every = every_gpu(words)
         fmt, raw, base = parse_arguments(words)
