@@ -4,6 +4,7 @@
 
 import { chartLibrary, resizer, stackedChart } from "./charts.js";
 import { bytesText, didYouMean, gbText, numberText, plural, splitUnit } from "./format.js";
+import { paint } from "./palette.js";
 
 const form = document.getElementById("form");
 const statusLine = document.getElementById("status");
@@ -11,7 +12,6 @@ const statusLine = document.getElementById("status");
 const FIELDS = [...form.querySelectorAll("[data-key]")];
 const FORM_KEYS = new Set(FIELDS.map((node) => node.dataset.key));
 const APPLIES = JSON.parse(document.getElementById("applies-table")?.textContent || "{}");
-const COLORS = ["#3b6fd8", "#8a5cd6", "#d6683b", "#2f9e7a", "#d6a93b", "#c2477a", "#5aa0c8", "#7a8b3b", "#999"];
 
 let run = null;          // pycore.output.web.run, once Python is ready
 let headline = null;     // pycore.output.web.headline: a keystroke's total and fit, for its own frame
@@ -103,13 +103,6 @@ function setClass(node, cls) {
   if (node.className !== cls) node.className = cls;
 }
 
-function setColor(node, color) {
-  if (node.dataset.color !== color) {
-    node.style.background = color;
-    node.dataset.color = color;
-  }
-}
-
 /** Makes parent's children one per item: the nodes already there are reused, filled by fill(node, item, i). */
 function syncChildren(parent, items, make, fill) {
   while (parent.children.length > items.length) parent.lastElementChild.remove();
@@ -197,10 +190,9 @@ function breakdownRows(payload, r) {
   return rows.filter((row) => row.bytes > 0);
 }
 
-const componentColors = new Map();   // breakdown key -> its colour, so the charts match the bar
-
-/** answers.charts (CONTRACT.md): memory against micro-batch and sequence length, when pycore sends them. */
-async function renderCharts(charts) {
+/** answers.charts (CONTRACT.md): memory against micro-batch and sequence length, when pycore sends them;
+ * styles: pool key -> its style index (web.answers' styles), the same as the bar's and the comparison's. */
+async function renderCharts(charts, styles) {
   const box = document.getElementById("charts");
   box.hidden = !charts;
   if (!charts) return;
@@ -210,16 +202,19 @@ async function renderCharts(charts) {
     const chart = charts[name];
     const holder = document.getElementById(`chart-${name}`);
     const note = document.getElementById(`chart-${name}-note`);
+    const table = document.getElementById(`chart-${name}-data`);
     note.textContent = "";
     if (!chart || !chart.x || !chart.x.length) {
       holder.chart?.destroy();
       delete holder.chart;
       holder.replaceChildren();
+      table.replaceChildren();
       continue;
     }
-    const colors = chart.series.map((s, k) => componentColors.get(s.key) || COLORS[k % COLORS.length]);
-    chart.series.forEach((s, k) => legend.set(s.key, [s.label, colors[k]]));
-    stackedChart(uPlot, holder, chart, colors, unit);
+    // Each pool's colour is pycore's style index (report.chart_styles), the same as in the bar and the comparison.
+    const styled = { ...chart, series: chart.series.map((s, k) => ({ ...s, style: styles?.[s.key] ?? k })) };
+    styled.series.forEach((s) => legend.set(s.key, [s.label, s.style]));
+    stackedChart(uPlot, holder, styled, unit, table);
     resizer.observe(holder);
     note.textContent = chart.largest_fitting === null || chart.largest_fitting === undefined
       ? "None of these fits the usable memory."
@@ -227,11 +222,12 @@ async function renderCharts(charts) {
   }
   const list = document.getElementById("chart-legend");
   list.replaceChildren();
-  for (const [label, color] of legend.values()) {
+  for (const [key, [label, style]] of legend) {
     const swatch = el("span", "", "swatch");
-    swatch.style.background = color;
+    paint(swatch, style);
     const item = el("li");
-    item.append(swatch, label);
+    item.dataset.key = key;
+    item.append(swatch, el("span", label, "legend-label"));
     list.append(item);
   }
 }
@@ -301,20 +297,25 @@ function renderDetails(payload) {
   setText(warnings, (payload.warnings || []).join(" "));
 
   // The bar is to scale: each segment's width is its row's share of the total.
+  // Each row's colour is pycore's style index (report.chart_styles; palette.js), the same in every chart.
   const rows = breakdownRows(payload, r).map((row, i) => ({
-    ...row, color: COLORS[i % COLORS.length],
+    ...row, style: row.style ?? i,
     share: typeof row.percent === "number" ? row.percent : (100 * row.bytes) / totalBytes,
   }));
-  for (const row of rows) componentColors.set(row.key, row.color);
-  syncChildren(document.getElementById("bar"), rows, () => el("span", "", "segment"), (segment, row) => {
+  const bar = document.getElementById("bar");
+  syncChildren(bar, rows, () => el("span", "", "segment"), (segment, row) => {
     if (segment.dataset.share !== String(row.share)) {
       segment.style.width = `${row.share}%`;
       segment.dataset.share = String(row.share);
     }
-    setColor(segment, row.color);
+    paint(segment, row.style);
+    if (segment.dataset.key !== row.key) segment.dataset.key = row.key;
     const title = `${row.label}: ${size(row, row.bytes)}`;
     if (segment.title !== title) segment.title = title;
   });
+  // The bar's numbers in its accessible name (the table under it gives them too).
+  const barLabel = `Memory per GPU by component, to scale: ${rows.map((row) => `${row.label} ${size(row, row.bytes)} (${row.share.toFixed(1)}%)`).join("; ")}.`;
+  if (bar.getAttribute("aria-label") !== barLabel) bar.setAttribute("aria-label", barLabel);
   const totalRow = { key: "total", label: "Total per GPU", text: totalText, share: 100 };
   syncChildren(document.querySelector("#breakdown tbody"), [...rows, totalRow], () => {
     const tr = rowOf("", "num", "num");
@@ -330,7 +331,7 @@ function renderDetails(payload) {
       if (tr.dataset.component !== row.key) tr.dataset.component = row.key;
     }
     setHidden(name.firstChild, row === totalRow);
-    setColor(name.firstChild, row.color || "");
+    if (row !== totalRow) paint(name.firstChild, row.style);
     if (name.lastChild.data !== row.label) name.lastChild.data = row.label;
     setText(bytes, size(row, row.bytes));
     setText(share, row === totalRow ? "100%" : `${row.share.toFixed(1)}%`);
@@ -619,7 +620,7 @@ function renderStages(r) {
 
 /** The comparison as pycore words it (web.answers' comparison: pycore.output.report.display_comparison),
  * every cell drawn verbatim. */
-function renderComparison(c) {
+function renderComparison(c, styles) {
   const box = document.getElementById("comparison");
   box.hidden = !c;
   if (!c) return;
@@ -632,8 +633,44 @@ function renderComparison(c) {
   for (const row of c.rows) {
     const tr = el("tr", undefined, row.key === "total" ? "total-row" : undefined);
     tr.dataset.row = row.key;
-    tr.append(el("td", row.label), el("td", row.this, "num"), el("td", row.baseline, "num"), el("td", row.difference, "num"));
+    const name = el("td");
+    if (typeof row.this_percent === "number") {       // a component: its swatch, as in the bars and charts
+      const swatch = el("span", "", "swatch");
+      paint(swatch, styles?.[row.key] ?? c.rows.indexOf(row));
+      name.append(swatch);
+    }
+    name.append(el("span", row.label, "row-label"));
+    tr.append(name, el("td", row.this, "num"), el("td", row.baseline, "num"), el("td", row.difference, "num"));
     body.append(tr);
+  }
+  renderCompareBars(c, styles);
+}
+
+/** The comparison as two bars to one scale (pycore's shares of the larger total), each component in its colour. */
+function renderCompareBars(c, styles) {
+  const box = document.getElementById("compare-bars");
+  box.replaceChildren();
+  const parts = c.rows.filter((row) => typeof row.this_percent === "number")
+    .map((row, i) => ({ ...row, style: styles?.[row.key] ?? i }));
+  box.hidden = !parts.length;
+  const total = c.rows.find((row) => row.key === "total");
+  for (const [column, share, text] of [["this", "this_percent", "this"], ["baseline", "baseline_percent", "baseline"]]) {
+    const line = el("div", undefined, "compare-line");
+    const bar = el("div", undefined, "bar");
+    bar.setAttribute("role", "img");
+    const shown = parts.filter((row) => row[share] > 0);
+    bar.setAttribute("aria-label", `${c.labels[column]}: ${total ? total[text] : ""}; ` +
+      shown.map((row) => `${row.label} ${row[text]}`).join("; "));
+    for (const row of shown) {
+      const segment = el("span", "", "segment");
+      segment.style.width = `${row[share]}%`;
+      segment.dataset.key = row.key;
+      segment.title = `${row.label}: ${row[text]}`;
+      paint(segment, row.style);
+      bar.append(segment);
+    }
+    line.append(el("span", `${c.labels[column]} · ${total ? total[text] : ""}`, "compare-name"), bar);
+    box.append(line);
   }
 }
 
@@ -654,11 +691,11 @@ function scheduleAnswers() {
     if (payload.formulas) renderFormulas(payload.formulas);
     if (payload.answers) {
       renderAnswers(payload.answers, payload.display);
-      renderComparison(payload.comparison);
+      renderComparison(payload.comparison, payload.styles);
     }
     const baseErrors = Object.entries(payload.errors).filter(([key]) => key.startsWith("base."));
     for (const [, message] of baseErrors) document.getElementById("messages").append(el("p", message));
-    if (payload.answers) await renderCharts(payload.answers.charts);   // the chart library may still be loading
+    if (payload.answers) await renderCharts(payload.answers.charts, payload.styles);   // the chart library may still be loading
     if (round === answersRound) {
       performance.measure("answers", "answers-start");
       delete document.documentElement.dataset.answersPending;
@@ -892,7 +929,7 @@ setTimeout(() => failed("it did not finish loading within 90 seconds"), 90000);
 // startup.js paints the answer build.py computed with pycore, before Python is ready.
 window.pycorePaint = (payload, answers) => {
   render(payload);
-  if (payload.result && answers?.answers) { renderAnswers(answers.answers, answers.display); renderComparison(answers.comparison); }
+  if (payload.result && answers?.answers) { renderAnswers(answers.answers, answers.display); renderComparison(answers.comparison, answers.styles); }
 };
 
 // Phones: the one-line total (#mini) appears once the panel's own total has scrolled away.

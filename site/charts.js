@@ -4,6 +4,7 @@
 // them to the library. uPlot sets styles through the CSSOM, which the page's Content-Security-Policy allows.
 
 import { bytesText, numberText } from "./format.js";
+import { canvasFill, paint, styleOf } from "./palette.js";
 
 const GIB = 2 ** 30;
 const HEIGHT = 210;
@@ -104,19 +105,80 @@ function drawMarks(uPlot, holder, u) {
   ctx.restore();
 }
 
+/** The bar under the pointer, in words: its x, its total and each component's size, largest first. */
+function hoverText(holder, unit, idx) {
+  const { chart, totals } = holder.chartState;
+  const parts = chart.series.map((s, k) => [s, k]).filter(([s]) => s.bytes[idx] > 0).reverse();
+  return [`${tick(chart.x[idx])} ${unit}: ${bytesText(totals[idx])}`, ...parts.map(([s]) => [s, `${s.label}: ${bytesText(s.bytes[idx])}`])];
+}
+
+/** A tooltip over the chart that follows the pointer: every component's full label and size at that bar. */
+function showHover(holder, unit, u) {
+  let tip = holder.querySelector(".chart-tip");
+  const idx = u.cursor.idx;
+  if (idx === null || idx === undefined || u.cursor.left < 0) {
+    if (tip) tip.hidden = true;
+    return;
+  }
+  if (!tip) {
+    tip = document.createElement("div");
+    tip.className = "chart-tip";
+    u.over.append(tip);
+  }
+  const [head, ...rows] = hoverText(holder, unit, idx);
+  const title = document.createElement("strong");
+  title.textContent = head;
+  const lines = rows.map(([series, text]) => {
+    const line = document.createElement("div");
+    const swatch = document.createElement("span");
+    swatch.className = "swatch";
+    paint(swatch, series.style);
+    line.append(swatch, text);
+    return line;
+  });
+  tip.replaceChildren(title, ...lines);
+  tip.hidden = false;
+  const left = u.cursor.left, width = u.over.clientWidth;
+  tip.style.left = left > width / 2 ? "auto" : `${left + 12}px`;
+  tip.style.right = left > width / 2 ? `${width - left + 12}px` : "auto";
+}
+
+/** The chart's numbers as a table for screen readers (visually hidden): one row per component, one column per bar. */
+function dataTable(table, chart, state, unit) {
+  if (!table) return;
+  const row = (cells, header) => {
+    const tr = document.createElement("tr");
+    cells.forEach((text, i) => {
+      const cell = document.createElement(header || i === 0 ? "th" : "td");
+      cell.textContent = text;
+      tr.append(cell);
+    });
+    return tr;
+  };
+  const caption = document.createElement("caption");
+  caption.textContent = `Memory per GPU by component, against the number of ${unit}`;
+  const head = document.createElement("thead");
+  head.append(row([`Component, by ${unit}`, ...chart.x.map((x) => tick(x))], true));
+  const body = document.createElement("tbody");
+  for (const series of chart.series) body.append(row([series.label, ...series.bytes.map((b) => bytesText(b || 0))]));
+  body.append(row(["Total per GPU", ...state.totals.map((b) => bytesText(b))]));
+  table.replaceChildren(caption, head, body);
+}
+
 /**
- * One stacked bar chart in holder. A chart of the same shape (series, colours, number of bars) is
+ * One stacked bar chart in holder. A chart of the same shape (series, styles, number of bars) is
  * redrawn with its new numbers; another replaces it.
  * @param {object} uPlot the library
  * @param {HTMLElement} holder
- * @param {object} chart {x: [..], series: [{key, label, bytes: [..]}], usable_bytes, largest_fitting}
- * @param {string[]} colors one per series
+ * @param {object} chart {x: [..], series: [{key, label, bytes: [..], style}], usable_bytes, largest_fitting}
  * @param {string} unit what x counts ("sequences", "tokens")
+ * @param {HTMLTableElement} table where the numbers go for screen readers
  * @returns {object} the uPlot instance (also holder.chart)
  */
-export function stackedChart(uPlot, holder, chart, colors, unit) {
+export function stackedChart(uPlot, holder, chart, unit, table) {
   const state = stateOf(chart);
-  const shape = JSON.stringify([unit, chart.x.length, chart.series.map((s) => [s.key, s.label]), colors]);
+  const styles = chart.series.map((s, k) => s.style ?? k);     // pycore's style index of each pool (palette.js)
+  const shape = JSON.stringify([unit, chart.x.length, chart.series.map((s) => [s.key, s.label]), styles]);
   holder.chartState = state;
   const data = [chart.x.map((_, i) => i), ...state.order.map((k) => state.sums[k])];
   if (holder.chart && holder.dataset.shape === shape) {
@@ -143,15 +205,19 @@ export function stackedChart(uPlot, holder, chart, colors, unit) {
       legend: { show: false },        // one legend for both charts, under them (app.js)
       series: [
         { label: unit },
-        ...state.order.map((k) => ({ label: chart.series[k].label, fill: colors[k], stroke: colors[k], width: 0,
-          paths: bars, points: { show: false } })),
+        ...state.order.map((k) => ({ label: chart.series[k].label, fill: (u) => canvasFill(u.ctx, styles[k]),
+          stroke: styleOf(styles[k]).color, width: 0, paths: bars, points: { show: false } })),
       ],
-      hooks: { draw: [(u) => drawMarks(uPlot, holder, u)] },
+      hooks: { draw: [(u) => drawMarks(uPlot, holder, u)], setCursor: [(u) => showHover(holder, unit, u)] },
     }, data, holder);
     holder.chart.root.setAttribute("role", "img");
+    // What each series is drawn in, for the tests: pool key and style name, bottom of the stack first.
+    holder.dataset.styles = JSON.stringify(chart.series.map((s, k) => [s.key, styleOf(styles[k]).name]));
   }
+  dataTable(table, chart, state, unit);
   holder.chart.root.setAttribute("aria-label", `Memory per GPU against ${unit}, stacked by component: ` +
-    chart.x.map((x, i) => `${tick(x)} ${unit}, ${bytesText(state.totals[i])}`).join("; "));
+    chart.x.map((x, i) => `${tick(x)} ${unit}, ${bytesText(state.totals[i])}`).join("; ") +
+    ". The table that follows gives each component's size at each bar.");
   holder.dataset.largest = state.largest >= 0 ? String(chart.x[state.largest]) : "";
   return holder.chart;
 }

@@ -27,7 +27,8 @@ ENTRY_POINTS = {
                      "one that works (a sequence past a learned position table: the longest it embeds)",
         "query": "the normalised query string of the inputs in force",
         "warnings": "sentences about the estimate and the inputs ignored in this situation",
-        "result": "the Estimate record below; breakdown rows add `text` and `gb_text` (GiB and GB strings)",
+        "result": "the Estimate record below; breakdown rows add `text` and `gb_text` (GiB and GB strings) and "
+                  "`style`, the row's style index (as web.answers' `styles`)",
         "breakdown": "the same rows as result.breakdown",
         "summary": "sentences under the total: `peak`, `model`, `views`, `layout`",
         "parallel_heading": "the parallel section's summary line: `summary.layout` and the sharding in force "
@@ -57,7 +58,11 @@ ENTRY_POINTS = {
                    "(the page's rows add host RAM for offload)",
         "comparison": "answers.comparison as the page shows it, every cell a string: {what, message, negative, "
                       "labels, rows: [{key, label, this, baseline, difference}]} (components, total per GPU, GPUs "
-                      "needed, training cost); null without a comparison",
+                      "needed, training cost; a component row adds `this_percent` and `baseline_percent`, its share of "
+                      "the larger total); null without a comparison",
+        "styles": "pool key -> its style index, which site/palette.js draws as a colour (and a hatch past the ninth): "
+                  "the breakdown's pools in order, then those only a chart or the comparison shows "
+                  "(report.chart_styles); one per pool across the bar, the charts and the comparison",
         "formulas": "as web.run", "errors": "as web.run",
     },
 }

@@ -3,6 +3,7 @@ estimate's records (pycore.memory.pools), nothing is derived here."""
 
 import csv
 import io
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,8 @@ from pycore.inputs.applies import applies
 from pycore.inputs.schema import FIELDS, format_value
 from pycore.memory.estimate import Estimate
 from pycore.model.catalog import gpus as gpu_catalog
+from pycore.model.catalog import models as model_catalog
+from pycore.model.mixers import STATEFUL
 
 UNIT_NOTE = "GiB = 2^30 bytes (TiB = 2^40); GPU vendors' GB = 10^9 bytes."
 
@@ -21,14 +24,64 @@ def result_json(result: Estimate, formulas: bool = True) -> "dict[str, Any]":
     """The estimate's JSON (``Estimate.as_dict``) with each breakdown row's size as display text beside its
     bytes: what ``--json`` prints and the page reads."""
     out = result.as_dict(formulas)
-    out["breakdown"] = [{**row, **format_bytes(row["bytes"])} for row in out["breakdown"]]
+    out["breakdown"] = [{**row, **format_bytes(row["bytes"]), "style": i} for i, row in enumerate(out["breakdown"])]
     return out
 
 
 def breakdown(result: Estimate) -> "list[dict[str, Any]]":
     """The records live at the peak plus the runtime overhead, as display rows; their bytes add up to
-    ``total_bytes``."""
-    return [{**row, **format_bytes(row["bytes"])} for row in result.as_dict()["breakdown"]]
+    ``total_bytes``. Each row's ``style`` is its place in the breakdown (``chart_styles``)."""
+    return [{**row, **format_bytes(row["bytes"]), "style": i} for i, row in enumerate(result.as_dict()["breakdown"])]
+
+
+KIND_WORDS = {"encoder": "encoder", "encoder-decoder": "encoder-decoder", "generic": "vision classifier"}
+
+
+def model_what(entry: "dict[str, Any]") -> str:
+    """What a preset is, in the words of the page's model picker: dense or MoE (routed experts), hybrid (layers
+    that keep a state instead of a KV cache: pycore.model.mixers.STATEFUL), VL (a vision tower); an encoder,
+    encoder-decoder or a generic vision classifier for the others."""
+    if entry.get("kind") in KIND_WORDS:
+        return KIND_WORDS[entry["kind"]]
+    hybrid = bool(set(entry.get("layer_pattern", "")) & STATEFUL)
+    words = ["hybrid"] if hybrid else []
+    words += ["MoE"] if entry.get("experts") else [] if hybrid else ["dense"]
+    if entry.get("vision_family"):
+        words.append("VL")
+    return " ".join(words)
+
+
+def model_choices() -> "list[dict[str, Any]]":
+    """The model picker's entries, one per preset (build.py writes them into the page): its id, hub ids and
+    aliases, family (its transformers class without "For…"), what it is (``model_what``) and the line under
+    its name (parameters, context length), and ``words``, the lower-case text typing filters on."""
+    out = []
+    for model_id, entry in model_catalog().items():
+        family = re.sub(r"(For\w+|LMHeadModel)$", "", entry.get("hf_class", ""))
+        what = model_what(entry)
+        context = entry.get("max_positions")
+        detail = [f"{format_count(entry['params'])} parameters"]
+        if context:
+            detail.append(f"context {context:,} tokens")
+        hubs, aliases = list(entry.get("hub", ())), list(entry.get("aliases", ()))
+        words = " ".join([model_id, *hubs, *aliases, family, what, format_count(entry["params"])])
+        out.append({"id": model_id, "hub": hubs, "aliases": aliases, "family": family, "what": what,
+                    "detail": " · ".join(detail), "words": words.lower()})
+    return out
+
+
+def chart_styles(result: Estimate, answers: "dict[str, Any]") -> "dict[str, int]":
+    """Pool key -> its style index on the page (site/palette.js turns an index into a colour and a hatch): a
+    pool's place in the breakdown, then each pool that only a chart or the comparison shows in the order it
+    first appears. One index per pool across the breakdown bar, both charts and the comparison, so no two pools
+    drawn together share a colour and a pool keeps its colour from chart to chart."""
+    styles = {row.key: i for i, row in enumerate(result.breakdown)}
+    charts = answers.get("charts") or {}
+    keys = [*(series["key"] for chart in charts.values() for series in chart["series"]),
+            *(row["component"] for row in (answers.get("comparison") or {}).get("components", ()))]
+    for key in keys:
+        styles.setdefault(key, len(styles))
+    return styles
 
 
 def answer_rows(result: Estimate, answers: dict[str, Any]) -> "list[tuple[str, Any]]":
@@ -231,14 +284,19 @@ def display_comparison(comparison: "dict[str, Any] | None") -> "dict[str, Any] |
     """The comparison as the page shows it, every cell a string: ``what`` it is compared with, the
     ``message``, whether the saving is ``negative``, the column ``labels`` and the ``rows`` {key, label,
     this, baseline, difference}: each component, the total per GPU, GPUs needed and, when known, the
-    training cost."""
+    training cost. Component rows add their share of the larger total (``this_percent``, ``baseline_percent``:
+    the page's two bars, drawn to one scale)."""
     if not comparison:
         return None
     c = comparison
     text = {key: format_bytes(c[key])["text"] for key in ("total_bytes", "baseline_total_bytes")}
+    # Each component's share of the larger total, so the page draws both columns as bars to one scale.
+    scale = max(c["total_bytes"], c["baseline_total_bytes"], 1) / 100
     rows = [{"key": row["component"], "label": row.get("label") or row["component"].replace("_", " "),
              "this": format_bytes(row["bytes"])["text"], "baseline": format_bytes(row["baseline_bytes"])["text"],
-             "difference": _signed(row["difference_bytes"])} for row in c["components"]]
+             "difference": _signed(row["difference_bytes"]),
+             "this_percent": row["bytes"] / scale, "baseline_percent": row["baseline_bytes"] / scale}
+            for row in c["components"]]
     rows.append({"key": "total", "label": "Total per GPU", "this": text["total_bytes"],
                  "baseline": text["baseline_total_bytes"], "difference": _signed(c["difference_bytes"])})
     needed = ["none fit" if n is None else f"{n:,}" for n in (c["gpus_needed"], c["baseline_gpus_needed"])]
@@ -320,13 +378,15 @@ def gpu_lines(fits: "list[dict[str, Any]]", every: bool = False) -> "list[str]":
 def table(result: Estimate, answers: "dict[str, Any] | None" = None, gpu: str = "", every_gpu: bool = False) -> str:
     """A readable text table in GiB (2**30 bytes); ``every_gpu``: every catalog GPU's fit, not three."""
     total = result.total_bytes
+    rows = breakdown(result)
+    width = max(46, *(len(row["label"]) for row in rows))     # every label in full, never cut
     lines = [f"Model: {result.model.name}  ({result.params_total:,} parameters)",
              f"Peak during: {result.peak_moment} ({result.setup.precision})", "",
-             f"{'component':46s} {'size':>14s} {'share':>7s}"]
-    for row in breakdown(result):
-        lines.append(f"{row['label'][:46]:46s} {row['text']:>14s} {row['percent']:6.1f}%")
+             f"{'component':{width}s} {'size':>14s} {'share':>7s}"]
+    for row in rows:
+        lines.append(f"{row['label']:{width}s} {row['text']:>14s} {row['percent']:6.1f}%")
     shown = format_bytes(total)
-    lines += [f"{'total per GPU':46s} {shown['text']:>14s}   ({shown['gb_text']})", ""]
+    lines += [f"{'total per GPU':{width}s} {shown['text']:>14s}   ({shown['gb_text']})", ""]
     lines += list(summary(result).values()) + [UNIT_NOTE]
     lines += [f"note: {w}" for w in result.warnings]
     lines.append("")

@@ -212,14 +212,16 @@ def answers_steps(query: str) -> "Steps[str]":
     yield
     values, result, errors, base_raw = _estimate(query)
     if result is None:
-        return _dumps({"answers": None, "display": None, "comparison": None, "formulas": None, "errors": errors})
+        return _dumps({"answers": None, "display": None, "comparison": None, "formulas": None, "styles": None,
+                       "errors": errors})
     found = yield from _answers(values, result, base_raw, errors)
     yield
     formulas = explain_formulas(result)
     yield
+    styles = report.chart_styles(result, found)
     return _dumps({"answers": found, "display": report.display_answers(result, found, host=True),
                    "comparison": report.display_comparison(found["comparison"]), "formulas": formulas,
-                   "errors": errors})
+                   "styles": styles, "errors": errors})
 
 
 def csv(query: str) -> str:
