@@ -36,11 +36,29 @@ FRAGMENTATION = {"no": 0.25, "yes": 0.03}      # stranded share of the transient
 CUDA_CONTEXT = {"lazy": 512 * 2**20, "eager": 1343 * 2**20}
 LOADED = {"lazy": "as first used", "eager": "all at start-up"}
 NCCL_BUFFERS = 512 * 2**20                      # NCCL communicators' buffers once GPUs talk (world > 1)
+# Runtimes (presets/gpus.json 'runtime') whose figures above apply: CUDA all of them; ROCm the caching
+# allocator (PyTorch's HIP build compiles c10/cuda/CUDACachingAllocator.cpp, hipified), not the context or
+# RCCL's buffers, which no reading here gives. The others run no CUDA allocator: nothing is borrowed for them.
+ALLOCATOR_RUNTIMES = ("CUDA", "ROCm")
+
+
+
+def runtime_note(runtime: str) -> str:
+    """What an estimate on a non-CUDA runtime leaves out, in words ("" on CUDA)."""
+    if runtime == "CUDA":
+        return ""
+    if runtime in ALLOCATOR_RUNTIMES:
+        counted = "of what the device holds beyond the tensors only PyTorch's caching-allocator cache is counted"
+    else:
+        counted = "nothing the device holds beyond the tensors is counted"
+    return (f"this accelerator runs {runtime}: {counted}; the {runtime} runtime's own context and buffers are not "
+            "known here and CUDA's are not borrowed, so leave headroom or give overhead=")
 
 
 def overhead_pools(live: "list[Pool]", overhead: "Overhead | None", expandable: str, world: int,
-                   peak: int, cuda_modules: str = "lazy") -> "list[Pool]":
-    """The rows between the peak of live tensors and what the GPU shows; one row if ``overhead`` is given."""
+                   peak: int, cuda_modules: str = "lazy", runtime: str = "CUDA") -> "list[Pool]":
+    """The rows between the peak of live tensors and what the GPU shows; one row if ``overhead`` is given.
+    Off CUDA only what is known of the ``runtime`` is counted, and a row says what is not."""
     if overhead is not None:
         kind, amount = overhead
         if kind == "percent":
@@ -48,6 +66,8 @@ def overhead_pools(live: "list[Pool]", overhead: "Overhead | None", expandable: 
             return [make("overhead", "Runtime overhead (as given)", q, (), "a share of the peak, as given",
                          "peak = peak tensor bytes")]
         return [make("overhead", "Runtime overhead (as given)", num(amount), (), "as given")]
+    if runtime != "CUDA":
+        return _other_runtime(live, expandable, runtime)
     transient = sum(p.bytes for p in live if p.key in TRANSIENT)
     share = FRAGMENTATION[expandable]
     rows = [make("allocator_cache", "Allocator cache (freed blocks kept reserved)",
@@ -64,4 +84,18 @@ def overhead_pools(live: "list[Pool]", overhead: "Overhead | None", expandable: 
     if world > 1:
         rows.append(make("nccl_buffers", "NCCL communication buffers", num(NCCL_BUFFERS), (),
                          "NCCL communicators' channel buffers, outside PyTorch's allocator", group="device"))
+    return rows
+
+
+def _other_runtime(live: "list[Pool]", expandable: str, runtime: str) -> "list[Pool]":
+    rows = []
+    if runtime in ALLOCATOR_RUNTIMES:
+        transient = sum(p.bytes for p in live if p.key in TRANSIENT)
+        share = FRAGMENTATION[expandable]
+        rows.append(make("allocator_cache", "Allocator cache (freed blocks kept reserved)",
+                         rnd(sym("X", transient) * share), (),
+                         f"PyTorch's caching allocator, which its {runtime} build shares with CUDA's; share fit to "
+                         "CUDA readings (docs/validation.md)",
+                         f"X = bytes allocated and freed within the step that are live at the peak; {share:g} of them",
+                         group="reserved"))
     return rows

@@ -14,7 +14,7 @@ from typing import Any
 from pycore.base.errors import FieldError, InputError
 from pycore.base.expr import rnd, split, sym
 from pycore.inputs.schema import Values, parse
-from pycore.memory.device import overhead_pools
+from pycore.memory.device import overhead_pools, runtime_note
 from pycore.memory.pools import Pool, StageResult, live, stage_components
 from pycore.memory.precision import named_policy
 from pycore.memory.record import JSON, Estimate, LayoutInfo, ModelInfo, SetupInfo
@@ -83,7 +83,7 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
     peak = result["peak_bytes"]
     at_peak = live(pools, result["peak_moment"])
     extra = overhead_pools(at_peak, setup.overhead, setup.expandable_segments, max(lay.world, lay.ep), peak,
-                           setup.cuda_modules)
+                           setup.cuda_modules, gpu_catalog()[setup.gpu].get("runtime", "CUDA"))
     overhead_bytes = sum(p.bytes for p in extra)
     stages = result.get("stages")
     kv_per_token = result.get("kv_bytes_per_token")
@@ -141,6 +141,9 @@ def _warnings(setup: Setup) -> "list[str]":
     if work.training and work.activation_model == "per-sample" and not work.act_per_sample:
         notes.append("activations=per-sample with act_per_sample=0 counts no activations: set act_per_sample")
     notes += _hybrid_notes(setup)
+    runtime = runtime_note(gpu_catalog()[setup.gpu].get("runtime", "CUDA"))
+    if runtime and setup.overhead is None:
+        notes.append(runtime)
     if work.image_tokens:
         notes.append(f"the images of each sequence add {work.image_tokens:,} tokens to it (smart_resize's merged "
                      "tiles, pycore/model/vision.py), counted with its text; the vision encoder's own activations "
