@@ -103,7 +103,9 @@ def field_html(field):
     else:
         default = "" if field.default is None else schema.format_value(field, field.default)
         shown = catalog["placeholder"] if catalog else default or "preset value"
-        listing = {"model": ' list="model-list"', "gpu": ' list="gpu-list"'}.get(field.key, "")
+        # The model field is a combobox over the presets (site/picker.js); the GPU field suggests from a datalist.
+        listing = {"model": ' role="combobox" aria-autocomplete="list" aria-expanded="false" aria-controls="model-picker"',
+                   "gpu": ' list="gpu-list"'}.get(field.key, "")
         mode = ' inputmode="numeric"' if field.kind in ("int",) else ""
         control = (f'<input type="text" {common} value="{html.escape(default)}" '
                    f'placeholder="{html.escape(shown)}"{listing}{mode} autocomplete="off" '
@@ -113,8 +115,12 @@ def field_html(field):
     # FormControlDidChange task) re-reads every field of the edited field's form: 6-7 ms of the main thread
     # per key with the 68 fields in one form, 0.65 ms alone (a Chromium trace of 40 keys on this machine).
     return (f'<div class="field" data-field="{key}"{only}><label for="f-{key}">{label}</label>'
-            f'<form class="control" autocomplete="off">{control}{unit}</form>'
+            f'<form class="control" autocomplete="off">{control}{unit}</form>{PICKER if field.key == "model" else ""}'
             f'<p class="hint" id="h-{key}">{hint}</p>{used}<p class="error" id="e-{key}" role="alert"></p></div>')
+
+
+# The model picker's list (site/picker.js fills it from the model table form_html writes).
+PICKER = '<ul id="model-picker" class="picker" role="listbox" aria-label="Model presets" hidden></ul>'
 
 
 FIELD_DEFAULTS = report.field_defaults(schema.DEFAULTS)
@@ -155,15 +161,15 @@ def form_html():
     # from one column to the other.
     half = (len(groups) + 1) // 2
     columns = f'<div class="column">{"".join(groups[:half])}</div><div class="column">{"".join(groups[half:])}</div>'
-    models = "".join(f'<option value="{html.escape(m)}">{html.escape(m)} · {e["params"] / 1e9:.2f}B</option>'
-                     for m, e in catalog.models().items())
+    # The model picker's entries, worded by pycore (report.model_choices), as data the page reads.
+    models = script_json(report.model_choices())
     gpus = "".join(f'<option value="{html.escape(g)}">{html.escape(e["name"])}</option>'
                    for g, e in catalog.gpus().items())
     # Which inputs apply when (pycore/inputs/applies.py), as data the page reads: CSP-safe, never executed.
     table = json.dumps(applies.APPLIES, sort_keys=True).replace("<", "\\u003c")
     # Where sizes switch to TiB (pycore/base/units.py), for the few sizes the page words itself.
     units = json.dumps({"tib_from_bytes": TIB_FROM_BYTES})
-    return (columns + f'<datalist id="model-list">{models}</datalist><datalist id="gpu-list">{gpus}</datalist>'
+    return (columns + f'<script type="application/json" id="model-table">{models}</script><datalist id="gpu-list">{gpus}</datalist>'
             f'<script type="application/json" id="applies-table">{table}</script>'
             f'<script type="application/json" id="units-table">{units}</script>')
 

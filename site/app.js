@@ -123,9 +123,11 @@ function rowOf(...classes) {
   return tr;
 }
 
-// The catalog ids the model and GPU fields suggest from (their <datalist>s).
-const catalogIds = (list) => [...document.querySelectorAll(`#${list} option`)].map((o) => o.value);
-const SUGGEST = { model: "model-list", gpu: "gpu-list" };
+// The catalog ids the model and GPU fields suggest from: the model picker's table (picker.js), the GPUs' <datalist>.
+const MODELS = JSON.parse(document.getElementById("model-table")?.textContent || "[]");
+const catalogIds = (list) => (list === "model-table" ? MODELS.map((m) => m.id)
+  : [...document.querySelectorAll(`#${list} option`)].map((o) => o.value));
+const SUGGEST = { model: "model-table", gpu: "gpu-list" };
 
 function suggestion(key, node) {
   const id = didYouMean(node.value, catalogIds(SUGGEST[key]));
@@ -331,7 +333,7 @@ function renderDetails(payload) {
       if (tr.dataset.component !== row.key) tr.dataset.component = row.key;
     }
     setHidden(name.firstChild, row === totalRow);
-    if (row !== totalRow) paint(name.firstChild, row.style);
+    paint(name.firstChild, row === totalRow ? null : row.style);
     if (name.lastChild.data !== row.label) name.lastChild.data = row.label;
     setText(bytes, size(row, row.bytes));
     setText(share, row === totalRow ? "100%" : `${row.share.toFixed(1)}%`);
@@ -943,4 +945,4 @@ showApplies();
 ready();
 
 // The panels in their own modules (import.js, fits.js) take what they need from here.
-export { editDone, el, fillForm, form, formQuery, requestQuery, update };
+export { MODELS, editDone, el, fillForm, form, formQuery, requestQuery, update };

@@ -1,5 +1,6 @@
 // config.json import (paste, upload, hub fetch): pycore reads the file; this only moves text around.
 import { editDone, fillForm, form, formQuery, update } from "./app.js";
+import { rememberImport } from "./picker.js";
 
 const importStatus = document.getElementById("import-status");
 
@@ -16,6 +17,7 @@ function importConfig(text, origin, hub = "") {
   }
   for (const [key, value] of answer.query) params.set(key, value);
   fillForm(params.toString());
+  rememberImport(answer.choice, answer.query);       // listed first in the model picker from now on
   importStatus.textContent = [`${origin}: ${answer.message}`, ...(answer.warnings || [])].join(" ");
   importStatus.className = "import-status";
   update("push");

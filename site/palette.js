@@ -30,8 +30,15 @@ export function cssBackground(index) {
   return `repeating-linear-gradient(${ANGLES[pattern] + 90}deg, ${color} 0 4px, rgba(255, 255, 255, 0.55) 4px 7px), ${color}`;
 }
 
-/** Paints an element (segment or swatch) in a style index; written only when it changes. */
+/** Paints an element (segment or swatch) in a style index, or nothing for null; written only when it changes. */
 export function paint(node, index) {
+  if (index === null) {
+    if (node.dataset.style !== undefined) {
+      node.style.background = "";
+      delete node.dataset.style;
+    }
+    return;
+  }
   const { name } = styleOf(index);
   if (node.dataset.style !== name) {
     node.style.background = cssBackground(index);

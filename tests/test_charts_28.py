@@ -3,6 +3,7 @@ and the comparison (report.chart_styles; site/palette.js draws an index), no lab
 the model picker's words for each preset (report.model_choices)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +60,11 @@ def test_the_model_picker_says_what_each_preset_is():
     assert entries["qwen3.5-9b"]["what"] == "hybrid VL"
     assert entries["t5-small"]["what"] == "encoder-decoder"
     assert entries["qwen3-30b-a3b"]["family"] == "Qwen3Moe"
+
+
+def test_an_import_is_worded_for_the_picker_as_a_preset_is():
+    text = (Path(__file__).parent / "configs" / "qwen3-30b-a3b.json").read_text(encoding="utf-8")
+    answer = json.loads(web.import_config(text, "Qwen/Qwen3-30B-A3B-Base"))
+    assert answer["choice"] == {"label": "Qwen/Qwen3-30B-A3B-Base", "what": "imported, MoE",
+                                "detail": "30.5B parameters · context 32,768 tokens"}
+    assert "choice" not in json.loads(web.import_config("{not json"))

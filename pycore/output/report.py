@@ -70,6 +70,19 @@ def model_choices() -> "list[dict[str, Any]]":
     return out
 
 
+def import_choice(answer: "dict[str, Any]", label: str) -> "dict[str, str]":
+    """A recent import as the model picker lists it (the page keeps the last few): ``label`` (the hub id or the
+    config's name), what it is (``model_what`` of its closest preset with the import's overrides) and its
+    parameters and context length, as ``model_choices`` words them."""
+    pairs = dict(answer["query"])
+    entry = dict(model_catalog().get(pairs.get("model", ""), {}))
+    for key, value in pairs.items():
+        entry[key] = int(value) if value.isdigit() else value
+    context = entry.get("max_positions")
+    detail = [f"{format_count(answer['params'])} parameters"] + ([f"context {context:,} tokens"] if context else [])
+    return {"label": label, "what": f"imported, {model_what(entry)}", "detail": " · ".join(detail)}
+
+
 def chart_styles(result: Estimate, answers: "dict[str, Any]") -> "dict[str, int]":
     """Pool key -> its style index on the page (site/palette.js turns an index into a colour and a hatch): a
     pool's place in the breakdown, then each pool that only a chart or the comparison shows in the order it

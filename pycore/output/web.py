@@ -254,4 +254,7 @@ def import_config(text: str, hub: str = "") -> str:
         if isinstance(out.get(key), str):
             out[key] = printable(out[key])
     out["warnings"] = [printable(str(w)) for w in out.get("warnings", ())]
+    if isinstance(out.get("query"), list):
+        named = dict(out["query"]).get("name") or hub_id(hub) or "imported config"
+        out["choice"] = report.import_choice(out, printable(str(named), 100))     # the picker's recent imports
     return _dumps(out)

@@ -113,6 +113,8 @@ def test_no_two_pools_share_a_colour_and_no_label_is_cut(page, query, width):
     if want["comparison"] is not None:
         assert p.evaluate(LABELS, "#compare-table tbody tr .row-label")[:len(want["comparison"])] == [
             [label, False] for label in want["comparison"]]
+    # The total row is no pool: it has no swatch to be mistaken for one.
+    assert p.eval_on_selector("#breakdown tr.total-row .swatch", "s => !s.dataset.style && s.offsetWidth === 0")
     titles = p.eval_on_selector_all("#bar .segment", "ss => ss.map(s => s.title)")
     assert [title.rsplit(": ", 1)[0] for title in titles] == want["breakdown"]
 
