@@ -21,6 +21,8 @@ from pycore.output import export, report
 USAGE = """usage: python -m pycore [--json | --csv | --markdown] [--gpus all] KEY=VALUE ... [--compare KEY=VALUE ...]
        python -m pycore fits [--json] gpu=ID gpus=N KEY=VALUE ...   (which presets fit on N GPUs)
        python -m pycore --export vllm|trainer|deepspeed KEY=VALUE ...   (launch settings for that setup)
+       python -m pycore --calibrate FILE [--json] KEY=VALUE ...   (a pasted vLLM log, PyTorch memory figures or an
+                                               nvidia-smi reading against that setup's estimate; - reads stdin)
        python -m pycore models | gpus | schema
        python -m pycore header=PATH [--json]   (exact weight bytes from a checkpoint's headers: a .safetensors
                                                file, a model.safetensors.index.json, a folder of shards, a .gguf)
@@ -119,6 +121,8 @@ def _subcommand(words: "list[str]") -> "int | None":
         return _header(words)
     if any(word == "--export" or word.startswith("--export=") for word in words):
         return _export(words)
+    if any(word == "--calibrate" or word.startswith("--calibrate=") for word in words):
+        return _calibrate(words)
     if words and (words[0] in ("-h", "--help") or words in (["models"], ["gpus"], ["schema"])):
         sys.stdout.write(_listing(words[0]))
         return 0
@@ -136,6 +140,59 @@ def _export(words: "list[str]") -> int:
         print(f"error: {_printable(str(error))}", file=sys.stderr)
         return 2
     return 0
+
+
+def _calibrate(words: "list[str]") -> int:
+    """python -m pycore --calibrate FILE [--json] KEY=VALUE...: the figures FILE states against the estimate of
+    that setup, and the overrides that reproduce them (pycore.answers.calibrate; the file is only read)."""
+    from pycore.answers.calibrate import calibrate
+    from pycore.output.calibration import display, text
+    try:
+        path, rest = calibrate_option(words)
+        as_json = "--json" in rest
+        rest = [word for word in rest if word != "--json"]
+        _, raw, _ = parse_arguments(rest)
+        result = calibrate(parse(raw), _read_pasted(path))
+    except FieldError as error:
+        print(f"error: {_printable(str(error))}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"error: calibrate: {_printable(str(error.strerror or error))}: {_printable(path[:200])}", file=sys.stderr)
+        return 2
+    if as_json:
+        print(json.dumps({**result.as_dict(), "display": display(result)}, indent=1, allow_nan=False))
+    else:
+        sys.stdout.write(text(display(result), " ".join(rest)))
+    return 0
+
+
+def calibrate_option(words: "list[str]") -> "tuple[str, list[str]]":
+    """The FILE of ``--calibrate FILE`` (or ``--calibrate=FILE``) and the other words."""
+    rest: "list[str]" = []
+    path = ""
+    items = iter(words)
+    for word in items:
+        if word == "--calibrate" or word.startswith("--calibrate="):
+            path = word[12:] if word.startswith("--calibrate=") else next(items, "")
+        else:
+            rest.append(word)
+    if not path:
+        raise FieldError("--calibrate", "takes a FILE with the pasted text (- for stdin): python -m pycore "
+                                        "--calibrate FILE KEY=VALUE ...")
+    return path, rest
+
+
+def _read_pasted(path: str) -> str:
+    """The text of FILE (stdin for -), at most one character past the limit calibrate reads."""
+    from pathlib import Path
+
+    from pycore.answers.calibrate import MAX_CHARS
+    if path == "-":
+        return sys.stdin.read(MAX_CHARS + 1)
+    if not Path(path).is_file():
+        raise FieldError("--calibrate", f"not a regular file: {path[:200]}")
+    with open(path, encoding="utf-8", errors="replace") as pasted:
+        return pasted.read(MAX_CHARS + 1)
 
 
 def _fits(words: "list[str]") -> int:
