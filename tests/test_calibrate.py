@@ -437,4 +437,25 @@ def test_a_long_hostile_text_is_read_quickly():
     started = time.perf_counter()
     _read_or_refuse(hostile)
     _read_or_refuse("x" * (MAX_CHARS - 10))
-    assert time.perf_counter() - started < 5
+    # each pattern's words, then a long run of what its quantifiers take, then no number: the worst backtracking
+    words = ["max_memory_allocated", "peak allocated", "non_torch_memory", "total_gpu_memory", "Model loading took",
+             "gpu_memory_utilization (0.9", "GPU KV cache size:", "Maximum concurrency for", "| Allocated memory |",
+             "kv_cache_size=", "GPU blocks:", "|"]
+    lines = [(word + filler * 2000)[:1999] + "x" for word in words for filler in (" ", "1", "=", "|", "0.", "\t")]
+    _read_or_refuse("\n".join(lines * (MAX_CHARS // (2000 * len(lines)))))
+    assert time.perf_counter() - started < 3
+
+
+def test_command_line_reads_stdin_and_the_equals_form(tmp_path, capsys, monkeypatch):
+    import io
+    monkeypatch.setattr(sys, "stdin", io.StringIO(VLLM_V1_A100))
+    setup = [f"{key}={value}" for key, value in GCE_SETUP.items()]
+    assert cli.main(["--calibrate", "-", *setup]) == 0
+    assert "KV cache tokens" in capsys.readouterr().out
+    pasted = tmp_path / "log.txt"
+    pasted.write_text(VLLM_QWEN3)
+    assert cli.main([f"--calibrate={pasted}", "--json", "model=qwen3-235b-a22b", "mode=infer", "engine=vllm",
+                     "tp=4", "quant=fp8"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [row["figure"] for row in shown["rows"]] == ["kv_cache", "kv_tokens"]
+    assert shown["sources"]["vllm_kv_report"] == SOURCES["vllm_kv_report"]

@@ -98,7 +98,7 @@ _FIXED: "tuple[tuple[str, re.Pattern[str], int, str], ...]" = tuple(
 _SUMMARY = re.compile(r"^\|\s*(Allocated memory|GPU reserved memory)\s*\|\s*(\d{1,20})\s*([KMGTP]?i?B)\s*\|"
                       r"\s*(\d{1,20})\s*([KMGTP]?i?B)\s*\|")
 _PLAIN = re.compile(r"(max_memory_allocated|max_memory_reserved|memory_allocated|memory_reserved|"
-                    r"[Pp]eak (?:memory )?(?:allocated|allocation|alloc|reserved))(?:\(\))?\s*[:=]?\s*" + _N +
+                    r"[Pp]eak (?:memory )?(?:allocated|allocation|alloc|reserved))(?:\(\))?\s*(?:[:=]\s*)?" + _N +
                     r"(?:\s*(GiB|MiB|KiB|TiB|GB|MB|KB|TB|bytes|B)\b)?")
 _SMI = re.compile(r"\|\s*(\d{1,9})MiB\s*/\s*(\d{1,9})MiB\s*\|([^|]{0,80})\|")
 _CSV_HEADER = re.compile(r"memory\.(?:used|total) \[MiB\]")
