@@ -446,6 +446,18 @@ def test_a_long_hostile_text_is_read_quickly():
     assert time.perf_counter() - started < 3
 
 
+def test_the_printed_command_runs_when_an_override_replaces_a_given_key(tmp_path, capsys):
+    # PR 10511's H100 log (gpu_memory_utilization 0.90) beside a setup that says 0.95
+    pasted = tmp_path / "log.txt"
+    pasted.write_text(VLLM_TABLE_H100)
+    setup = ["model=llama-3-8b", "mode=infer", "engine=vllm", "gpu_util=0.95"]
+    assert cli.main(["--calibrate", str(pasted), *setup]) == 0
+    command = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  python -m pycore"))
+    words = command.split()[3:]
+    assert words == ["model=llama-3-8b", "mode=infer", "engine=vllm", "gpu_util=0.9"]
+    assert cli.main(words) == 0
+
+
 def test_command_line_reads_stdin_and_the_equals_form(tmp_path, capsys, monkeypatch):
     import io
     monkeypatch.setattr(sys, "stdin", io.StringIO(VLLM_V1_A100))

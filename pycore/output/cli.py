@@ -162,7 +162,8 @@ def _calibrate(words: "list[str]") -> int:
     if as_json:
         print(json.dumps({**result.as_dict(), "display": display(result)}, indent=1, allow_nan=False))
     else:
-        sys.stdout.write(text(display(result), " ".join(rest)))
+        replaced = dict(result.overrides)       # a key given again would be refused as given twice
+        sys.stdout.write(text(display(result), " ".join(w for w in rest if w.split("=", 1)[0] not in replaced)))
     return 0
 
 
