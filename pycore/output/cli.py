@@ -1,5 +1,5 @@
 """Command line: ``python -m pycore [--json|--csv] KEY=VALUE ...``, ``models``, ``gpus``, ``schema``,
-``header=PATH``."""
+``header=PATH``, ``--calibrate FILE``."""
 
 import json
 import sys
@@ -114,7 +114,7 @@ def main(argv: "list[str] | None" = None) -> int:
 
 
 def _subcommand(words: "list[str]") -> "int | None":
-    """The exit status of fits, header=, --export, the listings and help; None for an estimate."""
+    """The exit status of fits, header=, --export, --calibrate, the listings and help; None for an estimate."""
     if words and words[0] == "fits":
         return _fits(words[1:])
     if any(word.startswith("header=") for word in words):
