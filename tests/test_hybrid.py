@@ -168,3 +168,44 @@ def test_a_state_the_config_keeps_in_fp32_is_paged_in_fp32():
     result = estimate({"model": "qwen3.5-9b", "mode": "infer", "engine": "vllm"})
     per_layer = 3 * (2 * 16 * 128 + 32 * 128) * 2 + 32 * 128 * 128 * 4
     assert result.vllm["state_bytes_per_request"] == 24 * per_layer      # 24 of its 32 layers are DeltaNet
+
+
+def test_mutated_hybrid_and_vision_configs_get_a_message_never_a_crash(tmp_path):
+    # every reader of this families fed wrong types and sizes in random keys (a fixed seed): an InputError
+    # naming the config, or an estimate; never another exception (the command line would print a traceback)
+    import random
+
+    from pycore.inputs.schema import InputError
+    rng = random.Random(7)
+    files = sorted(FAMILIES.glob("*.json")) + sorted((CONFIGS / "variants").glob("synthetic-*.json")) + \
+        [CONFIGS / name for name in ("qwen3.5-9b.json", "llama-4-scout-17b-16e-instruct.json",
+                                     "qwen2.5-vl-7b-instruct.json", "lfm2.5-vl-1.6b.json")]
+    values = [0, -1, 1, 2, 7, 64, 10**9, 0.5, None, True, "x", [], {}, [0], ["mamba"], "M*-E", float("nan")]
+    queries = [{"mode": "infer"}, {"mode": "infer", "engine": "vllm", "tp": "2"}, {"seq": "256", "batch": "2"},
+               {"mode": "infer", "images": "2"}, {"seq": "128", "pp": "2", "microbatches": "4"}]
+    for round_ in range(300):
+        config = json.loads(rng.choice(files).read_text())
+        target = config.get("text_config", config) if rng.random() < 0.7 else config.get("vision_config", config)
+        for _ in range(rng.randint(1, 3)):
+            target[rng.choice(sorted(target))] = rng.choice(values)
+        path = tmp_path / f"{round_}.json"
+        path.write_text(json.dumps(config))
+        try:
+            estimate({"config": str(path), "seq": "512", **rng.choice(queries)})
+        except InputError:
+            pass
+
+
+@pytest.mark.parametrize("name,where,key,value", [
+    ("families/jamba.json", None, "mamba_dt_rank", None),               # read as "auto", as JambaConfig's default
+    ("llama-4-scout-17b-16e-instruct.json", "text_config", "intermediate_size", None),
+    ("llama-4-scout-17b-16e-instruct.json", "vision_config", "projector_input_dim", {}),
+])
+def test_the_fuzzers_finds_stay_fixed(name, where, key, value):
+    from pycore.inputs.schema import InputError
+    config = json.loads((CONFIGS / name).read_text())
+    (config[where] if where else config)[key] = value
+    try:
+        architecture_from_dict(config)
+    except InputError as error:
+        assert "config" in str(error)

@@ -166,7 +166,7 @@ def _jamba(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
                  mlp_pattern="".join("E" if e and fields.get("experts") else "D" for e in experts),
                  ssm_inner=expand * hidden, ssm_state=reader.integer("ssm_state", ("mamba_d_state",)) or 16,
                  conv_kernel=reader.integer("conv_kernel", ("mamba_d_conv",)) or 4, ssm_dt_norms=True,
-                 ssm_dt_rank=math.ceil(hidden / 16) if rank == "auto" else
+                 ssm_dt_rank=math.ceil(hidden / 16) if rank in ("auto", None) else
                  reader.integer("ssm_dt_rank", ("mamba_dt_rank",)),
                  conv_bias=reader.flag("mamba_conv_bias", True), ssm_proj_bias=reader.flag("mamba_proj_bias", False))
 
@@ -224,6 +224,8 @@ def _llama4(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
     if chunk and "C" in pattern:
         extra["sliding_window"] = chunk
     fields["dense_ffn"] = reader.integer("ffn", ("intermediate_size_mlp",)) or 16384
+    if "ffn" not in fields:
+        raise InputError("config", "missing intermediate_size")
     fields["shared_expert_ffn"] = fields["ffn"]
     _attention_bias(reader, extra)
     _llama4_vision(reader, fields, extra)
@@ -246,8 +248,9 @@ def _llama4_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None
             raise InputError("config", f"vision_config.{key}: missing")
         extra[field] = value
     ratio = vision.get("pixel_shuffle_ratio", 0.5)
-    same = {vision.get(key, extra["vision_projector"]) for key in ("projector_input_dim", "projector_output_dim")}
-    if ratio not in (0.5, 0.25) or same != {extra["vision_projector"]} or vision.get("multi_modal_projector_bias"):
+    same = [vision.get(key, extra["vision_projector"]) for key in ("projector_input_dim", "projector_output_dim")]
+    if ratio not in (0.5, 0.25) or any(dim != extra["vision_projector"] for dim in same) or \
+            vision.get("multi_modal_projector_bias"):
         raise InputError("config", "vision_config: pycore counts Llama 4's tower with pixel_shuffle_ratio 0.5 or 0.25, "
                                    "projector dims equal to vision_output_dim and no projector bias")
     extra.update(vision_family="llama4", vision_merge=round(1 / ratio) if ratio else 1)
