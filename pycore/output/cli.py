@@ -36,36 +36,35 @@ breakdown, setup and fit as Markdown, to paste into an issue or a chat."""
 FORMATS = ("--json", "--csv", "--markdown")
 
 
-def export_option(words: "list[str]") -> "tuple[list[str], str]":
-    """The words without ``--export KIND`` (or ``--export=KIND``), and the kind ("" when not given)."""
+def take_option(words: "list[str]", name: str) -> "tuple[list[str], str | None]":
+    """The words without ``name VALUE`` (or ``name=VALUE``), and the value (None when not given; "" when the
+    option ends the words)."""
     rest: "list[str]" = []
-    kind = ""
+    value = None
     items = iter(words)
     for word in items:
-        if word == "--export" or word.startswith("--export="):
-            kind = word[9:] if word.startswith("--export=") else next(items, "")
-            if kind not in export.KINDS:
-                raise FieldError("--export", f"got {printable(kind[:40])!r}; accepts {' | '.join(export.KINDS)}")
+        if word == name or word.startswith(name + "="):
+            value = word[len(name) + 1:] if word.startswith(name + "=") else next(items, "")
         else:
             rest.append(word)
-    return rest, kind
+    return rest, value
+
+
+def export_option(words: "list[str]") -> "tuple[list[str], str]":
+    """The words without ``--export KIND`` (or ``--export=KIND``), and the kind ("" when not given)."""
+    rest, kind = take_option(words, "--export")
+    if kind is not None and kind not in export.KINDS:
+        raise FieldError("--export", f"got {printable(kind[:40])!r}; accepts {' | '.join(export.KINDS)}")
+    return rest, kind or ""
 
 
 def every_gpu(words: "list[str]") -> "tuple[list[str], bool]":
     """The words without ``--gpus all`` (or ``--gpus=all``), and whether it was given: the text table then
     lists every catalog GPU, not the chosen one, the smallest that fits and the largest that does not."""
-    rest: "list[str]" = []
-    every = False
-    items = iter(words)
-    for word in items:
-        if word == "--gpus" or word.startswith("--gpus="):
-            value = word[7:] if word.startswith("--gpus=") else next(items, "")
-            if value != "all":
-                raise FieldError("--gpus", f"got {printable(value[:40])!r}; accepts all (every GPU in the table)")
-            every = True
-        else:
-            rest.append(word)
-    return rest, every
+    rest, value = take_option(words, "--gpus")
+    if value is not None and value != "all":
+        raise FieldError("--gpus", f"got {printable(value[:40])!r}; accepts all (every GPU in the table)")
+    return rest, value is not None
 
 
 def parse_arguments(words: "list[str]") -> "tuple[str, dict[str, Any], dict[str, Any]]":
@@ -169,14 +168,7 @@ def _calibrate(words: "list[str]") -> int:
 
 def calibrate_option(words: "list[str]") -> "tuple[str, list[str]]":
     """The FILE of ``--calibrate FILE`` (or ``--calibrate=FILE``) and the other words."""
-    rest: "list[str]" = []
-    path = ""
-    items = iter(words)
-    for word in items:
-        if word == "--calibrate" or word.startswith("--calibrate="):
-            path = word[12:] if word.startswith("--calibrate=") else next(items, "")
-        else:
-            rest.append(word)
+    rest, path = take_option(words, "--calibrate")
     if not path:
         raise FieldError("--calibrate", "takes a FILE with the pasted text (- for stdin): python -m pycore "
                                         "--calibrate FILE KEY=VALUE ...")
