@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from pycore.model import vision
-from pycore.model.mixers import check_patterns, mixer_at, mixer_params, mlp_at
+from pycore.model.mixers import check_patterns, layer_kinds, mixer_at, mixer_params, mlp_at
 
 
 @dataclass(frozen=True)
@@ -251,16 +251,6 @@ def layer_params(arch: Architecture, index: int, tp: int = 1, ep: int = 1, activ
     return -(-mixer // tp) + norms + router + -(-(experts * expert) // (ep * tp)) + -(-shared // tp)
 
 
-def _layer_kinds(arch: Architecture) -> "dict[tuple[str, str], tuple[int, int]]":
-    """(mixer, mlp) -> (how many layers, the index of the first): layers alike are counted once."""
-    kinds: "dict[tuple[str, str], tuple[int, int]]" = {}
-    for index in range(arch.layers):
-        key = (mixer_at(arch, index), mlp_at(arch, index))
-        number, first = kinds.get(key, (0, index))
-        kinds[key] = (number + 1, first)
-    return kinds
-
-
 def _head_params(arch: Architecture) -> int:
     """The final norm and the task head (0 for the head weight when it is tied to the embedding)."""
     h, vocab = arch.hidden, arch.vocab
@@ -298,7 +288,7 @@ def count_parameters(arch: Architecture) -> ParameterCount:
     attention = _attention_params(arch)
     norms = arch.layers * arch.norms_per_layer * arch.norm_params
     layers_total = active_layers = mixers = 0
-    for (mixer, _), (number, first) in _layer_kinds(arch).items():
+    for (mixer, _), (number, first) in layer_kinds(arch).items():
         layers_total += number * layer_params(arch, first)
         active_layers += number * layer_params(arch, first, active=True)
         mixers += number * mixer_params(arch, mixer, attention)

@@ -73,6 +73,16 @@ def layer_counts(arch: "Architecture", first: int = 0, count: "int | None" = Non
     return counts
 
 
+def layer_kinds(arch: "Architecture") -> "dict[tuple[str, str], tuple[int, int]]":
+    """(mixer, MLP) letters -> (how many layers have them, the index of the first): layers alike counted once."""
+    kinds: "dict[tuple[str, str], tuple[int, int]]" = {}
+    for index in range(arch.layers):
+        key = (mixer_at(arch, index), mlp_at(arch, index))
+        number, first = kinds.get(key, (0, index))
+        kinds[key] = (number + 1, first)
+    return kinds
+
+
 def layers_read(arch: "Architecture") -> "tuple[tuple[str, int], ...]":
     """(kind in words, how many layers) of a model read layer by layer; () when every layer is alike."""
     if not arch.layer_pattern and not arch.mlp_pattern:
