@@ -20,7 +20,8 @@ Condition = dict[str, Allowed]                 # every other key -> what it must
 TRAIN: Condition = {"mode": ["train"]}
 INFER: Condition = {"mode": ["infer"]}
 TRANSFORMER: Condition = {"kind": ["transformer"]}
-ADAPTERS: Condition = {"method": ["lora", "qlora"]}
+ADAPTERS: Condition = {"method": ["lora", "qlora", "dpo-lora", "dpo-qlora"]}
+PREFERENCE: Condition = {"method": ["dpo", "dpo-lora", "dpo-qlora"]}     # TRL DPOTrainer recipes
 
 # Inputs that mean nothing for a generic network (params only).
 TRANSFORMER_ONLY = ("heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", "experts_per_token", "expert_ffn",
@@ -55,6 +56,8 @@ APPLIES: "dict[str, Condition]" = {
     "lora_rank": {**ADAPTERS, **TRANSFORMER},
     "lora_targets": {**ADAPTERS, **TRANSFORMER},
     "lora_dtype": {**ADAPTERS, **TRANSFORMER},
+    # DPO's reference model (pycore.memory.posttraining).
+    "ref_model": {**TRAIN, **TRANSFORMER, **PREFERENCE},
     "group_size": {**TRANSFORMER, "quant": {"not": ["none"]}},
     # The activation model's own parameter: the model in force (``act_model``), which for a generic network
     # left at "detailed" is the multiplier model when layers and hidden are given.

@@ -317,6 +317,22 @@ NO_SYNC_UNTIL_LAST = {"hf-trainer", "accelerate", "axolotl"}
 # output in fwd_cache until backward_one_chunk pops it (L913, L966), and Schedule1F1B holds the latest output
 # until the next forward (schedules.py L1070, L1130), so the last stage's logits live through its backward.
 OWN_PIPELINE = {"megatron", "deepspeed"}
+# Post-training recipes (schema method dpo, dpo-lora, dpo-qlora) run on the Hugging Face Trainer through TRL, whose
+# configs change some of the Trainer's defaults; pycore.memory.posttraining models the step.
+RECIPES = {
+    "dpo": Framework(
+        "TRL DPOTrainer", "1.16.0", {"recompute": "full"},
+        {"recompute": "huggingface/trl trl/trainer/base_config.py@v1.16.0 L62-63: gradient_checkpointing default True "
+                      "(DPOConfig's note: 'Defaults to True instead of False'); " + HF_CHECKPOINT}),
+}
+
+
+def recipe_of(values: "Mapping[str, object]") -> str:
+    """The post-training recipe a method names ("dpo" for dpo, dpo-lora, dpo-qlora), "sft" for plain fine-tuning."""
+    recipe = str(values.get("method") or "full").partition("-")[0]
+    return recipe if recipe in RECIPES else "sft"
+
+
 # Inputs whose default is "as the framework does": "auto" (None for loss_chunks) until the user sets them.
 FOLLOWS: "dict[str, str | None]" = {"optimizer_impl": "auto", "attention": "auto", "recompute": "auto",
                                     "loss_chunks": None}
@@ -327,13 +343,15 @@ def apply(values: "Mapping[str, Any]") -> Values:
     """``values`` with each input left to the framework replaced by the framework's default.
 
     Precision stays "auto" for the frameworks that train in the checkpoint's dtype (pycore.memory.precision
-    resolves it with the model at hand) and for serving; any other training framework names its policy.
+    resolves it with the model at hand) and for serving; any other training framework names its policy. Under the
+    Trainer, a post-training recipe's own defaults (``RECIPES``: TRL's configs) come before the Trainer's.
     """
     framework = FRAMEWORKS[framework_name(values)]
+    recipe = RECIPES.get(recipe_of(values)) if framework_name(values) == DEFAULT else None
     out = dict(values)
     for key, unset in FOLLOWS.items():
         if out.get(key, unset) == unset:
-            text = framework.defaults.get(key, FALLBACK[key])
+            text = (recipe.defaults.get(key) if recipe else None) or framework.defaults.get(key, FALLBACK[key])
             out[key] = int(text) if key == "loss_chunks" else text
     if out.get("precision") == "auto" and out.get("mode", "train") == "train" \
             and framework_name(values) not in CHECKPOINT_DTYPE:

@@ -238,8 +238,17 @@ FIELDS = (
             "training framework whose defaults fill every input left at auto: precision, optimizer kernel, "
             "attention, recomputation, loss chunks", "precision",
             "the Hugging Face Trainer, transformers 5.23 (pycore/inputs/frameworks.py cites each default)"),
-    _choice("method", "full", ("full", "lora", "qlora"), "what is trained: every weight, LoRA adapters, or LoRA "
-            "adapters on an NF4-quantized base (QLoRA)", "finetune"),
+    _choice("method", "full", ("full", "lora", "qlora", "dpo", "dpo-lora", "dpo-qlora"),
+            "what is trained: every weight, LoRA adapters, or LoRA adapters on an NF4-quantized base (QLoRA); dpo*: "
+            "one step of TRL's DPOTrainer (chosen and rejected sequences in one forward, batch counting pairs, a "
+            "reference model's forward under no_grad), its policy trained as full, lora or qlora", "finetune",
+            "plain fine-tuning; dpo follows TRL 1.16's DPOTrainer (pycore/memory/posttraining.py)"),
+    _choice("ref_model", "auto", ("auto", "none", "precomputed"),
+            "DPO's reference model: auto (a frozen copy of the model for a full policy, the base with its adapters "
+            "disabled for a LoRA policy), none (a reference-free loss: SimPO, ORPO), precomputed "
+            "(precompute_ref_log_probs=True: log-probs computed before training, no reference held)", "finetune",
+            "TRL 1.16 DPOTrainer.__init__: ref_model None creates one unless the policy is a PEFT model or "
+            "precompute_ref_log_probs (DPOConfig default False)"),
     _int("lora_rank", 16, "LoRA rank r: each adapted layer gains r·(in + out) parameters", "finetune",
          "PEFT LoraConfig default (r=8) doubled, as common recipes use"),
     _choice("lora_targets", "qv", ("qv", "attention", "all-linear"), "which linear layers carry adapters: q and v "
@@ -338,6 +347,7 @@ LABELS = {
     "gpu_util": "GPU memory utilisation (vLLM)",
     "max_batched_tokens": "Max batched tokens (vLLM)", "optimizer_impl": "Optimizer kernel", "framework": "Framework",
     "loss_chunks": "Loss chunks", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
+    "ref_model": "Reference model",
     "lora_dtype": "Adapter dtype", "quant": "Weight quantization", "group_size": "Quantization group size",
     "dp": "Data parallel (dp)", "tp": "Tensor parallel (tp)", "pp": "Pipeline stages (pp)",
     "cp": "Context parallel (cp)", "ep": "Expert parallel (ep)", "zero": "ZeRO stage", "fsdp": "FSDP strategy",

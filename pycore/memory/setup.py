@@ -56,6 +56,8 @@ class FineTune:
     rank: int
     targets: str
     dtype: str                  # adapters, their gradients and states
+    recipe: str = "sft"         # sft (plain fine-tuning) | dpo (TRL's DPOTrainer: pycore.memory.posttraining)
+    reference: str = "none"     # DPO's reference: copy (a frozen model) | adapters-off (the base) | precomputed | none
 
     @property
     def adapters(self) -> bool:
@@ -143,7 +145,7 @@ def _with_overrides(arch: Architecture, values: "Values") -> Architecture:
 def quantization_of(values: "Values") -> str:
     """The weight storage format: quant, or NF4 with double quantization for QLoRA (Dettmers et al. 2023)."""
     quant: str = values["quant"]
-    if quant == "none" and values["method"] == "qlora":
+    if quant == "none" and values["method"] in ("qlora", "dpo-qlora"):
         return "nf4-dq"
     return quant
 
@@ -196,9 +198,25 @@ def _syncs_every_microbatch(values: "Values") -> bool:
     return frameworks.framework_name(values) not in frameworks.NO_SYNC_UNTIL_LAST
 
 
+def _recipe(values: "Values") -> "tuple[Values, str, str]":
+    """(values with method the policy's own: full, lora or qlora; the recipe; DPO's reference model). TRL 1.16
+    DPOTrainer.__init__ (trl/trainer/dpo_trainer.py L908-929): with no ref_model given it loads a frozen copy of the
+    model, none when the policy is a PEFT model (its adapters are disabled for the reference forward) or with
+    precompute_ref_log_probs."""
+    recipe = frameworks.recipe_of(values)
+    if recipe == "sft" or values["mode"] != "train":
+        return values, "sft", "none"
+    policy = values["method"].partition("-")[2] or "full"
+    reference = values.get("ref_model", "auto")
+    if reference == "auto":
+        reference = "copy" if policy == "full" else "adapters-off"
+    return {**values, "method": policy}, recipe, reference
+
+
 def resolve(values: "Values") -> Setup:
     """The typed Setup of parsed values; FieldError names the key when a combination cannot work."""
     values = frameworks.apply(values)
+    values, recipe, reference = _recipe(values)
     if values["gpu"] not in gpu_catalog():
         raise FieldError("gpu", f"unknown GPU {values['gpu'][:40]!r}; see python -m pycore gpus")
     arch = resolve_architecture(values)
@@ -218,6 +236,8 @@ def resolve(values: "Values") -> Setup:
         raise FieldError("quant", "QLoRA stores the base in NF4: quant=nf4 or nf4-dq")
     if mode == "train" and values["method"] != "full" and arch.kind != "decoder":
         raise FieldError("method", "LoRA is modelled for decoder transformers (the presets' causal LMs)")
+    if recipe != "sft" and (arch.kind != "decoder" or not arch.output_width):
+        raise FieldError("method", "DPO is modelled for decoder transformers with a causal-LM head (TRL's DPOTrainer)")
     if mode == "infer" or arch.kind == "generic":
         # What pycore.inputs.applies reports as ignored changes nothing: serving replicas (dp, cp) hold nothing
         # more per GPU, and a generic network has no sequence to split (cp).
@@ -226,13 +246,15 @@ def resolve(values: "Values") -> Setup:
     layout = parallel.layout(values, arch)
     policy = precision_policy(values, arch)
     image_tokens = _image_tokens(arch, values)
-    workload = Workload(mode, values["batch"], values["seq"] + image_tokens, values["new_tokens"],
+    # DPO's batch counts preference pairs: chosen and rejected rows go through one forward (DataCollatorForPreference)
+    sequences = values["batch"] * (2 if recipe == "dpo" else 1)
+    workload = Workload(mode, sequences, values["seq"] + image_tokens, values["new_tokens"],
                         values["recompute"], "eager" if arch.kind == "encoder-decoder" else values["attention"],
                         activation_model, values["act_multiplier"], values["act_per_sample"],
                         values["loss_chunks"], values.get("engine", "hf"), values.get("gpu_util", 0.9),
                         values.get("max_batched_tokens", 8192), image_tokens, values.get("speculative") or "none")
     finetune = FineTune(values["method"] if mode == "train" else "full", values["lora_rank"],
-                        values["lora_targets"], values["lora_dtype"])
+                        values["lora_targets"], values["lora_dtype"], recipe, reference)
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
                  values["optimizer"], values["optimizer_impl"], values["gpu"],
                  values["overhead"], values.get("expandable_segments", "no"),

@@ -19,7 +19,7 @@ the four backward moments. Every pipeline stage is estimated and the worst one r
 from dataclasses import replace
 
 from pycore.base.expr import floor, maximum, num, rnd, split, sym
-from pycore.memory import accumulation, parallel
+from pycore.memory import accumulation, parallel, posttraining
 from pycore.memory import activations as act
 from pycore.memory.model_states import STATIC, model_states, trainable
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
@@ -69,13 +69,18 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken
         terms = (per_token or act.per_token(setup))[1]
     pools += _activations(setup, stage, tokens, per_token)
     if not generic and stage.has_head and work.mode == "train" and arch.output_width:
-        pools += _loss_pools(setup, tokens)
+        # DPO's policy scores its tokens through TRL's fused head, not the logits (pycore.memory.posttraining)
+        pools += posttraining.head_pools(setup, tokens) if setup.finetune.recipe == "dpo" else _loss_pools(setup, tokens)
     pools += _gradient_buffers(setup, stage, states.grad_bytes)
     pools += _weight_copies(setup, stage)
     pools += _pipeline_buffers(setup, stage, tokens)
+    per_microbatch: "tuple[str, ...]"
     per_microbatch, once = (GENERIC_MOMENTS[:2], GENERIC_MOMENTS[2:]) if generic else (MOMENTS[:-1], MOMENTS[-1:])
     if generic:
         pools = [_generic_moments(p) for p in pools]
+    if posttraining.has_reference_forward(setup):
+        pools, per_microbatch = posttraining.with_reference_moment(
+            pools + posttraining.reference_pools(setup, stage, tokens), per_microbatch)
     moments = per_microbatch + once
     if lay.microbatches > 1:
         pools = accumulation.with_later_moments(pools, per_microbatch, lay.offload == "none",

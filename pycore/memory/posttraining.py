@@ -1,0 +1,136 @@
+"""Post-training recipes: what one step holds beside plain fine-tuning. DPO (Rafailov et al. 2023) as
+huggingface/trl 1.16.0 runs it (trl/trainer/dpo_trainer.py, DPOTrainer):
+
+- the batch counts preference pairs; DataCollatorForPreference stacks the chosen rows, then the rejected rows, so the
+  policy's forward runs 2 × batch sequences (pycore.memory.setup.resolve doubles Workload.batch);
+- ``_compute_loss`` runs the policy's forward, then, under ``torch.no_grad()``, the reference model's forward on the
+  same batch (``self.ref_model``, or for a PEFT policy ``self.model`` inside ``use_adapter(model, None)``: its
+  adapters disabled), then the sigmoid loss on the sequences' summed log-probabilities; the Trainer then runs
+  backward and the optimizer step. The reference forward is its own moment: the policy's saved activations are alive
+  and the reference adds its weights and the tensors of the layer it is computing, none saved;
+- the reference model (DPOTrainer.__init__, L908-929): with no ``ref_model`` given, ``create_model_from_path`` loads
+  a second copy in the policy's dtype; none for a PEFT policy or with ``precompute_ref_log_probs=True`` (DPOConfig
+  default False). It is prepared with ``prepare_deepspeed`` (ZeRO-3 kept, any other stage turned to 0: whole on
+  every GPU) or ``prepare_fsdp`` (sharded as the policy) (trl/models/utils.py);
+- log-probabilities come from TRL's fused head (``add_fused_lm_head``, trl/trainer/utils.py L1548, added to the
+  policy and the reference in DPOTrainer.__init__; called with ``fused_lm_head=True``), which runs
+  ``ChunkedLogProbFunction`` (trl/kernels/chunked_logprob.py) and never holds the logits: its forward projects tiles
+  of ``mm_buf`` [min(N, 4096) tokens, 32,768 vocabulary columns] in the compute dtype, folds each into seven fp32
+  per-token statistics and saves the gathered hidden states (``hidden_states[mask]``, which replaces the plain head's
+  saved input), log_z and the entropy; its backward allocates ``mm_buf`` again, the fp32 gradient of the hidden
+  states [N, h] and, when the head is trained, an fp32 gradient of the head's weight [V, h], each cast to the
+  parameters' dtype before it returns. N is the scored tokens: each row's labels shifted by one, so every token but
+  one a row; on a GPU with Triton only the completion's are gathered, so counting the prompt's too is an upper bound
+  (its share of these per-token tensors, and of the tile below 4,096 tokens).
+"""
+
+from pycore.base.expr import Q, maximum, num, rnd, sym
+from pycore.memory import parallel
+from pycore.memory.model_states import STATIC, stored_weights
+from pycore.memory.pools import Pool, make
+from pycore.memory.precision import dtype_name
+from pycore.memory.setup import Setup
+
+REFERENCE = "reference forward"
+SAVED_THROUGH = ("forward end", "backward start")   # a pool live in both is live during the reference forward
+TOKEN_TILE = 4096           # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE
+VOCAB_TILE = 32768          # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE
+SOURCE = "huggingface/trl 1.16.0 "
+HEAD_SOURCE = SOURCE + "trl/kernels/chunked_logprob.py ChunkedLogProbFunction (the fused head add_fused_lm_head adds)"
+HEAD_SYMBOLS = "N = scored tokens (every token of the 2 × pairs sequences but each one's last); T = tokens; " \
+               "h = hidden size; V = vocabulary; e = bytes of the compute dtype"
+
+
+def has_reference_forward(setup: Setup) -> bool:
+    """Whether the step runs a reference forward: a frozen copy, or the policy with its adapters disabled."""
+    return setup.finetune.recipe == "dpo" and setup.finetune.reference in ("copy", "adapters-off")
+
+
+def scored(setup: Setup, tokens: int) -> int:
+    """N: the tokens the head scores, every token but each row's last (labels[:, 1:])."""
+    return max(tokens - setup.workload.batch, 1)
+
+
+def _tile(setup: Setup, tokens: int) -> Q:
+    """``mm_buf``: one projection tile, allocated whole even where the vocabulary is narrower."""
+    return sym("n", min(scored(setup, tokens), TOKEN_TILE)) * sym("c", VOCAB_TILE) * num(setup.policy.bytes("act"))
+
+
+def head_pools(setup: Setup, tokens: int) -> "list[Pool]":
+    """The policy's fused head, in place of the logits and cross-entropy pools of plain fine-tuning."""
+    arch, e = setup.arch, setup.policy.bytes("act")
+    N, h = sym("N", scored(setup, tokens)), sym("h", arch.hidden)
+    tile_symbols = "n = tokens per tile, min(N, 4,096); c = vocabulary columns per tile (32,768)"
+    pools = [make("fused_head_forward", "Fused log-prob head: tile, last hidden states, per-token statistics",
+                  rnd(_tile(setup, tokens) + sym("T", tokens) * h * num(e) + N * num(4 * 11)), ("forward end",),
+                  HEAD_SOURCE + ".forward: mm_buf, the backbone's last_hidden_state, seven fp32 statistics and the "
+                  "log-prob, entropy, mean-logit and top-1 outputs of each token",
+                  tile_symbols + "; " + HEAD_SYMBOLS, group="logits_and_loss")]
+    backward = _tile(setup, tokens) + N * h * num(4 + e)
+    what = "mm_buf, the hidden states' gradient in fp32 and cast"
+    if not setup.finetune.adapters:
+        backward = backward + sym("V", arch.output_width) * h * num(4 + setup.policy.bytes("grad"))
+        what += "; the head weight's gradient accumulated in fp32, then cast"
+    pools.append(make("fused_head_backward", "Fused log-prob head's backward", rnd(backward), ("backward start",),
+                      HEAD_SOURCE + ".backward: " + what, tile_symbols + "; " + HEAD_SYMBOLS,
+                      group="logits_and_loss"))
+    pools.append(make("log_probs", "Per-token log-probabilities and statistics (fp32)", N * num(4 * 4),
+                      SAVED_THROUGH + ("backward, first layer",),
+                      HEAD_SOURCE + ": log_z and entropy saved for backward, the outputs scattered to the batch's shape",
+                      HEAD_SYMBOLS, group="logits_and_loss"))
+    return pools
+
+
+def _layer_working(setup: Setup, tokens: int) -> Q:
+    """Bytes one decoder layer holds while it computes under no_grad: the residual stream, the norm's fp32 working
+    copy and the MLP's widest tensors (pycore.memory.activations.per_token's working width)."""
+    arch, e, lay = setup.arch, setup.policy.bytes("act"), setup.layout
+    width = max(arch.ffn * max(arch.experts_per_token, 1), arch.q_dim) // lay.tp
+    per_token = 3 * e * width + (2 * e + 4) * arch.hidden
+    if setup.workload.attention == "eager":
+        per_token += (4 + e) * arch.heads // lay.tp * setup.workload.seq
+    return sym("w", per_token) * sym("T", tokens)
+
+
+def reference_pools(setup: Setup, stage: parallel.Stage, tokens: int) -> "list[Pool]":
+    """The reference model's weights (a frozen copy) and what its forward holds, under no_grad."""
+    if not has_reference_forward(setup):
+        return []
+    lay = setup.layout
+    sharded3 = lay.zero == 3 and lay.shard_group > 1
+    pools = []
+    if setup.finetune.reference == "copy":
+        weights = stored_weights(setup, stage)
+        if sharded3:
+            weights = rnd(weights / sym("g", lay.shard_group))
+        pools.append(make("reference_weights", f"Reference model weights ({dtype_name(setup.policy.bytes('weight'))})",
+                          weights, STATIC + (REFERENCE,),
+                          SOURCE + "DPOTrainer.__init__ L908-929: create_model_from_path in the policy's dtype, frozen; "
+                          "prepare_deepspeed keeps ZeRO-3, prepare_fsdp shards it as the policy",
+                          "S = parameters on this GPU; g = GPUs one shard spans", group="reference_model"))
+    working = _layer_working(setup, tokens)
+    if sharded3:
+        working = working + sym("Pl", stage.largest_layer) * num(setup.policy.bytes("gather"))
+    if stage.has_head:
+        h, e = sym("h", setup.arch.hidden), num(setup.policy.bytes("act"))
+        head = _tile(setup, tokens) + (sym("T", tokens) + sym("N", scored(setup, tokens))) * h * e
+        working = maximum(working, head)
+    pools.append(make("reference_forward", "Reference forward under no_grad (one layer, or the fused head)",
+                      rnd(working), (REFERENCE,),
+                      SOURCE + "DPOTrainer._compute_loss: the reference runs under torch.no_grad() after the policy's "
+                      "forward, so only the layer it computes holds tensors (its residual stream, norm and MLP), then "
+                      "its fused head (mm_buf, the last hidden states and their gathered copy)",
+                      "w = working bytes per token of one layer; T = tokens per micro-batch; Pl = parameters of the "
+                      "largest layer (gathered under ZeRO-3/FSDP); " + HEAD_SYMBOLS, group="reference_model"))
+    return pools
+
+
+def with_reference_moment(pools: "list[Pool]", per_microbatch: "tuple[str, ...]") -> \
+        "tuple[list[Pool], tuple[str, ...]]":
+    """The reference forward as a moment after the policy's forward: every pool live both at the forward's end and at
+    the start of backward (weights, optimizer state, saved activations) is live in it too."""
+    from dataclasses import replace
+    out = [replace(p, moments=p.moments + (REFERENCE,)) if all(m in p.moments for m in SAVED_THROUGH) and
+           REFERENCE not in p.moments else p for p in pools]
+    at = per_microbatch.index("forward end") + 1
+    return out, per_microbatch[:at] + (REFERENCE,) + per_microbatch[at:]
