@@ -258,6 +258,7 @@ def markdown(record, table):
         "tracked region: the reducer's buckets are a second copy of the gradients. Estimated as one rank of dp=2.",
     ], {"dp": "2"})
     lines += hybrid_section()
+    lines += lora_section()
     lines += published("## Published multi-GPU runs: torchtitan", [
         "torchtitan's docs/performance.md reports per-GPU memory of Llama 3.1 training on H100s (FSDP2 with",
         "bf16 compute and fp32 master weights, here `precision=amp-bf16`; sequence 8192 unless stated). Their",
@@ -398,6 +399,74 @@ def hybrid_section():
         lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
                      f"{100 * r['error']:+.1f}% | {pairs} |")
     return lines
+
+
+LORA = ROOT / "validation" / "measured_lora.json"
+
+
+def lora_inputs(case):
+    """A LoRA case's inputs as the estimate reads them: the measured conditions, the attention as recorded (transformers
+    5.24 hands SDPA grouped-query K/V unexpanded, as on CUDA), and lora_dropout where the schema has that key."""
+    from pycore.inputs import schema
+    inputs = {**MEASURED_CONDITIONS, **case["inputs"]}
+    if "lora_dropout" in schema.BY_KEY:
+        inputs["lora_dropout"] = str(case["lora_dropout"])
+    return inputs
+
+
+def lora_rows(path=LORA):
+    """validation/measure_lora.py's cases: the peak, and the bytes a block saves per token (its blocks' mean, one
+    forward without recompute) beside the estimate's per-layer activations (pycore.memory.activations.per_token)."""
+    from pycore.inputs import schema
+    from pycore.memory.activations import per_token
+    from pycore.memory.setup import resolve
+    record = json.loads(path.read_text())
+    out = []
+    for case in record["cases"]:
+        inputs = lora_inputs(case)
+        estimated = estimate(inputs).peak_bytes
+        tokens = int(case["inputs"]["batch"]) * int(case["inputs"]["seq"])
+        saved = sum(case["saved_per_block"]) / len(case["saved_per_block"]) / tokens
+        per_layer = per_token(resolve(schema.parse({**inputs, "recompute": "none"})))[0]
+        out.append({"label": case["label"], "measured": case["peak_bytes"], "estimated": estimated,
+                    "error": (estimated - case["peak_bytes"]) / case["peak_bytes"], "dropout": case["lora_dropout"],
+                    "saved": saved, "saved_estimated": per_layer, "saved_error": (per_layer - saved) / saved})
+    return record, out
+
+
+def lora_section():
+    """LoRA through PEFT on small Llama and Qwen2 configs, beside the estimate."""
+    from pycore.inputs import schema
+    record, cases = lora_rows()
+    errors = [abs(r["error"]) for r in cases]
+    plain = [abs(r["saved_error"]) for r in cases if not r["dropout"]]
+    dropout = "lora_dropout" in schema.BY_KEY
+    lines = ["", "## LoRA through PEFT", "",
+             "`validation/measure_lora.py` wraps small Llama and Qwen2 configs with `peft.get_peft_model` as users",
+             "call it (PEFT's defaults: fp32 adapters on a 16-bit base, `lora_alpha = 2r`), rank 8 to 64 on q/v,",
+             "attention and all-linear targets, with and without `lora_dropout`, and measures one step after a",
+             "warm-up as measure.py does (real tensors, CUDA's autocast rules and 1-byte dropout masks). PEFT's",
+             "`lora.Linear.forward` (peft/tuners/lora/layer.py, lines 1088-1102) leaves the frozen base layer",
+             "nothing to keep of its input; `_cast_input_dtype` gives each adapted layer its own fp32 copy of a",
+             "16-bit input, which lora_A keeps (under autocast, lora_A's own 16-bit copy); dropout adds a 1-byte",
+             "mask per adapted layer; lora_B keeps lora_A's r outputs. Frozen norm weights keep no normalised",
+             "tensor, and the first block's input norm keeps nothing (nothing before it needs a gradient)",
+             "(pycore/memory/finetune.py `adapter_saved`, pycore/memory/activations.py `_adapter_terms`).",
+             "The saved column is what a block keeps for backward per token (saved_tensors_hooks over one forward,",
+             "the blocks' mean) beside the estimate's per-layer activations: "
+             f"{100 * statistics.median(plain):.1f}% median, {100 * max(plain):.1f}% worst without dropout.",
+             ("Dropout is the case's `lora_dropout`." if dropout else
+              "The schema has no `lora_dropout` input yet: the estimate assumes PEFT's default 0.0, so the dropout "
+              "cases miss one byte per element of each adapted layer's input (the masks)."),
+             f"Torch {record['torch']}, transformers {record['transformers']}, {record['about'].rsplit('; ', 1)[-1]}; "
+             f"peak error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
+             f"{100 * max(errors):.1f}% worst.", "",
+             "| case | measured MiB | estimate MiB | error | saved B/token/layer: measured / estimated |",
+             "|---|---:|---:|---:|---|"]
+    mib = 2 ** 20
+    return lines + [f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
+                    f"{100 * r['error']:+.1f}% | {r['saved']:,.0f} / {r['saved_estimated']:,.0f} "
+                    f"({100 * r['saved_error']:+.1f}%) |" for r in cases]
 
 
 def measured_section(heading, path, prose, extra=None):

@@ -34,7 +34,8 @@ class Term:
     bytes_per_token: float
     formula: str
     replicated: bool = False    # outside the tensor-parallel region (norms, residual path): split only by SP
-    feeds: str = ""             # the linear layers that read it (qkv, o, gate_up, down): kept only if trainable
+    feeds: str = ""             # what reads it for a weight's gradient (the linear layers qkv, o, gate_up, down;
+                                # a norm's weight): kept only if that weight is trained
 
 
 # per_token's answer: (saved bytes per token per layer, the layer's terms, final-norm bytes per token, working
@@ -49,18 +50,18 @@ def _norm_terms(arch: "Architecture", e: float, amp: bool, consumers: int, label
     """
     h = arch.hidden
 
-    def saved(name: str, size: float, formula: str) -> Term:
-        return Term(f"{label} {name}", size, formula, replicated=True)
+    def saved(name: str, size: float, formula: str, feeds: str = "") -> Term:
+        return Term(f"{label} {name}", size, formula, replicated=True, feeds=feeds)
     if arch.norm == "layernorm":
         # native_layer_norm saves its input and fp32 mean and rstd; consumers save its output.
         terms = [saved("input", (4 if amp else e) * h, f"{4 if amp else e}·h"), saved("mean, rstd", 8, "8")]
     elif arch.norm_weight_fp32:
         # Gemma: x.float(), normalise in fp32, multiply by (1 + weight) in fp32, cast back.
-        terms = [saved("fp32 input", 4 * h, "4·h"), saved("normalised", 4 * h, "4·h"), saved("rsqrt", 4, "4")]
+        terms = [saved("fp32 input", 4 * h, "4·h"), saved("normalised", 4 * h, "4·h", "norm"), saved("rsqrt", 4, "4")]
     else:
         # Llama RMSNorm: x.to(fp32) saved by pow and mul, normalised x cast back, saved by ·weight.
         norm_bytes = 4 if amp else e
-        terms = [saved("fp32 input", 4 * h, "4·h"), saved("normalised", norm_bytes * h, f"{norm_bytes:g}·h"),
+        terms = [saved("fp32 input", 4 * h, "4·h"), saved("normalised", norm_bytes * h, f"{norm_bytes:g}·h", "norm"),
                  saved("rsqrt", 4, "4")]
     if not consumers:
         return terms                        # a post-norm feeds the residual sum, which saves nothing
@@ -81,7 +82,7 @@ def _qk_norm_terms(arch: "Architecture", e: float, amp: bool) -> "list[Term]":
     fp32_out = amp or arch.norm_weight_fp32 or arch.qk_norm == "full"
     out = 4 if fp32_out else e
     return [Term("q/k norm fp32 input", 4 * elements, "4·(a + k)·d"),
-            Term("q/k norm normalised", out * elements, f"{out:g}·(a + k)·d"),
+            Term("q/k norm normalised", out * elements, f"{out:g}·(a + k)·d", feeds="norm"),
             Term("q/k norm rsqrt", 4 * rows, "4 per normalised row")]
 
 
@@ -308,18 +309,12 @@ def per_token(setup: "Setup") -> PerToken:
     terms too with sequence parallelism (Korthikanti et al. 2022, section 4.2). Remembered: the answers'
     searches ask again with only the batch, the data or pipeline parallelism changed.
     """
-    from pycore.memory import finetune
     arch, policy, work, lay = setup.arch, setup.policy, setup.workload, setup.layout
     e = policy.bytes("act")
     attention = work.attention
     terms = layer_terms(arch, policy, attention, work.recompute, work.seq)
     if setup.finetune.adapters:
-        # Frozen linear layers need no input to compute their (absent) weight gradient.
-        kept = finetune.adapted_inputs(setup.finetune.targets)
-        terms = [t for t in terms if not t.feeds or t.feeds in kept]
-        adapters = finetune.adapter_activation_bytes_per_token(arch, setup.finetune.rank, setup.finetune.targets,
-                                                               e) / arch.layers
-        terms.append(Term("LoRA A outputs", adapters, "r·e per adapted layer"))
+        terms = _adapter_terms(setup, terms)
 
     def split(t: Term) -> float:
         return t.bytes_per_token / (lay.tp if (not t.replicated or lay.sp) else 1)
@@ -336,6 +331,43 @@ def per_token(setup: "Setup") -> PerToken:
     if attention == "eager":
         working += (4 + e) * arch.heads / lay.tp * work.seq
     return _recomputed(setup, per_layer, terms, final, working)
+
+
+def _adapter_terms(setup: "Setup", terms: "list[Term]") -> "list[Term]":
+    """A layer's saved tensors with the base frozen and PEFT's LoRA beside it (validation/measured_lora.json).
+
+    Frozen weights need no gradient, so nothing keeps the inputs that only their gradients read: the frozen
+    linear layers' inputs and the normalised tensor a norm's weight multiplies (the terms that feed them go).
+    What the adapters keep is pycore.memory.finetune.adapter_saved. Nothing before the first adapted layer needs
+    a gradient (the embedding is frozen), so the first layer's input norm keeps nothing, nor the dropout masks
+    of q, k and v there: those terms count in L - 1 of L layers. transformers' gradient_checkpointing_enable
+    makes the embedding's output require grad (modeling_utils.py, enable_input_require_grads), and so does
+    QLoRA's prepare_model_for_kbit_training: with full recompute or QLoRA every layer counts."""
+    from pycore.memory import finetune
+    from pycore.memory.precision import BITS
+    arch, policy, ft, work = setup.arch, setup.policy, setup.finetune, setup.workload
+    amp, dropout = policy.autocast, False          # PEFT's LoraConfig default lora_dropout=0.0
+    saved = finetune.adapter_saved(arch, ft.rank, ft.targets, BITS[ft.dtype] / 8, policy.bytes("act"), amp, dropout)
+    first = ft.method == "lora" and work.recompute != "full"
+    share = (arch.layers - 1) / arch.layers if first else 1.0
+    out = [t for t in terms if not t.feeds]
+    if first:
+        out = [replace(t, bytes_per_token=t.bytes_per_token * share, formula=f"{t.formula}·(L − 1)/L")
+               if t.name.startswith("attention norm") else t for t in out]
+    # SDPA's output, kept by SDPA itself, is what o_proj reads: lora_A reading it uncopied adds nothing
+    fused_o = work.attention in ("flash", "flash-repeat") and work.recompute != "selective"
+    names = {"qkv": "q, k, v input (a norm's output)", "o": "o_proj input", "gate_up": "gate, up input (a norm's "
+             "output)", "down": "down_proj input"}
+    for group, size in saved.shared.items():
+        if not (group == "o" and fused_o):
+            out.append(Term(f"LoRA: {names[group]}, kept uncopied by lora_A", size, f"{size / arch.hidden:g}·h",
+                            replicated=group in ("qkv", "gate_up")))
+    out.append(Term("LoRA: lora_A's copies of its input, one per adapted layer", saved.copies, saved.copies_formula))
+    if saved.masks:
+        masks = saved.masks - saved.first_masks * (1 - share)
+        out.append(Term("LoRA: dropout masks, one per adapted layer", masks, saved.masks_formula))
+    out.append(Term("LoRA: lora_A outputs (kept by lora_B)", saved.a_outputs, saved.a_formula))
+    return out
 
 
 def _recomputed(setup: "Setup", per_layer: float, terms: "list[Term]", final: float, working: float) -> PerToken:

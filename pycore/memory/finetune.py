@@ -7,9 +7,12 @@ still stores what backward needs through it, except the inputs of frozen linear 
 gradient is never computed. QLoRA (Dettmers et al. 2023) stores the base in NF4 and computes in bf16.
 """
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from pycore.model.architecture import Architecture
 
 # Which linear layers each target set adapts (PEFT target_modules names for Llama-style models).
@@ -41,24 +44,73 @@ def adapter_params(arch: "Architecture", rank: int, targets: str) -> int:
     return arch.layers * per_layer
 
 
-def adapted_inputs(targets: str) -> "set[str]":
-    """Which linear-layer inputs autograd still saves: those of adapted layers (lora_A reads them)."""
-    chosen = set(TARGETS[targets])
-    feeds = set()
-    if chosen & {"q", "k", "v"}:
-        feeds.add("qkv")
-    if "o" in chosen:
-        feeds.add("o")
-    if chosen & {"gate", "up"}:
-        feeds.add("gate_up")
-    if "down" in chosen:
-        feeds.add("down")
-    return feeds
+# The input each linear layer reads: one norm's output feeds q, k and v, another's gate and up.
+GROUPS = {"q": "qkv", "k": "qkv", "v": "qkv", "o": "o", "gate": "gate_up", "up": "gate_up", "down": "down"}
+WIDTHS = {"qkv": "h", "o": "a·d", "gate_up": "h", "down": "f"}
 
 
-def adapter_activation_bytes_per_token(arch: "Architecture", rank: int, targets: str, act_bytes: float) -> float:
-    """lora_A outputs (rank values per token per adapted layer), saved by lora_B."""
+def _sum_of(symbols: "Iterable[str]") -> str:
+    """A sum of widths in short: h, h, a·d -> 2·h + a·d."""
+    counts: "dict[str, int]" = {}
+    for symbol in symbols:
+        counts[symbol] = counts.get(symbol, 0) + 1
+    return " + ".join(symbol if n == 1 else f"{n}·{symbol}" for symbol, n in counts.items())
+
+
+def input_bytes(name: str, act_bytes: float, amp: bool) -> float:
+    """Bytes per element of a linear layer's input: under autocast q, k, v, gate and up read a norm's fp32 output
+    and o and down read 16-bit tensors (SDPA's output, act(gate)·up); otherwise the activation dtype."""
+    if amp:
+        return 2 if GROUPS[name] in ("o", "down") else 4
+    return act_bytes
+
+
+@dataclass(frozen=True)
+class AdapterSaved:
+    """What the adapted linear layers of one layer keep for backward, in bytes per token (PEFT's lora.Linear)."""
+
+    copies: float               # lora_A's own copy of its input, one per adapted layer
+    copies_formula: str
+    masks: float                # nn.Dropout's 1-byte masks, one per adapted layer
+    masks_formula: str
+    first_masks: float          # the masks of the layers reading the first norm (none in the first layer)
+    shared: "dict[str, float]"  # group -> bytes of an input lora_A keeps uncopied, once for the group
+    a_outputs: float            # lora_A's outputs, which lora_B keeps
+    a_formula: str
+
+
+def adapter_saved(arch: "Architecture", rank: int, targets: str, adapter_bytes: float, act_bytes: float,
+                  amp: bool, dropout: bool) -> AdapterSaved:
+    """What PEFT's lora.Linear keeps for backward with the base frozen (peft 0.21.2, peft/tuners/lora/layer.py
+    ``Linear.forward`` lines 1088-1102; validation/measured_lora.json's saved tensors):
+
+    - ``self.base_layer(x)``: the frozen linear keeps nothing of x (its weight needs no gradient);
+    - ``x = self._cast_input_dtype(x, lora_A.weight.dtype)``: a copy of x in the adapters' dtype, one per
+      adapted layer, when x is in another dtype (a 16-bit base under PEFT's fp32 adapters);
+    - ``lora_B(lora_A(dropout(x)))``: with lora_dropout, a 1-byte mask and the dropped copy per adapted layer;
+      under autocast lora_A keeps its own 16-bit copy of what it reads; lora_B keeps lora_A's output, r values
+      a token (16-bit under autocast, else the adapters' dtype). Where nothing was copied, lora_A keeps x
+      itself, shared by the layers of its group.
+    """
     chosen = TARGETS[targets]
     routed = max(arch.experts_per_token, 1)         # a token passes through its experts only
-    count = sum(min(copies, routed) for name, _, _, copies in _linears(arch) if name in chosen)
-    return arch.layers * count * rank * act_bytes
+    kept = 2 if amp else adapter_bytes
+    copied: "list[tuple[str, float]]" = []
+    shared: "dict[str, float]" = {}
+    count = 0
+    for name, fan_in, _, copies in _linears(arch):
+        if name not in chosen:
+            continue
+        n = min(copies, routed)
+        count += n
+        x = input_bytes(name, act_bytes, amp)
+        if x != adapter_bytes or dropout or (amp and adapter_bytes != 2):
+            copied += [(GROUPS[name], fan_in)] * n
+        else:
+            shared[GROUPS[name]] = x * fan_in
+    symbols = _sum_of(WIDTHS[group] for group, _ in copied)
+    inputs = sum(width for _, width in copied)
+    first = sum(width for group, width in copied if group == "qkv")
+    return AdapterSaved(kept * inputs, f"{kept:g}·({symbols})" if copied else "0",
+                        inputs if dropout else 0, f"1·({symbols})" if dropout and copied else "0",
+                        first if dropout else 0, shared, count * rank * kept, f"{kept:g}·r ×{count}")

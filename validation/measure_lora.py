@@ -1,0 +1,203 @@
+"""Measure LoRA training steps as PEFT runs them, and what each adapted layer saves for backward.
+
+Dev-only: needs torch, transformers and peft (never dependencies of pycore). Every case is a small Llama or
+Qwen2 config wrapped by ``peft.get_peft_model`` exactly as a user calls it: ``LoraConfig(r, lora_alpha=2r,
+lora_dropout, target_modules)`` and PEFT's default ``autocast_adapter_dtype=True`` (16-bit adapters upcast to
+fp32 with ``.to()``), real tensors. The set-up is validation/measure.py's: the model built by its ``build()``
+in the weight dtype, one warm-up step so AdamW's state exists, then MemTracker records the next step (forward,
+backward, optimizer step; each allocation rounded to 512 bytes as CUDA's caching allocator does); amp-* cases
+cast by CUDA autocast's rules (validation/cuda_autocast.py); dropout keeps CUDA's 1-byte mask (measure.py's
+``cuda_like_dropout``); attention through SDPA, which transformers 5.24 hands grouped-query K/V unexpanded
+(``use_gqa_in_sdpa``: no mask, head size <= 256), as on CUDA, so the cases name ``attention=flash``.
+
+Beside each peak the record keeps what every block saves for backward (``saved_tensors_hooks`` over one
+forward of the same batch: distinct storages, parameters and autocast's weight copies left out) and, for the
+second block, those bytes per token by module and dtype: the terms pycore/memory/activations.py counts.
+
+What PEFT 0.21's ``lora.Linear.forward`` (peft/tuners/lora/layer.py, lines 1088-1114) does, and so what
+autograd keeps, with the base frozen:
+
+- ``result = self.base_layer(x)``: the frozen linear keeps nothing of ``x`` (aten.mm saves its input only for
+  the weight's gradient, which is not needed); under autocast it keeps the 16-bit copy of its weight.
+- ``x = self._cast_input_dtype(x, lora_A.weight.dtype)`` (line 1100; tuners_utils.py ``_cast_input_dtype``):
+  a 16-bit input is copied to the adapters' fp32, once per adapted layer (q, k and v each make their own).
+- ``lora_B(lora_A(dropout(x))) * scaling`` (line 1102): with ``lora_dropout`` > 0, nn.Dropout keeps a 1-byte
+  mask and lora_A keeps the dropout's output, again one per adapted layer; without it (nn.Identity) lora_A
+  keeps x itself, shared by the layers that read the same x when no copy was made. Under autocast lora_A
+  keeps its own 16-bit copy. lora_B keeps lora_A's output (r values a token). ``* scaling`` and the sum keep
+  nothing.
+- The norms' weights are frozen too: Llama's RMSNorm no longer keeps the normalised tensor that
+  ``weight * x`` saves for the weight's gradient. Nothing before the first adapted layer needs a gradient (the
+  embedding is frozen), so the first block's input norm keeps nothing.
+
+Usage:
+    /tmp/measure/bin/python validation/measure_lora.py               # all cases -> validation/measured_lora.json
+    /tmp/measure/bin/python validation/measure_lora.py --only qwen   # cases whose label contains 'qwen', printed
+    /tmp/measure/bin/python validation/measure_lora.py --redo "amp"  # re-measure those, keep the others
+"""
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "validation"))
+import measure  # noqa: E402  (replaces F.dropout with CUDA's 1-byte-mask dropout)
+from cuda_autocast import cuda_autocast  # noqa: E402
+from torch.distributed._tools.mem_tracker import MemTracker  # noqa: E402
+
+OUT = ROOT / "validation" / "measured_lora.json"
+
+LLAMA = dict(model="llama-3.1-8b", layers="2", hidden="512", heads="8", kv_heads="2", ffn="1408", vocab="32000",
+             attention="flash", method="lora")
+LLAMA4 = {**LLAMA, "layers": "4", "vocab": "8000"}
+QWEN = dict(model="qwen2.5-0.5b", layers="2", hidden="448", heads="7", kv_heads="1", ffn="1216", vocab="32000",
+            attention="flash", method="lora")
+QWEN4 = {**QWEN, "layers": "4", "vocab": "8000"}
+
+
+def case(base, targets, precision, rank, batch, seq, dropout, **more):
+    inputs = {**base, "lora_targets": targets, "precision": precision, "lora_rank": str(rank), "batch": str(batch),
+              "seq": str(seq), **more}
+    family = "llama" if base["model"].startswith("llama") else "qwen2"
+    size = f"{base['layers']}L"
+    extra = " ".join(f"{k}={v}" for k, v in more.items())
+    label = f"{family} {size} lora {targets} r{rank} {precision} dropout {dropout:g} b{batch}s{seq} {extra}".strip()
+    return label, inputs, dropout
+
+
+# (label, schema inputs, lora_dropout)
+CASES = [
+    case(LLAMA, "qv", "bf16", 8, 4, 1024, 0.0),
+    case(LLAMA, "qv", "bf16", 8, 4, 1024, 0.05),
+    case(LLAMA, "attention", "bf16", 16, 2, 1024, 0.0),
+    case(LLAMA, "attention", "bf16", 16, 2, 1024, 0.1),
+    case(LLAMA, "all-linear", "bf16", 64, 4, 512, 0.0),
+    case(LLAMA, "all-linear", "bf16", 64, 4, 512, 0.05),
+    case(LLAMA, "qv", "amp-bf16", 16, 4, 512, 0.0),
+    case(LLAMA, "attention", "amp-bf16", 8, 2, 1024, 0.05),
+    case(LLAMA, "all-linear", "amp-bf16", 16, 1, 1024, 0.0),
+    case(LLAMA, "all-linear", "amp-bf16", 64, 2, 512, 0.1),
+    case(LLAMA4, "all-linear", "bf16", 16, 4, 1024, 0.05),
+    case(LLAMA4, "qv", "amp-bf16", 16, 4, 1024, 0.0),
+    case(LLAMA4, "all-linear", "bf16", 16, 4, 1024, 0.05, recompute="full"),
+    case(QWEN, "qv", "bf16", 16, 4, 512, 0.0),
+    case(QWEN, "attention", "bf16", 64, 2, 1024, 0.05),
+    case(QWEN, "all-linear", "bf16", 8, 1, 1024, 0.1),
+    case(QWEN, "qv", "amp-bf16", 8, 4, 256, 0.05),
+    case(QWEN, "attention", "amp-bf16", 16, 4, 256, 0.0),
+    case(QWEN, "all-linear", "amp-bf16", 16, 2, 512, 0.0),
+    case(QWEN4, "attention", "bf16", 16, 4, 1024, 0.0),
+    case(QWEN4, "all-linear", "amp-bf16", 64, 2, 1024, 0.05),
+    # adapters in the input's dtype, no dropout: lora_A keeps the input itself, once for the layers reading it
+    case(QWEN, "attention", "bf16", 16, 4, 512, 0.0, lora_dtype="bf16"),
+    case(LLAMA, "all-linear", "fp32", 16, 2, 512, 0.0),
+]
+
+
+def with_peft(model, values, dropout):
+    """PEFT's LoRA as a user calls it: PEFT's defaults, fp32 adapters on a 16-bit base."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=values["lora_rank"], lora_alpha=2 * values["lora_rank"], lora_dropout=dropout,
+                        target_modules=measure.LORA_MODULES[values["lora_targets"]])
+    # lora_dtype=bf16 on a bf16 base: the adapters left in the base's dtype (autocast_adapter_dtype=False)
+    upcast = values["lora_dtype"] == "fp32"
+    return get_peft_model(model, config, autocast_adapter_dtype=upcast)
+
+
+def saved_profile(model, batch, values, layers):
+    """One forward under saved_tensors_hooks: bytes each block saves (distinct storages, parameters and
+    autocast's 16-bit weight copies left out), and the second block's bytes per token by module and dtype."""
+    amp = values["precision"].startswith("amp-")
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    shapes = {tuple(p.shape) for p in model.parameters() if p.dim() >= 2}
+    shapes |= {s[::-1] for s in shapes}
+    stack, seen, handles = ["model"], {}, []
+    for name, module in model.named_modules():
+        handles.append(module.register_forward_pre_hook(lambda m, a, n=name: stack.append(n) and None))
+        handles.append(module.register_forward_hook(lambda m, a, o: stack.pop() and None))
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        key = storage.data_ptr()
+        if key not in params and key not in seen:
+            copy = amp and tensor.dtype == torch.bfloat16 and tuple(tensor.shape) in shapes
+            seen[key] = (stack[-1], str(tensor.dtype).removeprefix("torch."), storage.nbytes(), copy)
+        return tensor
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), cuda_autocast(amp), \
+            torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        model(**batch)
+    for handle in handles:
+        handle.remove()
+    tokens = values["batch"] * values["seq"]
+    blocks, second = [0] * layers, defaultdict(float)
+    for where, dtype, size, copy in seen.values():
+        for index in range(layers):
+            if f".layers.{index}." in where and not copy:
+                blocks[index] += size
+                if index == 1:
+                    second[f"{where.split('.layers.1.')[1]} {dtype}"] += size / tokens
+    return blocks, {k: round(v, 2) for k, v in sorted(second.items())}
+
+
+def run_case(label, inputs, dropout):
+    torch.manual_seed(0)
+    started = time.time()
+    values, arch, model = measure.build(inputs)
+    model = with_peft(model, values, dropout)
+    batch = measure.make_batch(values, arch)
+    model.train()
+    blocks, second = saved_profile(model, batch, values, arch.layers)
+    # measure.measure_train with PEFT's model: it applies recompute, the warm-up step and the tracked step
+    original = measure.with_lora
+    measure.with_lora = lambda m, v: m
+    try:
+        tracker = measure.measure_train(values, arch, model, measure.optimizer_impl(inputs), "cuda")
+    finally:
+        measure.with_lora = original
+    (peak,) = tracker.get_tracker_snapshot("peak").values()
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return {"label": label, "inputs": inputs, "lora_dropout": dropout, "tensor_mode": "real",
+            "autocast": "cuda" if values["precision"].startswith("amp-") else "none",
+            "params": sum(p.numel() for p in model.parameters()), "trainable_params": trainable,
+            "peak_bytes": peak["Total"],
+            "peak_breakdown": {getattr(k, "value", str(k)): v for k, v in peak.items() if k != "Total"},
+            "saved_per_block": blocks, "saved_per_token_block_1": second,
+            "seconds": round(time.time() - started, 1)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", help="run only cases whose label contains this text; print, do not save")
+    parser.add_argument("--redo", help="re-measure the cases whose label contains this text (a|b: either)")
+    args = parser.parse_args()
+    done = {}
+    if args.redo and OUT.exists():
+        redo = args.redo.split("|")
+        done = {r["label"]: r for r in json.loads(OUT.read_text())["cases"] if not any(t in r["label"] for t in redo)}
+    results = []
+    for label, inputs, dropout in CASES:
+        if args.only and args.only not in label:
+            continue
+        if label in done and done[label]["inputs"] == inputs and done[label]["lora_dropout"] == dropout:
+            results.append(done[label])
+            continue
+        result = run_case(label, inputs, dropout)
+        print(f"{label:64s} {result['peak_bytes'] / 2**20:9.1f} MiB  blocks {result['saved_per_block']}  "
+              f"{result['seconds']} s", flush=True)
+        results.append(result)
+    if not args.only:
+        import peft
+        about = ("LoRA training steps through PEFT (validation/measure_lora.py): peak of live tensor bytes of one "
+                 f"step after a warm-up step, MemTracker; peft {peft.__version__}")
+        measure.write_record(OUT, about, results)
+
+
+if __name__ == "__main__":
+    main()
