@@ -114,9 +114,13 @@ def field_html(field):
     # Each control is a form of its own. At every keystroke Chromium's autofill (FormTracker's
     # FormControlDidChange task) re-reads every field of the edited field's form: 6-7 ms of the main thread
     # per key with the 68 fields in one form, 0.65 ms alone (a Chromium trace of 40 keys on this machine).
+    error = f'<p class="error" id="e-{key}" role="alert"></p>'
+    # The model field's error line (with its "Did you mean" or hub button) sits above the picker's list, so the
+    # list closing as the field loses focus never moves the button being clicked.
+    after = f"{error}{PICKER}<p class=\"hint\" id=\"h-{key}\">{hint}</p>{used}" if field.key == "model" \
+        else f'<p class="hint" id="h-{key}">{hint}</p>{used}{error}'
     return (f'<div class="field" data-field="{key}"{only}><label for="f-{key}">{label}</label>'
-            f'<form class="control" autocomplete="off">{control}{unit}</form>{PICKER if field.key == "model" else ""}'
-            f'<p class="hint" id="h-{key}">{hint}</p>{used}<p class="error" id="e-{key}" role="alert"></p></div>')
+            f'<form class="control" autocomplete="off">{control}{unit}</form>{after}</div>')
 
 
 # The model picker's list (site/picker.js fills it from the model table form_html writes).

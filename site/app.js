@@ -228,7 +228,7 @@ async function renderCharts(charts, styles) {
     const swatch = el("span", "", "swatch");
     paint(swatch, style);
     const item = el("li");
-    item.dataset.key = key;
+    item.dataset.pool = key;
     item.append(swatch, el("span", label, "legend-label"));
     list.append(item);
   }
@@ -311,7 +311,7 @@ function renderDetails(payload) {
       segment.dataset.share = String(row.share);
     }
     paint(segment, row.style);
-    if (segment.dataset.key !== row.key) segment.dataset.key = row.key;
+    if (segment.dataset.pool !== row.key) segment.dataset.pool = row.key;
     const title = `${row.label}: ${size(row, row.bytes)}`;
     if (segment.title !== title) segment.title = title;
   });
@@ -666,7 +666,7 @@ function renderCompareBars(c, styles) {
     for (const row of shown) {
       const segment = el("span", "", "segment");
       segment.style.width = `${row[share]}%`;
-      segment.dataset.key = row.key;
+      segment.dataset.pool = row.key;
       segment.title = `${row.label}: ${row[text]}`;
       paint(segment, row.style);
       bar.append(segment);

@@ -27,7 +27,7 @@ URLS = [
 # Every chart on the page as [chart, [[pool key, style name], ...]]: the name is "colour pattern" (palette.js).
 DRAWN = """() => {
   const out = [];
-  const pairs = (nodes) => [...nodes].map((n) => [n.dataset.key, n.dataset.style]);
+  const pairs = (nodes) => [...nodes].map((n) => [n.dataset.pool, n.dataset.style]);
   out.push(["bar", pairs(document.querySelectorAll("#bar .segment"))]);
   out.push(["breakdown table", [...document.querySelectorAll("#breakdown tbody tr[data-component]")]
     .map((tr) => [tr.dataset.component, tr.querySelector(".swatch").dataset.style])]);
@@ -37,7 +37,7 @@ DRAWN = """() => {
   }
   if (!document.getElementById("charts").hidden) {
     out.push(["legend", [...document.querySelectorAll("#chart-legend li")]
-      .map((li) => [li.dataset.key, li.querySelector(".swatch").dataset.style])]);
+      .map((li) => [li.dataset.pool, li.querySelector(".swatch").dataset.style])]);
   }
   if (!document.getElementById("comparison").hidden) {
     document.querySelectorAll("#compare-bars .bar").forEach((bar, i) => out.push([`comparison bar ${i}`, pairs(bar.children)]));
