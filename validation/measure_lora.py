@@ -30,10 +30,28 @@ autograd keeps, with the base frozen:
   ``weight * x`` saves for the weight's gradient. Nothing before the first adapted layer needs a gradient (the
   embedding is frozen), so the first block's input norm keeps nothing.
 
+DoRA (``use_dora=True``; ``--dora``, the record's ``dora_study``; not an input of the estimate yet). PEFT 0.21's
+``DoraLinearVariant.forward`` (variants.py) hands ``result`` to ``DoraLinearLayer.forward`` (dora.py lines 132-165):
+``(mag_norm_scale - 1) * base_result + mag_norm_scale * lora_result * scaling``. The magnitude vector is trained, so
+autograd keeps, beside everything LoRA keeps, the base layer's output (its dtype: 2·out bytes a token on a bf16 base,
+16-bit under autocast) and lora_B's output (the adapters' fp32, 4·out; 16-bit, 2·out, under autocast): 6·out per
+adapted layer in bf16, 4·out under amp-bf16, exactly in the four study rows (q/v: 3,840 and 2,560 bytes a token more
+per layer at hidden 512; all-linear 27,648 and 18,432). Each adapted layer's forward also builds, and frees when it
+ends, ``torch.eye(in)`` in the adapters' dtype and ΔW = lora_B(lora_A(eye)) (``get_lora_weight``), the frozen weight
+cast to x's dtype, scaling·ΔW and their sum, for the column norm (``get_weight_norm``): by the source (not measured
+here) about in² + 4·in·out fp32 values at once on a 16-bit base with fp32 adapters, some 1.8 GB for Llama 3.1 8B's
+down_proj (in = 14336), a transient of the forward and, with gradient checkpointing, of the backward's recomputation.
+
+QLoRA is not measured here (bitsandbytes needs CUDA). PEFT's ``lora.bnb.Linear4bit.forward`` (bnb.py lines 543-552)
+casts x to the adapters' dtype like ``lora.Linear`` when autocast is off, so the estimate applies the same terms;
+``prepare_model_for_kbit_training`` also makes the embedding's output require grad (so the first block counts in
+full) and upcasts the norms and embeddings to fp32, which the estimate does not model.
+
 Usage:
     /tmp/measure/bin/python validation/measure_lora.py               # all cases -> validation/measured_lora.json
     /tmp/measure/bin/python validation/measure_lora.py --only qwen   # cases whose label contains 'qwen', printed
     /tmp/measure/bin/python validation/measure_lora.py --redo "amp"  # re-measure those, keep the others
+    /tmp/measure/bin/python validation/measure_lora.py --dora        # the LoRA/DoRA study -> the record's dora_study
 """
 
 import argparse
@@ -49,7 +67,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "validation"))
 import measure  # noqa: E402  (replaces F.dropout with CUDA's 1-byte-mask dropout)
 from cuda_autocast import cuda_autocast  # noqa: E402
-from torch.distributed._tools.mem_tracker import MemTracker  # noqa: E402
 
 OUT = ROOT / "validation" / "measured_lora.json"
 
@@ -146,6 +163,58 @@ def saved_profile(model, batch, values, layers):
     return blocks, {k: round(v, 2) for k, v in sorted(second.items())}
 
 
+def saved_by_module(inputs, dora, seq):
+    """Bytes the second block saves for backward, by module and dtype, after one forward of a (1, seq) batch
+    (every saved tensor held, so no storage is reused and counted twice; autocast's weight copies included)."""
+    torch.manual_seed(0)
+    values, arch, model = measure.build({**inputs, "batch": "1", "seq": str(seq)})
+    from peft import LoraConfig, get_peft_model
+    config = LoraConfig(r=values["lora_rank"], lora_alpha=2 * values["lora_rank"], use_dora=dora,
+                        target_modules=measure.LORA_MODULES[values["lora_targets"]])
+    model = get_peft_model(model, config)
+    model.train()
+    stack, seen = ["model"], {}
+    for name, module in model.named_modules():
+        module.register_forward_pre_hook(lambda m, a, n=name: stack.append(n) and None)
+        module.register_forward_hook(lambda m, a, o: stack.pop() and None)
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+
+    def pack(tensor):
+        key = tensor.untyped_storage().data_ptr()
+        if key not in params and key not in seen:
+            seen[key] = (stack[-1], str(tensor.dtype).removeprefix("torch."), tensor)
+        return tensor
+    amp = values["precision"].startswith("amp-")
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), cuda_autocast(amp), \
+            torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        model(**measure.make_batch(values, arch))
+    out = defaultdict(int)
+    for where, dtype, tensor in seen.values():
+        if ".layers.1." in where:
+            out[f"{where.split('.layers.1.')[1].replace('.default', '')} {dtype}"] += tensor.untyped_storage().nbytes()
+    return out
+
+
+def dora_study():
+    """LoRA and DoRA (use_dora=True) side by side: what the second block saves per token, by module and dtype (the
+    slope between 256 and 1024 tokens), and the bytes that do not grow with the tokens (held here because every
+    saved tensor is held: DoRA's identity matrix and weight copies are freed when the layer's forward ends)."""
+    rows = []
+    for precision in ("bf16", "amp-bf16"):
+        for targets in ("qv", "all-linear"):
+            inputs = {**LLAMA, "vocab": "8000", "precision": precision, "lora_targets": targets, "lora_rank": "16"}
+            for dora in (False, True):
+                a, b = saved_by_module(inputs, dora, 256), saved_by_module(inputs, dora, 1024)
+                slope = {k: (b.get(k, 0) - a.get(k, 0)) / 768 for k in sorted(set(a) | set(b))}
+                rows.append({"precision": precision, "targets": targets, "use_dora": dora, "hidden": 512, "ffn": 1408,
+                             "per_token": {k: round(v, 1) for k, v in slope.items() if v},
+                             "per_token_total": round(sum(slope.values()), 1),
+                             "fixed_bytes": round(sum(a.values()) - sum(slope.values()) * 256)})
+                print(f"{precision} {targets} dora={dora}: {rows[-1]['per_token_total']} B/token, "
+                      f"{rows[-1]['fixed_bytes'] / 2**20:.2f} MiB fixed", flush=True)
+    return rows
+
+
 def run_case(label, inputs, dropout):
     torch.manual_seed(0)
     started = time.time()
@@ -176,7 +245,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="run only cases whose label contains this text; print, do not save")
     parser.add_argument("--redo", help="re-measure the cases whose label contains this text (a|b: either)")
+    parser.add_argument("--dora", action="store_true", help="only the LoRA/DoRA saved-tensor study: the record's "
+                                                            "dora_study, the cases kept")
     args = parser.parse_args()
+    if args.dora:
+        record = json.loads(OUT.read_text())
+        record["dora_study"] = dora_study()
+        OUT.write_text(json.dumps(record, indent=1) + "\n")
+        return
     done = {}
     if args.redo and OUT.exists():
         redo = args.redo.split("|")
