@@ -299,12 +299,6 @@ READERS: "dict[str, Callable[[_Reader, Fields, Traits], None]]" = {
 }
 
 
-def describe_layers(pattern: str, mlp_pattern: str) -> "dict[str, Any]":
-    """How many layers have each mixer and each MLP, for the answer's "read as" line."""
-    return {"mixers": {c: pattern.count(c) for c in dict.fromkeys(pattern)},
-            "mlps": {c: mlp_pattern.count(c) for c in dict.fromkeys(mlp_pattern)}}
-
-
 def prepare(family_type: str, config: "dict[str, Any]") -> "dict[str, Any]":
     """The keys every family's reader expects, where a family leaves them to its config class: Nemotron-H's
     layer count is its layers_block_type's length; Mamba-2 has no attention heads and no MLP (the attention
