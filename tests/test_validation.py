@@ -203,3 +203,36 @@ def test_lora_cases_cover_the_targets_precisions_and_dropout():
     for word in ("llama", "qwen2", " qv ", " attention ", " all-linear ", " bf16 ", " amp-bf16 ", "dropout 0 ",
                  "dropout 0.05", "recompute=full", " r8 ", " r16 ", " r64 "):
         assert word in labels, word
+
+
+# validation/measure_dpo.py (validation/measured_dpo.json): one step of TRL 1.16's DPOTrainer (its own _compute_loss,
+# then backward and AdamW) on small Llama and Qwen2 configs in bf16: full and LoRA policies, a frozen reference copy,
+# the base with adapters disabled, precomputed reference log-probs, with and without gradient checkpointing
+DPO = compare.dpo_rows()[1]
+
+
+@pytest.mark.parametrize("case", DPO, ids=[c["label"] for c in DPO])
+def test_dpo_peak_within_10_percent_of_measured(case):
+    assert abs(case["error"]) <= 0.10
+
+
+def test_dpo_median_error_within_3_percent():
+    assert statistics.median(abs(c["error"]) for c in DPO) <= 0.03
+
+
+@pytest.mark.parametrize("case", DPO, ids=[c["label"] for c in DPO])
+def test_dpo_reference_forward_as_measured(case):
+    # the reference forward under no_grad: the policy's saved activations beside the reference's fused head or, in the
+    # wide-MLP cases, one layer's MLP; within 5% of the phase's measured peak (at most +4.0% measured: the prompt's
+    # tokens the estimate counts in the head's tile)
+    if "reference forward" in case["phases"]:
+        measured, estimated = case["phases"]["reference forward"]
+        assert abs(estimated - measured) <= 0.05 * measured
+    else:
+        assert "precomputed" in case["label"]
+
+
+def test_dpo_cases_cover_the_policies_and_references():
+    labels = " ".join(c["label"] for c in DPO)
+    for word in ("llama", "qwen", " full ", " lora ", "precomputed", " gc ", "wide-MLP"):
+        assert word in labels, word

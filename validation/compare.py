@@ -259,6 +259,7 @@ def markdown(record, table):
     ], {"dp": "2"})
     lines += hybrid_section()
     lines += lora_section()
+    lines += dpo_section()
     lines += published("## Published multi-GPU runs: torchtitan", [
         "torchtitan's docs/performance.md reports per-GPU memory of Llama 3.1 training on H100s (FSDP2 with",
         "bf16 compute and fp32 master weights, here `precision=amp-bf16`; sequence 8192 unless stated). Their",
@@ -467,6 +468,71 @@ def lora_section():
     return lines + [f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
                     f"{100 * r['error']:+.1f}% | {r['saved']:,.0f} / {r['saved_estimated']:,.0f} "
                     f"({100 * r['saved_error']:+.1f}%) |" for r in cases]
+
+
+DPO = ROOT / "validation" / "measured_dpo.json"
+
+
+def dpo_inputs(case):
+    """A DPO case's inputs as the estimate reads them. Unlike measure.py's cases (measured_inputs: flash-repeat), these
+    ran transformers 5.24 on torch 2.13, whose CPU SDPA takes grouped K/V as they are (enable_gqa), as CUDA's does."""
+    return {**MEASURED_CONDITIONS, **case["inputs"]}
+
+
+def dpo_rows(path=DPO):
+    """validation/measure_dpo.py's cases: the step's peak and each phase's, measured against estimated (the policy's
+    forward against the forward-end moment, the backward against the largest backward moment)."""
+    record = json.loads(path.read_text())
+    out = []
+    for case in record["cases"]:
+        result = estimate(dpo_inputs(case))
+        moments = result.moments
+        phases = {"policy forward": moments["forward end"], "reference forward": moments.get("reference forward"),
+                  "backward": max(v for k, v in moments.items() if k.startswith("backward")),
+                  "optimizer step": moments["optimizer step"]}
+        # the nearest plain fine-tuning estimate: the same policy and batch, no recipe
+        plain = {k: v for k, v in dpo_inputs(case).items() if k != "ref_model"}
+        plain["method"] = plain["method"].partition("-")[2] or "full"
+        plain = estimate(plain).peak_bytes
+        out.append({"label": case["label"], "measured": case["peak_bytes"], "estimated": result.peak_bytes,
+                    "error": (result.peak_bytes - case["peak_bytes"]) / case["peak_bytes"],
+                    "plain_error": (plain - case["peak_bytes"]) / case["peak_bytes"],
+                    "phase": result.peak_moment, "phases": {k: (v, phases[k]) for k, v in case["phase_peaks"].items()
+                                                            if phases.get(k) is not None}})
+    return record, out
+
+
+def dpo_section():
+    """One DPO step as TRL's DPOTrainer runs it, small Llama and Qwen2 configs, beside the estimate."""
+    record, cases = dpo_rows()
+    mib = 2 ** 20
+    errors = [abs(r["error"]) for r in cases]
+    lines = ["", "## DPO (TRL's DPOTrainer)", "",
+             "`validation/measure_dpo.py` runs TRL 1.16's own `DPOTrainer._compute_loss` (the policy's forward, the",
+             "reference forward under no_grad, the sigmoid loss), then backward, AdamW and `zero_grad`, as the Trainer's",
+             "step does, on small Llama and Qwen2 configs in bf16 with real tensors and measure.py's set-up: chosen and",
+             "rejected rows in one batch (batch counts pairs), a 32-token prompt masked out of the labels, TRL's fused",
+             "log-prob head on both models (no logits), a frozen reference copy for a full policy, the base with its",
+             "adapters disabled for a LoRA policy, none with `precompute_ref_log_probs` (ref_model=precomputed); `gc`",
+             "cases checkpoint every layer, DPOConfig's default. The head's tile folds ran untracked, as Triton runs",
+             "them on a GPU, and only the completion's tokens were gathered, as on a GPU. The estimate scores every",
+             "token but each row's last, so it counts the prompt's share of the head's tile and per-token tensors too:",
+             "most of its excess here, a few MiB that a full-size model does not notice. The wide-MLP cases make one",
+             "layer's MLP, not the head, the reference forward's peak, as in full-size models. Not modelled: under",
+             "checkpointing each layer's forward holds its working tensors for a moment (the wide LoRA case's policy",
+             "forward), never the step's peak here. The plain column is the nearest plain fine-tuning estimate (the",
+             "same policy, batch and sequence, method=full or lora): it misses the reference and the doubled batch",
+             "and charges full logits.",
+             f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
+             f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
+             f"{100 * max(errors):.1f}% worst.", "",
+             "| case | measured MiB | estimate MiB | error | plain fine-tuning error | peak moment | phases, measured / "
+             "estimated MiB |", "|---|---:|---:|---:|---:|---|---|"]
+    for r in cases:
+        phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
+        lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
+                     f"{100 * r['error']:+.1f}% | {100 * r['plain_error']:+.1f}% | {r['phase']} | {phases} |")
+    return lines
 
 
 def measured_section(heading, path, prose, extra=None):
