@@ -358,11 +358,12 @@ def _adapter_terms(setup: "Setup", terms: "list[Term]") -> "list[Term]":
     fused_o = work.attention in ("flash", "flash-repeat") and work.recompute != "selective"
     names = {"qkv": "q, k, v input (a norm's output)", "o": "o_proj input", "gate_up": "gate, up input (a norm's "
              "output)", "down": "down_proj input"}
-    for group, size in saved.shared.items():
+    for group, (size, formula) in saved.shared.items():
         if not (group == "o" and fused_o):
-            out.append(Term(f"LoRA: {names[group]}, kept uncopied by lora_A", size, f"{size / arch.hidden:g}·h",
+            out.append(Term(f"LoRA: {names[group]}, kept uncopied by lora_A", size, formula,
                             replicated=group in ("qkv", "gate_up")))
-    out.append(Term("LoRA: lora_A's copies of its input, one per adapted layer", saved.copies, saved.copies_formula))
+    if saved.copies:
+        out.append(Term("LoRA: lora_A's copies of its input, one per adapted layer", saved.copies, saved.copies_formula))
     if saved.masks:
         masks = saved.masks - saved.first_masks * (1 - share)
         out.append(Term("LoRA: dropout masks, one per adapted layer", masks, saved.masks_formula))

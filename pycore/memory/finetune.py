@@ -74,7 +74,7 @@ class AdapterSaved:
     masks: float                # nn.Dropout's 1-byte masks, one per adapted layer
     masks_formula: str
     first_masks: float          # the masks of the layers reading the first norm (none in the first layer)
-    shared: "dict[str, float]"  # group -> bytes of an input lora_A keeps uncopied, once for the group
+    shared: "dict[str, tuple[float, str]]"  # group -> (bytes, formula) of an input lora_A keeps uncopied, once
     a_outputs: float            # lora_A's outputs, which lora_B keeps
     a_formula: str
 
@@ -96,7 +96,7 @@ def adapter_saved(arch: "Architecture", rank: int, targets: str, adapter_bytes: 
     routed = max(arch.experts_per_token, 1)         # a token passes through its experts only
     kept = 2 if amp else adapter_bytes
     copied: "list[tuple[str, float]]" = []
-    shared: "dict[str, float]" = {}
+    shared: "dict[str, tuple[float, str]]" = {}
     count = 0
     for name, fan_in, _, copies in _linears(arch):
         if name not in chosen:
@@ -107,7 +107,7 @@ def adapter_saved(arch: "Architecture", rank: int, targets: str, adapter_bytes: 
         if x != adapter_bytes or dropout or (amp and adapter_bytes != 2):
             copied += [(GROUPS[name], fan_in)] * n
         else:
-            shared[GROUPS[name]] = x * fan_in
+            shared[GROUPS[name]] = (x * fan_in, f"{x:g}·{WIDTHS[GROUPS[name]]}")
     symbols = _sum_of(WIDTHS[group] for group, _ in copied)
     inputs = sum(width for _, width in copied)
     first = sum(width for group, width in copied if group == "qkv")
