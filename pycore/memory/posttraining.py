@@ -24,11 +24,12 @@ huggingface/trl 1.16.0 runs it (trl/trainer/dpo_trainer.py, DPOTrainer):
   (its share of these per-token tensors, and of the tile below 4,096 tokens).
 """
 
+from dataclasses import replace
+
 from pycore.base.expr import Q, maximum, num, rnd, sym
 from pycore.memory import parallel
 from pycore.memory.model_states import STATIC, stored_weights
 from pycore.memory.pools import Pool, make
-from pycore.memory.precision import dtype_name
 from pycore.memory.setup import Setup
 
 REFERENCE = "reference forward"
@@ -103,10 +104,13 @@ def reference_pools(setup: Setup, stage: parallel.Stage, tokens: int) -> "list[P
         weights = stored_weights(setup, stage)
         if sharded3:
             weights = rnd(weights / sym("g", lay.shard_group))
-        pools.append(make("reference_weights", f"Reference model weights ({dtype_name(setup.policy.bytes('weight'))})",
-                          weights, STATIC + (REFERENCE,),
+        # prepare_deepspeed keeps a ZeRO-3 config's offload_param (it drops only offload_optimizer)
+        offloaded = lay.offload == "params" and sharded3
+        pools.append(make("reference_weights", "Reference model weights (" + ("in CPU memory" if offloaded else
+                                                                               setup.policy.weight) + ")",
+                          weights, () if offloaded else STATIC + (REFERENCE,),
                           SOURCE + "DPOTrainer.__init__ L908-929: create_model_from_path in the policy's dtype, frozen; "
-                          "prepare_deepspeed keeps ZeRO-3, prepare_fsdp shards it as the policy",
+                          "prepare_deepspeed keeps ZeRO-3 (and its offload_param), prepare_fsdp shards it as the policy",
                           "S = parameters on this GPU; g = GPUs one shard spans", group="reference_model"))
     working = _layer_working(setup, tokens)
     if sharded3:
@@ -129,8 +133,17 @@ def with_reference_moment(pools: "list[Pool]", per_microbatch: "tuple[str, ...]"
         "tuple[list[Pool], tuple[str, ...]]":
     """The reference forward as a moment after the policy's forward: every pool live both at the forward's end and at
     the start of backward (weights, optimizer state, saved activations) is live in it too."""
-    from dataclasses import replace
     out = [replace(p, moments=p.moments + (REFERENCE,)) if all(m in p.moments for m in SAVED_THROUGH) and
            REFERENCE not in p.moments else p for p in pools]
     at = per_microbatch.index("forward end") + 1
     return out, per_microbatch[:at] + (REFERENCE,) + per_microbatch[at:]
+
+
+def dpo_step(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: int,
+             per_microbatch: "tuple[str, ...]") -> "tuple[list[Pool], tuple[str, ...]]":
+    """A DPO step's pools named by model (the policy's, the reference's), with the reference forward's pools and
+    moment where the step runs one."""
+    pools = [replace(p, label="Policy " + p.label[0].lower() + p.label[1:]) for p in pools]
+    if not has_reference_forward(setup):
+        return pools, per_microbatch
+    return with_reference_moment(pools + reference_pools(setup, stage, tokens), per_microbatch)

@@ -78,9 +78,8 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken
     per_microbatch, once = (GENERIC_MOMENTS[:2], GENERIC_MOMENTS[2:]) if generic else (MOMENTS[:-1], MOMENTS[-1:])
     if generic:
         pools = [_generic_moments(p) for p in pools]
-    if posttraining.has_reference_forward(setup):
-        pools, per_microbatch = posttraining.with_reference_moment(
-            pools + posttraining.reference_pools(setup, stage, tokens), per_microbatch)
+    if setup.finetune.recipe == "dpo":
+        pools, per_microbatch = posttraining.dpo_step(setup, stage, pools, tokens, per_microbatch)
     moments = per_microbatch + once
     if lay.microbatches > 1:
         pools = accumulation.with_later_moments(pools, per_microbatch, lay.offload == "none",
