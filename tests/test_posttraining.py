@@ -115,3 +115,12 @@ def test_command_line():
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert REFERENCE in result["moments"] and "reference_weights" not in {p["key"] for p in result["pools"]}
+
+
+def test_a_qlora_reference_forward_dequantizes_a_layer():
+    """The reference forward of a QLoRA policy runs its NF4 base: bitsandbytes dequantizes each layer's weights to
+    16 bit to compute, as in the policy's own passes (pycore.memory.training._detailed_activations)."""
+    lora = pools(estimate({**BASE, "method": "dpo-lora", "recompute": "none", "batch": "8", "seq": "4096"}))
+    qlora = pools(estimate({**BASE, "method": "dpo-qlora", "recompute": "none", "batch": "8", "seq": "4096"}))
+    extra = qlora["reference_forward"].bytes - lora["reference_forward"].bytes
+    assert extra > 0 and extra % 2 == 0          # Pl × 2 bytes: the largest layer in bf16

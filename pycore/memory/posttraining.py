@@ -113,6 +113,9 @@ def reference_pools(setup: Setup, stage: parallel.Stage, tokens: int) -> "list[P
                           "prepare_deepspeed keeps ZeRO-3 (and its offload_param), prepare_fsdp shards it as the policy",
                           "S = parameters on this GPU; g = GPUs one shard spans", group="reference_model"))
     working = _layer_working(setup, tokens)
+    if setup.quant != "none" and setup.finetune.adapters:
+        # bitsandbytes dequantizes one layer's weights to compute in 16 bit, as in the policy's own passes
+        working = working + sym("Pl", stage.largest_layer) * 2
     if sharded3:
         working = working + sym("Pl", stage.largest_layer) * num(setup.policy.bytes("gather"))
     if stage.has_head:
@@ -125,7 +128,7 @@ def reference_pools(setup: Setup, stage: parallel.Stage, tokens: int) -> "list[P
                       "forward, so only the layer it computes holds tensors (its residual stream, norm and MLP), then "
                       "its fused head (mm_buf, the last hidden states and their gathered copy)",
                       "w = working bytes per token of one layer; T = tokens per micro-batch; Pl = parameters of the "
-                      "largest layer (gathered under ZeRO-3/FSDP); " + HEAD_SYMBOLS, group="reference_model"))
+                      "largest layer (gathered under ZeRO-3/FSDP, dequantized under QLoRA); " + HEAD_SYMBOLS, group="reference_model"))
     return pools
 
 
