@@ -209,3 +209,21 @@ def test_the_fuzzers_finds_stay_fixed(name, where, key, value):
         architecture_from_dict(config)
     except InputError as error:
         assert "config" in str(error)
+
+
+@pytest.mark.parametrize("path", [FAMILIES / "nemotron_h.json", FAMILIES / "qwen3_next.json", FAMILIES / "jamba.json",
+                                  CONFIGS / "variants" / "synthetic-lfm2-conv-layers.json", FAMILIES / "falcon_h1.json"])
+def test_fused_scan_kernels_keep_less_than_the_reference_ones(path):
+    # mamba_split_conv1d_scan_combined, fla's chunk_gated_delta_rule, selective_scan_fn, causal_conv1d keep their
+    # inputs and a few per-token tensors (from their source, validation/measure_hybrid.py's docstring)
+    query = {"config": str(path), "seq": "1024"}
+    reference, fused = estimate(query), estimate({**query, "scan_kernels": "fused"})
+    assert fused.components["activations"] <= reference.components["activations"]
+    assert any("fused kernels" in w and "not measured" in w for w in fused.warnings)
+    served = estimate({**query, "mode": "infer", "scan_kernels": "fused"})
+    assert served.components["prefill_working"] <= estimate({**query, "mode": "infer"}).components["prefill_working"]
+
+
+def test_scan_kernels_change_nothing_for_attention_only_models():
+    plain = estimate({"model": "llama-3.1-8b"})
+    assert estimate({"model": "llama-3.1-8b", "scan_kernels": "fused"}).total_bytes == plain.total_bytes

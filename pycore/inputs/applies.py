@@ -52,6 +52,7 @@ APPLIES: "dict[str, Condition]" = {
     "gpu_util": {**INFER, "engine": ["vllm"]},
     "max_batched_tokens": {**INFER, "engine": ["vllm"]},
     "speculative": {**INFER, "engine": ["vllm"]},
+    "scan_kernels": TRANSFORMER,
     # Fine-tuning adapters.
     "lora_rank": {**ADAPTERS, **TRANSFORMER},
     "lora_targets": {**ADAPTERS, **TRANSFORMER},

@@ -192,6 +192,10 @@ FIELDS = (
          "Llama 3 pre-training context", span=(1, 100_000_000), unit="tokens"),
     _choice("engine", "hf", ("hf", "vllm"), "serving engine: hf (transformers generate(), memory grows with "
             "the batch) or vllm (pre-allocates gpu_util of the GPU and gives the rest to the KV cache)", "workload"),
+    _choice("scan_kernels", "reference", ("reference", "fused"), "a hybrid's Mamba / DeltaNet / short-convolution "
+            "layers: reference (transformers' torch scans, what runs without mamba_ssm, causal_conv1d or "
+            "flash-linear-attention installed; measured) or fused (those packages' kernels: from their source, "
+            "not measured)", "workload", "the path measured (validation/measure_hybrid.py)"),
     _choice("speculative", "none", ("none", "mtp"), "vLLM speculative decoding: mtp loads the checkpoint's "
             "multi-token-prediction layers (DeepSeek-V3, GLM-4.5) beside the model, with their own KV cache",
             "workload", "vLLM's default: no speculative_config"),
@@ -344,6 +348,7 @@ LABELS = {
     "optimizer": "Optimizer", "recompute": "Activation recomputation", "attention": "Attention kernel",
     "activations": "Activation model", "act_multiplier": "Activation multiplier",
     "compare": "Compare with", "engine": "Serving engine", "speculative": "Speculative decoding (vLLM)",
+    "scan_kernels": "Scan kernels (hybrids)",
     "gpu_util": "GPU memory utilisation (vLLM)",
     "max_batched_tokens": "Max batched tokens (vLLM)", "optimizer_impl": "Optimizer kernel", "framework": "Framework",
     "loss_chunks": "Loss chunks", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",

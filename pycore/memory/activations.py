@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from pycore.base.errors import FieldError
 from pycore.base.remember import remembered
 from pycore.memory.scan_activations import mixer_saved
-from pycore.model.mixers import MIXERS, STATEFUL, mixer_at, mlp_at
+from pycore.model.mixers import MIXERS, STATEFUL, layer_kinds
 
 if TYPE_CHECKING:
     from pycore.memory.precision import Policy
@@ -212,14 +212,15 @@ def op_terms(arch: "Architecture", e: float, attention: str) -> "list[Term]":
     return terms
 
 
-def layer_terms(arch: "Architecture", policy: "Policy", attention: str, recompute: str, seq: int) -> list[Term]:
+def layer_terms(arch: "Architecture", policy: "Policy", attention: str, recompute: str, seq: int,
+                fused: bool = False) -> list[Term]:
     """Saved tensors of one layer (bytes per token), without full recomputation."""
     e = policy.bytes("act")
     amp = policy.autocast
     if recompute == "op":
         return op_terms(arch, e, attention)
     if any(m in STATEFUL or m == "-" for m in arch.layer_pattern) or "-" in arch.mlp_pattern:
-        return _mixed_layer_terms(arch, e, amp, attention, recompute, seq)
+        return _mixed_layer_terms(arch, e, amp, attention, recompute, seq, fused)
     terms = _norm_terms(arch, e, amp, 3 if arch.norm == "rmsnorm" else 1, "attention norm", "qkv")
     terms += _attention_terms(arch, e, amp, attention, recompute, seq)
     if arch.norms_per_layer == 4:           # Gemma 2/3: norms on the attention and MLP outputs too
@@ -234,13 +235,13 @@ def layer_terms(arch: "Architecture", policy: "Policy", attention: str, recomput
 
 
 def _mixed_layer_terms(arch: "Architecture", e: float, amp: bool, attention: str, recompute: str,
-                       seq: int) -> "list[Term]":
+                       seq: int, fused: bool) -> "list[Term]":
     """A hybrid's layers by kind (pycore/model/mixers.py), each kind's terms weighted by its share of the layers
     so that they add up to the average layer: attention layers as a transformer's, state-space and convolution
     mixers as pycore.memory.scan_activations measured them, and each layer's MLP as its kind (none for
     Nemotron-H's mixer-only blocks and Mamba-2's)."""
     terms: "list[Term]" = []
-    for (mixer, mlp), (count, _) in _kinds(arch).items():
+    for (mixer, mlp), (count, _) in layer_kinds(arch).items():
         share = count / arch.layers
         kind: "list[Term]" = []
         if mixer != "-":
@@ -248,8 +249,9 @@ def _mixed_layer_terms(arch: "Architecture", e: float, amp: bool, attention: str
         if mixer in "ASCP":
             kind += _attention_terms(arch, e, amp, attention, recompute, seq)
         if mixer in STATEFUL:
-            kind.append(Term(f"{MIXERS[mixer]} saved tensors (reference kernels)",
-                             mixer_saved(arch, mixer, e, amp), "validation/measure_hybrid.py fit"))
+            kind.append(Term(f"{MIXERS[mixer]} saved tensors ({'fused' if fused else 'reference'} kernels)",
+                             mixer_saved(arch, mixer, e, amp, fused),
+                             "the kernels' source" if fused else "validation/measure_hybrid.py fit"))
         if mlp != "-":
             if arch.norms_per_layer > 1 or mixer == "-":
                 kind += _norm_terms(arch, e, amp, 2 if arch.mlp == "gated" else 1, "MLP norm", "gate_up")
@@ -259,15 +261,6 @@ def _mixed_layer_terms(arch: "Architecture", e: float, amp: bool, attention: str
     if arch.dropout:
         terms.append(Term("residual dropout masks", 2 * arch.hidden, "2·h", replicated=True))
     return terms
-
-
-def _kinds(arch: "Architecture") -> "dict[tuple[str, str], tuple[int, int]]":
-    kinds: "dict[tuple[str, str], tuple[int, int]]" = {}
-    for index in range(arch.layers):
-        key = (mixer_at(arch, index), mlp_at(arch, index))
-        number, first = kinds.get(key, (0, index))
-        kinds[key] = (number + 1, first)
-    return kinds
 
 
 def _dense(arch: "Architecture") -> "Architecture":
@@ -300,8 +293,8 @@ def korthikanti(arch: "Architecture", batch: int, seq: int, recompute: str, act_
 
 
 @remembered(lambda setup: (setup.arch, setup.policy, setup.finetune, setup.workload.attention,
-                           setup.workload.recompute, setup.workload.seq, setup.layout.tp,
-                           setup.layout.sp))           # all it reads
+                           setup.workload.recompute, setup.workload.seq, setup.workload.scan_kernels,
+                           setup.layout.tp, setup.layout.sp))           # all it reads
 def per_token(setup: "Setup") -> PerToken:
     """(saved bytes per token per layer, terms, final-norm bytes per token, working bytes per token).
 
@@ -312,7 +305,7 @@ def per_token(setup: "Setup") -> PerToken:
     arch, policy, work, lay = setup.arch, setup.policy, setup.workload, setup.layout
     e = policy.bytes("act")
     attention = work.attention
-    terms = layer_terms(arch, policy, attention, work.recompute, work.seq)
+    terms = layer_terms(arch, policy, attention, work.recompute, work.seq, work.scan_kernels == "fused")
     if setup.finetune.adapters:
         terms = _adapter_terms(setup, terms)
 

@@ -169,9 +169,13 @@ def _hybrid_notes(setup: Setup) -> "list[str]":
     if not stateful:
         return []
     read = ", ".join(f"{n} {kind}" for kind, n in stateful.items())
-    kernels = ("as transformers' reference torch scans save them (measured: validation/measure_hybrid.py); with "
-               "mamba_ssm, causal_conv1d or flash-linear-attention installed a GPU runs fused kernels that keep "
-               "several times less (not measured), so this is an upper bound there")
+    if work.scan_kernels == "fused":
+        kernels = ("as the fused kernels of mamba_ssm, causal_conv1d and flash-linear-attention save them (from their "
+                   "source, not measured; scan_kernels=reference gives transformers' torch scans, measured)")
+    else:
+        kernels = ("as transformers' reference torch scans save them (measured: validation/measure_hybrid.py); with "
+                   "mamba_ssm, causal_conv1d or flash-linear-attention installed a GPU runs fused kernels that keep "
+                   "several times less (scan_kernels=fused, from their source)")
     if work.training:
         return [f"this hybrid's {read} layers' saved tensors are counted {kernels}"]
     if work.engine != "vllm":

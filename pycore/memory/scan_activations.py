@@ -62,14 +62,17 @@ def _short_conv(arch: "Architecture", e: float, amp: bool) -> float:
     return 2 * arch.hidden * 7 if amp else e * arch.hidden * 6
 
 
-def prefill_transient(arch: "Architecture", seq: int) -> float:
+def prefill_transient(arch: "Architecture", seq: int, fused: bool = False) -> float:
     """Bytes per token one scan layer holds for a moment during a prefill of ``seq`` tokens with the reference
     kernels: its (chunk × chunk) fp32 matrices per head, and more with every chunk (c = ceil(seq / chunk)). Fitted
     to validation/measure_hybrid.py's generate() cases (not exact: 4-10 × H·l·4 there): (3.8 + 0.58·c) × H·l·4
     for Mamba-2, (0.2 + 0.61·c) × Hv·64·4 for gated DeltaNet, 3.2 × D·N·4 for Mamba-1's token-by-token scan;
-    0 for short convolutions and attention-only models."""
+    0 for short convolutions and attention-only models, and with the fused kernels (which keep their chunks in
+    on-chip memory)."""
     kinds = set(arch.layer_pattern)
     transient = 0.0
+    if fused:
+        return transient
     if kinds & set("MP"):
         chunks = -(-seq // arch.ssm_chunk)
         transient = max(transient, (3.8 + 0.58 * chunks) * arch.ssm_heads * arch.ssm_chunk * 4)
@@ -81,8 +84,30 @@ def prefill_transient(arch: "Architecture", seq: int) -> float:
     return transient
 
 
-def mixer_saved(arch: "Architecture", mixer: str, e: float, amp: bool) -> float:
-    """Bytes per token one layer of ``mixer`` (M, P's Mamba-2 half, m, L, V) saves for backward."""
+def fused_saved(arch: "Architecture", mixer: str, e: float) -> float:
+    """What the fused kernels save per token, from their source (validation/measure_hybrid.py's docstring; not
+    measured here): mamba_split_conv1d_scan_combined keeps the input projection's output, out_x and the norm's
+    rstd; fla's chunk_gated_delta_rule q, k (repeated to the value heads), their rstd, v, g, beta and a 64-wide
+    block per head; causal_conv1d its input and gates; selective_scan_fn (Mamba-1) its inputs and dt."""
+    if mixer in "MP":
+        inner, _ = mamba2_widths(arch)
+        saved = e * (3 * inner + 2 * arch.ssm_groups * arch.ssm_state + arch.ssm_heads) + 4 * arch.ssm_groups
+        return saved + (e * arch.hidden if mixer == "P" else 0)
+    if mixer == "L":
+        key, value = deltanet_widths(arch)
+        heads, dk, dv = arch.linear_value_heads, arch.linear_key_dim, arch.linear_value_dim
+        return e * (2 * (2 * key + value) + 2 * heads * dk + 65 * heads + 3 * heads * dv) + \
+            4 * (2 * heads + 4 * heads + 3 * heads * dv)
+    if mixer == "m":
+        return e * (6 * arch.ssm_inner + 2 * arch.ssm_state + arch.ssm_dt_rank)
+    return 6 * arch.hidden * e
+
+
+def mixer_saved(arch: "Architecture", mixer: str, e: float, amp: bool, fused: bool = False) -> float:
+    """Bytes per token one layer of ``mixer`` (M, P's Mamba-2 half, m, L, V) saves for backward, with the
+    reference torch kernels (measured) or the fused ones (``fused``: from their source)."""
+    if fused:
+        return fused_saved(arch, mixer, e)
     if mixer in "MP":
         return _mamba2(arch, e, amp) + (e * arch.hidden if mixer == "P" else 0)   # Falcon-H1 keeps h·e more
     return {"m": _mamba1, "L": _deltanet, "V": _short_conv}[mixer](arch, e, amp)

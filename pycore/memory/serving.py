@@ -201,7 +201,7 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
         working = working + split(sym("V", arch.output_width), "t", lay.tp) * sym("B", batch) * 8
     if work.attention == "eager":
         working = working + rnd(split(sym("a", (4 + e) * arch.heads), "t", lay.tp, None) * sym("n", prompt) * tokens)
-    scan = prefill_transient(arch, prompt)
+    scan = prefill_transient(arch, prompt, work.scan_kernels == "fused")
     if scan:
         working = working + split(sym("x", scan), "t", lay.tp, None) * tokens
     kv_source = "keys and values of every cached layer (transformers DynamicCache)"

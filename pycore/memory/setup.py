@@ -44,6 +44,7 @@ class Workload:
     max_batched_tokens: int = 8192
     image_tokens: int = 0       # of seq: the tokens the images of one sequence become (pycore.model.vision)
     speculative: str = "none"   # vLLM speculative decoding: none | mtp (the checkpoint's MTP layers)
+    scan_kernels: str = "reference"     # a hybrid's scan layers: reference torch kernels or fused ones
 
     @property
     def training(self) -> bool:
@@ -252,7 +253,8 @@ def resolve(values: "Values") -> Setup:
                         values["recompute"], "eager" if arch.kind == "encoder-decoder" else values["attention"],
                         activation_model, values["act_multiplier"], values["act_per_sample"],
                         values["loss_chunks"], values.get("engine", "hf"), values.get("gpu_util", 0.9),
-                        values.get("max_batched_tokens", 8192), image_tokens, values.get("speculative") or "none")
+                        values.get("max_batched_tokens", 8192), image_tokens, values.get("speculative") or "none",
+                        values.get("scan_kernels") or "reference")
     finetune = FineTune(values["method"] if mode == "train" else "full", values["lora_rank"],
                         values["lora_targets"], values["lora_dtype"], recipe, reference)
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
