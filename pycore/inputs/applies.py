@@ -26,7 +26,7 @@ PREFERENCE: Condition = {"method": ["dpo", "dpo-lora", "dpo-qlora"]}     # TRL D
 # Inputs that mean nothing for a generic network (params only).
 TRANSFORMER_ONLY = ("heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", "experts_per_token", "expert_ffn",
                     "tied", "new_tokens", "images", "mode", "kv_dtype", "attention", "method", "lora_rank",
-                    "lora_targets", "lora_dtype", "quant", "group_size", "tp", "pp", "cp", "ep", "sp",
+                    "lora_targets", "lora_dtype", "lora_dropout", "quant", "group_size", "tp", "pp", "cp", "ep", "sp",
                     "interleave", "loss_chunks")
 
 APPLIES: "dict[str, Condition]" = {
@@ -57,6 +57,7 @@ APPLIES: "dict[str, Condition]" = {
     "lora_rank": {**ADAPTERS, **TRANSFORMER},
     "lora_targets": {**ADAPTERS, **TRANSFORMER},
     "lora_dtype": {**ADAPTERS, **TRANSFORMER},
+    "lora_dropout": {**ADAPTERS, **TRANSFORMER},
     # DPO's reference model (pycore.memory.posttraining).
     "ref_model": {**TRAIN, **TRANSFORMER, **PREFERENCE},
     "group_size": {**TRANSFORMER, "quant": {"not": ["none"]}},

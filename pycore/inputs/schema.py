@@ -260,6 +260,9 @@ FIELDS = (
             "PEFT's default target modules for Llama (q_proj, v_proj)"),
     _choice("lora_dtype", "fp32", ("fp32", "bf16", "fp16"), "dtype of the adapters, their gradients and states",
             "finetune", "PEFT upcasts 16-bit adapters to fp32 (autocast_adapter_dtype=True)"),
+    Field("lora_dropout", "float", 0.0, "dropout on each adapter's input: a 1-byte mask per adapted layer, and lora_A "
+          "keeps the dropped copy", "a number from 0 to 1", (), "PEFT LoraConfig's default (lora_dropout=0.0)",
+          "finetune", "", 0, 1),
     _choice("quant", "none", ("none", "int8", "fp8", "fp8-channel", "gptq-int4", "awq-int4", "nf4", "nf4-dq",
                               "q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0", "q3_k_m", "q2_k"),
             "quantized weight storage (qlora defaults to nf4-dq); bits per weight in the formulas", "finetune"),
@@ -353,7 +356,7 @@ LABELS = {
     "max_batched_tokens": "Max batched tokens (vLLM)", "optimizer_impl": "Optimizer kernel", "framework": "Framework",
     "loss_chunks": "Loss chunks", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
     "ref_model": "Reference model",
-    "lora_dtype": "Adapter dtype", "quant": "Weight quantization", "group_size": "Quantization group size",
+    "lora_dtype": "Adapter dtype", "lora_dropout": "LoRA dropout", "quant": "Weight quantization", "group_size": "Quantization group size",
     "dp": "Data parallel (dp)", "tp": "Tensor parallel (tp)", "pp": "Pipeline stages (pp)",
     "cp": "Context parallel (cp)", "ep": "Expert parallel (ep)", "zero": "ZeRO stage", "fsdp": "FSDP strategy",
     "shard_group": "Shard group", "sp": "Sequence parallel", "microbatches": "Micro-batches per step",

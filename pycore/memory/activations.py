@@ -339,7 +339,7 @@ def _adapter_terms(setup: "Setup", terms: "list[Term]") -> "list[Term]":
     from pycore.memory import finetune
     from pycore.memory.precision import BITS
     arch, policy, ft, work = setup.arch, setup.policy, setup.finetune, setup.workload
-    amp, dropout = policy.autocast, False          # PEFT's LoraConfig default lora_dropout=0.0
+    amp, dropout = policy.autocast, ft.dropout > 0  # PEFT's lora_dropout (LoraConfig's default 0.0)
     saved = finetune.adapter_saved(arch, ft.rank, ft.targets, BITS[ft.dtype] / 8, policy.bytes("act"), amp, dropout)
     first = ft.method == "lora" and work.recompute != "full"
     share = (arch.layers - 1) / arch.layers if first else 1.0

@@ -59,6 +59,7 @@ class FineTune:
     dtype: str                  # adapters, their gradients and states
     recipe: str = "sft"         # sft (plain fine-tuning) | dpo (TRL's DPOTrainer: pycore.memory.posttraining)
     reference: str = "none"     # DPO's reference: copy (a frozen model) | adapters-off (the base) | precomputed | none
+    dropout: float = 0.0        # PEFT's lora_dropout
 
     @property
     def adapters(self) -> bool:
@@ -256,7 +257,8 @@ def resolve(values: "Values") -> Setup:
                         values.get("max_batched_tokens", 8192), image_tokens, values.get("speculative") or "none",
                         values.get("scan_kernels") or "reference")
     finetune = FineTune(values["method"] if mode == "train" else "full", values["lora_rank"],
-                        values["lora_targets"], values["lora_dtype"], recipe, reference)
+                        values["lora_targets"], values["lora_dtype"], recipe, reference,
+                        values.get("lora_dropout") or 0.0)
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
                  values["optimizer"], values["optimizer_impl"], values["gpu"],
                  values["overhead"], values.get("expandable_segments", "no"),
