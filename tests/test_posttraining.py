@@ -124,3 +124,12 @@ def test_a_qlora_reference_forward_dequantizes_a_layer():
     qlora = pools(estimate({**BASE, "method": "dpo-qlora", "recompute": "none", "batch": "8", "seq": "4096"}))
     extra = qlora["reference_forward"].bytes - lora["reference_forward"].bytes
     assert extra > 0 and extra % 2 == 0          # Pl × 2 bytes: the largest layer in bf16
+
+
+def test_the_trainer_export_checkpoints_as_dpo_does():
+    """--export trainer: gradient_checkpointing as in force, DPOConfig's True for method=dpo left at auto."""
+    for method, expected in (("dpo", True), ("full", False)):
+        done = subprocess.run([sys.executable, "-m", "pycore", "--export", "trainer", f"method={method}",
+                               "model=llama-3.2-1b"], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["gradient_checkpointing"] is expected

@@ -12,6 +12,7 @@ import shlex
 from typing import Any
 
 from pycore.base.errors import InputError
+from pycore.inputs import frameworks
 from pycore.memory.record import Estimate
 from pycore.model.catalog import models, preset_id
 
@@ -56,7 +57,8 @@ def trainer(values: "dict[str, Any]", result: Estimate) -> str:
     optim = _OPTIM.get((values["optimizer"], impl), _OPTIM.get((values["optimizer"], ""), values["optimizer"]))
     args: "dict[str, Any]" = {
         "per_device_train_batch_size": values["batch"], "gradient_accumulation_steps": values["microbatches"],
-        "gradient_checkpointing": values["recompute"] == "full",
+        # recompute as in force: auto is the framework's (or TRL's for DPO: gradient_checkpointing=True)
+        "gradient_checkpointing": frameworks.apply(values)["recompute"] == "full",
         "bf16": "bf16" in setup.precision, "fp16": "fp16" in setup.precision, "optim": optim}
     if values.get("fsdp") in _FSDP:
         args["fsdp"] = _FSDP[values["fsdp"]] + (" offload" if values.get("offload") != "none" else "")
