@@ -133,3 +133,23 @@ def test_the_trainer_export_checkpoints_as_dpo_does():
                                "model=llama-3.2-1b"], cwd=ROOT, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["gradient_checkpointing"] is expected
+
+
+def test_trl_loads_a_model_in_fp32_and_autocasts():
+    """precision=auto under DPO is TRL's: create_model_from_path loads in float32 (trl/trainer/utils.py@v1.16.0 L1332)
+    and DPOConfig's bf16=True autocasts (base_config.py L108): amp-bf16, the reference copy in fp32 too."""
+    result = estimate({"model": "llama-3.2-1b", "method": "dpo", "batch": "2"})
+    assert result.as_dict()["setup"]["precision"] == "amp-bf16"
+    by_key = pools(result)
+    assert by_key["reference_weights"].bytes == by_key["weights"].bytes == 4 * result.as_dict()["params"]["total"]
+    assert estimate({"model": "llama-3.2-1b", "method": "full"}).as_dict()["setup"]["precision"] == "bf16"
+    assert estimate({"model": "llama-3.2-1b", "method": "dpo", "precision": "bf16"}).as_dict()["setup"]["precision"] == "bf16"
+
+
+def test_autocast_keeps_no_copy_of_the_fused_head():
+    """Under autocast TRL's fused head casts its weight a tile at a time, so autocast's weight copies leave the head
+    out (validation/measured_dpo.json, the amp-bf16 cases)."""
+    inputs = {"model": "llama-3.2-1b", "precision": "amp-bf16", "recompute": "none", "batch": "1", "seq": "512"}
+    plain = pools(estimate({**inputs, "method": "full"}))["autocast_weight_copies"].bytes
+    dpo = pools(estimate({**inputs, "method": "dpo"}))["autocast_weight_copies"].bytes
+    assert plain - dpo == 128256 * 2048 * 2

@@ -206,7 +206,7 @@ def test_lora_cases_cover_the_targets_precisions_and_dropout():
 
 
 # validation/measure_dpo.py (validation/measured_dpo.json): one step of TRL 1.16's DPOTrainer (its own _compute_loss,
-# then backward and AdamW) on small Llama and Qwen2 configs in bf16: full and LoRA policies, a frozen reference copy,
+# then backward and AdamW) on small Llama and Qwen2 configs in bf16 and amp-bf16: full and LoRA policies, a frozen reference copy,
 # the base with adapters disabled, precomputed reference log-probs, with and without gradient checkpointing
 DPO = compare.dpo_rows()[1]
 
@@ -234,5 +234,5 @@ def test_dpo_reference_forward_as_measured(case):
 
 def test_dpo_cases_cover_the_policies_and_references():
     labels = " ".join(c["label"] for c in DPO)
-    for word in ("llama", "qwen", " full ", " lora ", "precomputed", " gc ", "wide-MLP"):
+    for word in ("llama", "qwen", " full ", " lora ", "precomputed", " gc ", "wide-MLP", " bf16 ", " amp-bf16 "):
         assert word in labels, word

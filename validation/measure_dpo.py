@@ -26,7 +26,8 @@ add_fused_lm_head), and the tile folds and fp32 accumulations run inside Triton 
 out_dtype=float32, out=acc)``, allocating nothing. On the CPU TRL folds with torch ops; those run here untracked
 (their results are written in place into tracked tensors), so the CPU's temporaries a GPU never makes are not counted.
 
-Every case runs real tensors on small configs (PEFT and the fused head need them). Each record holds the peak
+Every case runs real tensors on small configs (PEFT and the fused head need them), in bf16 (the model loaded in
+bf16) or amp-bf16 (TRL's default for a model it loads by name: fp32 weights, DPOConfig's bf16=True autocast). Each record holds the peak
 by category and the peak of each phase: the policy's forward, the reference forward (under no_grad), the
 backward, the optimizer step.
 
@@ -86,6 +87,11 @@ CASES = [
                                                   batch="2", seq="1024")),
     ("llama wide-MLP dpo lora qv bf16 gc b2s1024", dict(**WIDE, method="dpo-lora", lora_targets="qv", precision="bf16",
                                                         recompute="full", batch="2", seq="1024")),
+    ("llama small dpo full amp-bf16 b2s512", dict(**LLAMA, method="dpo", precision="amp-bf16", recompute="none",
+                                                  batch="2", seq="512")),
+    ("llama small dpo lora qv amp-bf16 gc b2s512", dict(**LLAMA, method="dpo-lora", lora_targets="qv",
+                                                        precision="amp-bf16", recompute="full", batch="2",
+                                                        seq="512")),
     ("qwen small dpo full bf16 b2s256", dict(**QWEN, method="dpo", precision="bf16", recompute="none",
                                              batch="2", seq="256")),
     ("qwen 4L dpo full bf16 gc b1s512", dict(**QWEN4, method="dpo", precision="bf16", recompute="full",
@@ -159,13 +165,14 @@ def make_batch(values, arch, precomputed):
     return batch
 
 
-def trainer(model, ref, precomputed):
+def trainer(model, ref, precomputed, autocast):
     """The attributes DPOTrainer._compute_loss reads, as DPOTrainer.__init__ sets them for DPOConfig's defaults."""
     from accelerate import Accelerator
 
     args = types.SimpleNamespace(gradient_checkpointing_kwargs={"use_reentrant": False})
     return types.SimpleNamespace(
         model=model, ref_model=ref, accelerator=Accelerator(cpu=True), args=args, precompute_ref_logps=precomputed,
+        autocast=autocast,                              # not DPOTrainer's: what the Trainer's step wraps it in
         aux_loss_enabled=False, ld_alpha=None, f_divergence_type="reverse_kl", loss_types=["sigmoid"],
         loss_weights=[1.0], beta=0.1, label_smoothing=0.0, use_weighting=False, _metrics=defaultdict(
             lambda: defaultdict(list)), _total_train_tokens=0, _tp_size=1)
@@ -201,7 +208,9 @@ def step(dpo, model, optimizer, batch, phases=None):
     """DPOTrainer._compute_loss, then backward, the optimizer step and zero_grad as the Trainer does."""
     from trl.trainer.dpo_trainer import DPOTrainer
 
-    loss = DPOTrainer._compute_loss(dpo, model, batch, False)
+    # amp-bf16: the Trainer computes the loss under autocast (bf16=True, fp32 weights; accelerate wraps the forward)
+    with torch.autocast("cpu", dtype=torch.bfloat16) if dpo.autocast else contextlib.nullcontext():
+        loss = DPOTrainer._compute_loss(dpo, model, batch, False)
     if phases:
         phases.mark("loss")
     loss.backward()
@@ -222,7 +231,7 @@ def run_case(label, inputs):
     impl = measure.optimizer_impl({k: v for k, v in inputs.items() if k != "ref_model"} | {"method": "full"})
     optimizer = measure.make_optimizer([p for p in model.parameters() if p.requires_grad], values["optimizer"], impl)
     batch = make_batch(values, arch, precomputed)
-    dpo = trainer(model, ref, precomputed)
+    dpo = trainer(model, ref, precomputed, values["precision"].startswith("amp-"))
     with cuda_autocast(True):
         step(dpo, model, optimizer, batch)            # warm-up: optimizer state
     tracker = MemTracker()

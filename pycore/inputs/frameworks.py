@@ -321,9 +321,15 @@ OWN_PIPELINE = {"megatron", "deepspeed"}
 # configs change some of the Trainer's defaults; pycore.memory.posttraining models the step.
 RECIPES = {
     "dpo": Framework(
-        "TRL DPOTrainer", "1.16.0", {"recompute": "full"},
+        "TRL DPOTrainer", "1.16.0", {"recompute": "full", "precision": "amp-bf16"},
         {"recompute": "huggingface/trl trl/trainer/base_config.py@v1.16.0 L62-63: gradient_checkpointing default True "
-                      "(DPOConfig's note: 'Defaults to True instead of False'); " + HF_CHECKPOINT}),
+                      "(DPOConfig's note: 'Defaults to True instead of False'); " + HF_CHECKPOINT,
+         "precision": "huggingface/trl trl/trainer/utils.py@v1.16.0 L1332 create_model_from_path: a model given by name "
+                      "loads in float32 unless model_init_kwargs names a dtype (trl/trainer/model_config.py L89-92: the "
+                      "CLI's ModelConfig.dtype defaults to float32 too), the reference in the policy's dtype "
+                      "(dpo_trainer.py L924); base_config.py L68-75, L108: bf16 defaults to True, so the Trainer "
+                      "autocasts to bf16: fp32 weights and AdamW states, bf16 compute (precision=bf16 for a model "
+                      "loaded in bf16)"}),
 }
 
 
@@ -356,6 +362,9 @@ def apply(values: "Mapping[str, Any]") -> Values:
     if out.get("precision") == "auto" and out.get("mode", "train") == "train" \
             and framework_name(values) not in CHECKPOINT_DTYPE:
         out["precision"] = framework.defaults.get("precision", "fp32")
+    if out.get("precision") == "auto" and out.get("mode", "train") == "train" and recipe \
+            and "precision" in recipe.defaults:
+        out["precision"] = recipe.defaults["precision"]
     return out
 
 

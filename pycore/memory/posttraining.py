@@ -57,25 +57,47 @@ def _tile(setup: Setup, tokens: int) -> Q:
     return sym("n", min(scored(setup, tokens), TOKEN_TILE)) * sym("c", VOCAB_TILE) * num(setup.policy.bytes("act"))
 
 
+def _hidden_bytes(setup: Setup) -> float:
+    """Bytes per element of the backbone's last hidden states: the residual stream's, fp32 under autocast."""
+    return 4 if setup.policy.autocast else setup.policy.bytes("act")
+
+
+def _casts(setup: Setup, tokens: int) -> Q:
+    """Under autocast the head casts, a tile at a time, its weight's rows and the hidden states to the compute dtype
+    (``weight[start:end].to(compute_dtype)``, ``hidden[...].to(compute_dtype)``); nothing to cast otherwise."""
+    if not setup.policy.autocast:
+        return num(0)
+    columns = sym("c", min(setup.arch.output_width, VOCAB_TILE))
+    return (columns + sym("n", min(scored(setup, tokens), TOKEN_TILE))) * sym("h", setup.arch.hidden) * num(2)
+
+
 def head_pools(setup: Setup, tokens: int) -> "list[Pool]":
     """The policy's fused head, in place of the logits and cross-entropy pools of plain fine-tuning."""
-    arch, e = setup.arch, setup.policy.bytes("act")
-    N, h = sym("N", scored(setup, tokens)), sym("h", arch.hidden)
-    tile_symbols = "n = tokens per tile, min(N, 4,096); c = vocabulary columns per tile (32,768)"
+    arch, policy = setup.arch, setup.policy
+    N, h, eh = sym("N", scored(setup, tokens)), sym("h", arch.hidden), _hidden_bytes(setup)
+    tile_symbols = "n = tokens per tile, min(N, 4,096); c = vocabulary columns per tile (32,768; fewer with autocast's " \
+                   "weight-row copy where the vocabulary is narrower)"
+    forward = _tile(setup, tokens) + sym("T", tokens) * h * num(eh) + N * num(4 * 11) + _casts(setup, tokens)
     pools = [make("fused_head_forward", "Fused log-prob head: tile, last hidden states, per-token statistics",
-                  rnd(_tile(setup, tokens) + sym("T", tokens) * h * num(e) + N * num(4 * 11)), ("forward end",),
+                  rnd(forward), ("forward end",),
                   HEAD_SOURCE + ".forward: mm_buf, the backbone's last_hidden_state, seven fp32 statistics and the "
-                  "log-prob, entropy, mean-logit and top-1 outputs of each token",
-                  tile_symbols + "; " + HEAD_SYMBOLS, group="logits_and_loss")]
-    backward = _tile(setup, tokens) + N * h * num(4 + e)
+                  "log-prob, entropy, mean-logit and top-1 outputs of each token; under autocast the tile's weight rows "
+                  "and hidden states cast to bf16", tile_symbols + "; " + HEAD_SYMBOLS, group="logits_and_loss")]
+    # each gradient accumulates in fp32 and is cast to its tensor's dtype (no copy where that is fp32)
+    backward = _tile(setup, tokens) + N * h * num(4 + (eh if eh != 4 else 0)) + _casts(setup, tokens)
     what = "mm_buf, the hidden states' gradient in fp32 and cast"
     if not setup.finetune.adapters:
-        backward = backward + sym("V", arch.output_width) * h * num(4 + setup.policy.bytes("grad"))
+        weight = policy.bytes("weight")
+        backward = backward + sym("V", arch.output_width) * h * num(4 + (weight if weight != 4 else 0))
         what += "; the head weight's gradient accumulated in fp32, then cast"
     pools.append(make("fused_head_backward", "Fused log-prob head's backward", rnd(backward), ("backward start",),
                       HEAD_SOURCE + ".backward: " + what, tile_symbols + "; " + HEAD_SYMBOLS,
                       group="logits_and_loss"))
-    pools.append(make("log_probs", "Per-token log-probabilities and statistics (fp32)", N * num(4 * 4),
+    # The gathered hidden states are saved in the residual stream's dtype; pycore.memory.activations counts the final
+    # norm's output as the plain head's input, autocast's 16-bit copy of it: under autocast 2 bytes more a token.
+    saved = N * num(4 * 4) + (N * h * num(eh - 2) if policy.autocast else num(0))
+    pools.append(make("log_probs", "Per-token log-probabilities and statistics (fp32)" +
+                      (", the gathered hidden states in fp32" if policy.autocast else ""), rnd(saved),
                       SAVED_THROUGH + ("backward, first layer",),
                       HEAD_SOURCE + ": log_z and entropy saved for backward, the outputs scattered to the batch's shape",
                       HEAD_SYMBOLS, group="logits_and_loss"))
@@ -119,8 +141,8 @@ def reference_pools(setup: Setup, stage: parallel.Stage, tokens: int) -> "list[P
     if sharded3:
         working = working + sym("Pl", stage.largest_layer) * num(setup.policy.bytes("gather"))
     if stage.has_head:
-        h, e = sym("h", setup.arch.hidden), num(setup.policy.bytes("act"))
-        head = _tile(setup, tokens) + (sym("T", tokens) + sym("N", scored(setup, tokens))) * h * e
+        h, eh = sym("h", setup.arch.hidden), num(_hidden_bytes(setup))
+        head = _tile(setup, tokens) + (sym("T", tokens) + sym("N", scored(setup, tokens))) * h * eh + _casts(setup, tokens)
         working = maximum(working, head)
     pools.append(make("reference_forward", "Reference forward under no_grad (one layer, or the fused head)",
                       rnd(working), (REFERENCE,),
@@ -146,7 +168,25 @@ def dpo_step(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: i
              per_microbatch: "tuple[str, ...]") -> "tuple[list[Pool], tuple[str, ...]]":
     """A DPO step's pools named by model (the policy's, the reference's), with the reference forward's pools and
     moment where the step runs one."""
-    pools = [replace(p, label="Policy " + p.label[0].lower() + p.label[1:]) for p in pools]
+    pools = [replace(p, label="Policy " + p.label[0].lower() + p.label[1:]) for p in _autocast_copies(setup, stage, pools)]
     if not has_reference_forward(setup):
         return pools, per_microbatch
     return with_reference_moment(pools + reference_pools(setup, stage, tokens), per_microbatch)
+
+
+def _autocast_copies(setup: Setup, stage: parallel.Stage, pools: "list[Pool]") -> "list[Pool]":
+    """Autocast's 16-bit weight copies as a DPO step keeps them: none of the head (the fused head casts its weight a
+    tile at a time); under full recompute the layers' copies live in autocast's cache until the forward ends (the
+    reference forward runs inside it) and nothing saves them for backward, and a frozen base is never cached."""
+    out = []
+    for p in pools:
+        if p.key == "autocast_weight_copies" and setup.layout.zero < 3:
+            quantity = p.quantity - (sym("V", setup.arch.output_width) * sym("h", setup.arch.hidden) * num(2)
+                                     if stage.has_head else num(0))
+            moments = p.moments
+            if setup.workload.recompute == "full":
+                moments = () if setup.finetune.adapters else ("forward end", REFERENCE)
+            p = make(p.key, p.label, quantity, moments, p.source + "; TRL's fused head casts its weight a tile at a "
+                     "time", p.symbols + "; V = vocabulary; h = hidden size", p.group)
+        out.append(p)
+    return out

@@ -77,8 +77,11 @@ def named_policy(values: "Values", arch: "Architecture | None" = None) -> str:
         return given
     if values["mode"] == "infer":
         return serving_dtype(getattr(arch, "dtype", ""), values.get("engine", "hf"))
-    from pycore.inputs.frameworks import CHECKPOINT_DTYPE, FRAMEWORKS, framework_name
+    from pycore.inputs.frameworks import CHECKPOINT_DTYPE, DEFAULT, FRAMEWORKS, RECIPES, framework_name, recipe_of
     name = framework_name(values)
+    recipe = RECIPES.get(recipe_of(values))
+    if name == DEFAULT and recipe and "precision" in recipe.defaults:      # TRL's, for a post-training recipe
+        return recipe.defaults["precision"]
     if name in CHECKPOINT_DTYPE:
         return getattr(arch, "dtype", "") or "bf16"
     default: str = FRAMEWORKS[name].defaults.get("precision", TRAINING_DEFAULT)
