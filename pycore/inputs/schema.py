@@ -222,7 +222,8 @@ FIELDS = (
             "fsdp2-bf16 FSDP2's MixedPrecisionPolicy (fp32 shards, each layer gathered and computed in bf16)",
             "precision", "training: the framework's; the Hugging Face Trainer trains in the checkpoint's dtype: pure "
             "bf16 for a bf16 checkpoint (weights, gradients and AdamW states in bf16, about 8 bytes of model states "
-            "per parameter; bf16-master keeps fp32 master weights and states, 16), fp32 for an fp32 one; serving: "
+            "per parameter; bf16-master keeps fp32 master weights and states, 16), fp32 for an fp32 one; method=dpo: "
+            "TRL's, which loads a model named to it in fp32 and autocasts to bf16 (amp-bf16); serving: "
             "the checkpoint's torch_dtype, as transformers 5 and vLLM load it",
             " | ".join(PRECISIONS) + " (or Lightning's 32-true, bf16-mixed, 16-mixed, bf16-true, 16-true)"),
     _dtype("weight_dtype", "dtype of the weights the model computes with"),
