@@ -66,7 +66,8 @@ def prefill_transient(arch: "Architecture", seq: int, fused: bool = False) -> fl
     """Bytes per token one scan layer holds for a moment during a prefill of ``seq`` tokens with the reference
     kernels: its (chunk × chunk) fp32 matrices per head, and more with every chunk (c = ceil(seq / chunk)). Fitted
     to validation/measure_hybrid.py's generate() cases (not exact: 4-10 × H·l·4 there): (3.8 + 0.58·c) × H·l·4
-    for Mamba-2, (0.2 + 0.61·c) × Hv·64·4 for gated DeltaNet, 3.2 × D·N·4 for Mamba-1's token-by-token scan;
+    for Mamba-2, (0.2 + 0.61·c) × Hv·64·4 for gated DeltaNet, with c only as far as measured (8 and 16 chunks;
+    held there beyond, not extrapolated), 3.2 × D·N·4 for Mamba-1's token-by-token scan;
     0 for short convolutions and attention-only models, and with the fused kernels (which keep their chunks in
     on-chip memory)."""
     kinds = set(arch.layer_pattern)
@@ -74,10 +75,10 @@ def prefill_transient(arch: "Architecture", seq: int, fused: bool = False) -> fl
     if fused:
         return transient
     if kinds & set("MP"):
-        chunks = -(-seq // arch.ssm_chunk)
+        chunks = min(-(-seq // arch.ssm_chunk), 8)
         transient = max(transient, (3.8 + 0.58 * chunks) * arch.ssm_heads * arch.ssm_chunk * 4)
     if "L" in kinds:
-        chunks = -(-seq // DELTANET_CHUNK)
+        chunks = min(-(-seq // DELTANET_CHUNK), 16)
         transient = max(transient, (0.2 + 0.61 * chunks) * arch.linear_value_heads * DELTANET_CHUNK * 4)
     if "m" in kinds:
         transient = max(transient, 3.2 * arch.ssm_inner * arch.ssm_state * 4)
