@@ -73,9 +73,25 @@ def has_state(arch: "Architecture") -> bool:
     return any(letter in STATEFUL for letter in arch.layer_pattern)
 
 
+def _window_layers(arch: "Architecture", first: int, count: int) -> "dict[str, int]":
+    """Layers of each attention kind among ``first`` .. ``first + count - 1``: full (A, P), sliding (S; Gemma and
+    gpt-oss's global_every without a pattern), chunked (C)."""
+    counts = layer_counts(arch, first, count)
+    if not arch.layer_pattern and arch.sliding_window:
+        full = sum(1 for i in range(first, first + count) if arch.global_every and (i + 1) % arch.global_every == 0)
+        return {"full": full, "sliding": count - full, "chunked": 0}
+    return {"full": counts.get("A", 0) + counts.get("P", 0), "sliding": counts.get("S", 0),
+            "chunked": counts.get("C", 0)}
+
+
 def vllm_pages(arch: "Architecture", first: int, count: int, tp: int, kv_bytes: float,
-               model_bytes: float) -> "dict[str, int] | None":
-    """How vLLM 0.11 lays out a hybrid's cache: None for a model with no state-space layers.
+               model_bytes: float, batched: int = 8192) -> "dict[str, int] | None":
+    """How vLLM 0.11 lays out a cache whose layers are not all alike: None when every layer is full attention.
+
+    Sliding-window and chunked-attention layers (v1/kv_cache_interface.py SlidingWindowSpec,
+    ChunkedLocalAttentionSpec) take at most cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), 16) + 1
+    and cdiv(min(chunk + max_num_batched_tokens, max_model_len), 16) blocks a request, in groups of their own
+    beside the full-attention layers', as below.
 
     vllm/model_executor/models/config.py ``HybridAttentionMambaModelConfig.verify_and_update_config`` raises
     the attention block size to the smallest multiple of 16 tokens whose page (one layer's keys and values)
@@ -87,18 +103,26 @@ def vllm_pages(arch: "Architecture", first: int, count: int, tp: int, kv_bytes: 
     """
     counts = layer_counts(arch, first, count)
     stateful = sum(n for mixer, n in counts.items() if mixer in STATEFUL)
-    if not stateful:
+    kinds = _window_layers(arch, first, count)
+    if not stateful and not kinds["sliding"] and not kinds["chunked"]:
         return None
-    attention = sum(n for mixer, n in counts.items() if mixer in "ASCP")
-    mixer = next(m for m in counts if m in STATEFUL)
-    conv, state = _per_layer(arch, mixer, "vllm", tp)
-    state_page = int(conv * model_bytes + state * (4 if arch.ssm_state_fp32 else model_bytes))
+    if arch.attention == "mla":
+        return None                                 # MLA's own spec: the uniform path in pycore.memory.serving
+    state_page = 0
+    if stateful:
+        conv, state = _per_layer(arch, next(m for m in counts if m in STATEFUL), "vllm", tp)
+        state_page = int(conv * model_bytes + state * (4 if arch.ssm_state_fp32 else model_bytes))
     kv_heads = -(-arch.kv_heads // tp) if arch.kv_heads >= tp else 1
     token_page = int(2 * kv_heads * arch.dim_head * kv_bytes)       # FullAttentionSpec, one layer, one token
+    attention = kinds["full"] + kinds["sliding"] + kinds["chunked"]
     if not attention:
         return {"block_tokens": 0, "page_bytes": state_page, "group_size": stateful, "attention_groups": 0,
-                "state_groups": 1}
-    block = 16 * -(-state_page // (16 * token_page))
-    group = min(attention, stateful)
-    return {"block_tokens": max(block, 16), "page_bytes": max(block, 16) * token_page, "group_size": group,
-            "attention_groups": -(-attention // group), "state_groups": -(-stateful // group)}
+                "state_groups": 1, "sliding_groups": 0, "sliding_tokens": 0}
+    block = max(16 * -(-state_page // (16 * token_page)), 16)
+    present = [n for n in (kinds["full"], kinds["sliding"] + kinds["chunked"], stateful) if n]
+    group = min(present)
+    window = (arch.sliding_window - 1 + batched) if kinds["sliding"] else (arch.sliding_window + batched)
+    return {"block_tokens": block, "page_bytes": block * token_page, "group_size": group,
+            "attention_groups": -(-kinds["full"] // group), "state_groups": -(-stateful // group),
+            "sliding_groups": -(-(kinds["sliding"] + kinds["chunked"]) // group), "sliding_tokens": window,
+            "sliding_extra_block": 1 if kinds["sliding"] else 0}

@@ -151,7 +151,7 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
     state = state_per_sequence(setup.arch, first_layer, stage.layers, "vllm", setup.layout.tp,
                                setup.policy.bytes("act"))
     pages = vllm_pages(setup.arch, first_layer, stage.layers, setup.layout.tp, setup.policy.bytes("kv"),
-                       setup.policy.bytes("act")) if work.engine == "vllm" else None
+                       setup.policy.bytes("act"), work.max_batched_tokens) if work.engine == "vllm" else None
     if work.engine == "vllm":
         pools = _vllm_pools(setup, stage, gpu, stored, per_token, pages)
         moments = VLLM_MOMENTS
@@ -311,21 +311,27 @@ def vllm_capacity(result: "Mapping[str, Any]", work: Workload) -> "dict[str, Any
 
 
 def _hybrid_capacity(pages: "Mapping[str, int]", kv: int, context: int, state: int) -> "dict[str, Any]":
-    """vLLM 0.11's figures for a hybrid (kv_cache_utils.py): blocks = available // page // group_size;
+    """vLLM 0.11's figures for layers not all alike (kv_cache_utils.py): blocks = available // page // group_size;
     "GPU KV cache size" = blocks // groups × block tokens; concurrency = blocks / the blocks one request takes
-    (cdiv(max_model_len, block) in each attention group, one in each state group)."""
+    (cdiv(max_model_len, block) in each full-attention group, its window's in each sliding or chunked group, one
+    in each state group; the windows' and states' blocks are "state_groups" below, what every request keeps)."""
     page, group, block = pages["page_bytes"], pages["group_size"], pages["block_tokens"]
     blocks = kv // (page * group)
-    groups = pages["attention_groups"] + pages["state_groups"]
-    per_request = pages["attention_groups"] * (-(-context // block) if block else 0) + pages["state_groups"]
-    spare = blocks - pages["state_groups"]
+    sliding = pages.get("sliding_groups", 0)
+    groups = pages["attention_groups"] + pages["state_groups"] + sliding
+    # a sliding or chunked group's request holds at most its window (+ the batch being prefilled) in blocks
+    windowed = (-(-min(pages.get("sliding_tokens", 0), context) // block) + pages.get("sliding_extra_block", 0)) \
+        if sliding else 0
+    fixed = pages["state_groups"] + sliding * windowed
+    per_request = pages["attention_groups"] * (-(-context // block) if block else 0) + fixed
+    spare = blocks - fixed
     longest = spare // pages["attention_groups"] * block if pages["attention_groups"] and spare > 0 else 0
     return {"kv_cache_tokens": blocks // groups * block, "kv_cache_blocks": blocks, "context": context,
             "max_concurrency": blocks / per_request if per_request else 0.0, "starts": blocks >= per_request > 0,
             "blocks_needed": per_request, "state_bytes_per_request": state, "block_tokens": block,
-            "attention_groups": pages["attention_groups"], "state_groups": pages["state_groups"],
+            "attention_groups": pages["attention_groups"], "state_groups": fixed,
             "kv_bytes_needed": per_request * page * group, "kv_bytes_available": kv,
-            "longest_max_model_len": longest if block else None}
+            "longest_max_model_len": longest if block and pages["attention_groups"] else None}
 
 
 def longest_context(capacity: "Mapping[str, Any]", batch: int) -> "int | None":

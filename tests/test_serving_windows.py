@@ -1,0 +1,43 @@
+"""vLLM 0.11 with sliding-window and chunked-attention layers: their own KV cache groups, each request holding at
+most its window there (v1/kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes:
+cdiv(min(sliding_window - 1 + max_num_batched_tokens, max_model_len), block) + 1 blocks; ChunkedLocalAttentionSpec:
+cdiv(min(attention_chunk_size + max_num_batched_tokens, max_model_len), block)), beside the full-attention layers'
+groups; v1/core/kv_cache_utils.py groups the layers of each kind in groups of the fewest kind's count, gives
+available // page // group_size blocks shared by every group, and logs blocks // groups x block tokens."""
+
+import pytest
+
+from pycore import estimate
+
+VLLM = {"mode": "infer", "engine": "vllm", "gpu": "h200-141gb"}
+
+
+def test_gpt_oss_half_sliding_half_full():
+    # gpt-oss-20b: 12 sliding layers of 128 tokens and 12 full ones: groups of 12, one of each kind
+    result = estimate({**VLLM, "model": "gpt-oss-20b", "seq": "2048", "new_tokens": "256"})
+    capacity = result.vllm
+    full = -(-2304 // 16)
+    window = -(-min(128 - 1 + 8192, 2304) // 16) + 1          # the prefill budget keeps the whole context here
+    assert capacity["blocks_needed"] == full + window
+    assert capacity["max_concurrency"] == pytest.approx(capacity["kv_cache_blocks"] / (full + window))
+    assert capacity["kv_cache_tokens"] == capacity["kv_cache_blocks"] // 2 * 16
+
+
+def test_a_long_context_is_capped_by_the_window_plus_the_prefill_budget():
+    # at 131,072 tokens the sliding group holds 128 - 1 + 8,192 tokens a request, the full group all of them
+    result = estimate({**VLLM, "model": "gpt-oss-20b", "seq": "131072", "new_tokens": "0"})
+    assert result.vllm["blocks_needed"] == 131072 // 16 + (-(-(127 + 8192) // 16) + 1)
+
+
+def test_a_model_of_sliding_layers_alone_has_no_length_limit_from_memory():
+    # Mistral 7B v0.1: every layer slides over 4,096 tokens: one group of all 32; a request never holds more
+    result = estimate({**VLLM, "model": "mistral-7b-v0.1", "seq": "30000", "new_tokens": "0"})
+    assert result.vllm["blocks_needed"] == -(-(4096 - 1 + 8192) // 16) + 1
+    assert result.vllm["longest_max_model_len"] is None
+
+
+def test_llama_4s_chunked_layers_hold_their_chunk_plus_the_prefill_budget():
+    # Llama-4-Scout: 36 chunked layers (8,192 tokens) and 12 full: groups of 12, three chunked groups
+    result = estimate({**VLLM, "model": "llama-4-scout-17b-16e-instruct", "tp": "4", "seq": "65536",
+                       "new_tokens": "0"})
+    assert result.vllm["blocks_needed"] == 65536 // 16 + 3 * ((8192 + 8192) // 16)
