@@ -153,3 +153,12 @@ def test_autocast_keeps_no_copy_of_the_fused_head():
     plain = pools(estimate({**inputs, "method": "full"}))["autocast_weight_copies"].bytes
     dpo = pools(estimate({**inputs, "method": "dpo"}))["autocast_weight_copies"].bytes
     assert plain - dpo == 128256 * 2048 * 2
+
+
+def test_the_plain_baseline_of_a_dpo_qlora_run_is_dpo_lora_on_a_16_bit_base():
+    # the comparison's baseline has no quantization (answers.compare.PLAIN): QLoRA's policy becomes LoRA's
+    from pycore.answers.compare import baseline_values
+    from pycore.inputs.schema import parse
+    values = parse({"model": "llama-3.1-8b", "method": "dpo-qlora", "compare": "baseline"})
+    assert baseline_values(values, {})["method"] == "dpo-lora"
+    assert baseline_values(parse({"model": "llama-3.1-8b", "method": "qlora", "compare": "baseline"}), {})["method"] == "lora"

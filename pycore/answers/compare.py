@@ -31,8 +31,8 @@ def baseline_values(values: dict[str, Any], base_raw: dict[str, Any]) -> dict[st
             changed[key] = 1
     else:
         changed.update(PLAIN)
-        if values["method"] == "qlora":
-            changed["method"] = "lora"
+        # no quantization in the baseline: QLoRA becomes LoRA on the 16-bit base (DPO's too)
+        changed["method"] = {"qlora": "lora", "dpo-qlora": "dpo-lora"}.get(values["method"], values["method"])
     try:
         overrides = parse(base_raw)             # strict: a bad base.* value raises, named base.KEY
     except FieldError as error:
