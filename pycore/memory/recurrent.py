@@ -23,7 +23,7 @@ splits heads and channels t ways.
 from typing import TYPE_CHECKING
 
 from pycore.base.expr import Q, num, sym
-from pycore.model.mixers import STATEFUL, deltanet_widths, layer_counts, mamba2_widths
+from pycore.model.mixers import STATEFUL, deltanet_widths, layer_counts, mamba2_widths, window_layers
 
 if TYPE_CHECKING:
     from pycore.model.architecture import Architecture
@@ -73,17 +73,6 @@ def has_state(arch: "Architecture") -> bool:
     return any(letter in STATEFUL for letter in arch.layer_pattern)
 
 
-def _window_layers(arch: "Architecture", first: int, count: int) -> "dict[str, int]":
-    """Layers of each attention kind among ``first`` .. ``first + count - 1``: full (A, P), sliding (S; Gemma and
-    gpt-oss's global_every without a pattern), chunked (C)."""
-    counts = layer_counts(arch, first, count)
-    if not arch.layer_pattern and arch.sliding_window:
-        full = sum(1 for i in range(first, first + count) if arch.global_every and (i + 1) % arch.global_every == 0)
-        return {"full": full, "sliding": count - full, "chunked": 0}
-    return {"full": counts.get("A", 0) + counts.get("P", 0), "sliding": counts.get("S", 0),
-            "chunked": counts.get("C", 0)}
-
-
 def vllm_pages(arch: "Architecture", first: int, count: int, tp: int, kv_bytes: float,
                model_bytes: float, batched: int = 8192) -> "dict[str, int] | None":
     """How vLLM 0.11 lays out a cache whose layers are not all alike: None when every layer is full attention.
@@ -103,7 +92,7 @@ def vllm_pages(arch: "Architecture", first: int, count: int, tp: int, kv_bytes: 
     """
     counts = layer_counts(arch, first, count)
     stateful = sum(n for mixer, n in counts.items() if mixer in STATEFUL)
-    kinds = _window_layers(arch, first, count)
+    kinds = window_layers(arch, first, count)
     if not stateful and not kinds["sliding"] and not kinds["chunked"]:
         return None
     if arch.attention == "mla":

@@ -29,7 +29,7 @@ from pycore.memory.recurrent import has_state, state_per_sequence, vllm_pages
 from pycore.memory.scan_activations import prefill_transient
 from pycore.memory.setup import Setup, Workload
 from pycore.model.architecture import layer_params
-from pycore.model.mixers import layer_counts
+from pycore.model.mixers import window_layers
 
 if TYPE_CHECKING:
     from pycore.model.architecture import Architecture
@@ -52,20 +52,12 @@ def cached_layers(arch: "Architecture", first: int, count: int, tokens: int) -> 
     state-space, linear-attention and convolution layers of a hybrid keep none (their state is
     pycore.memory.recurrent's).
     """
-    if arch.layer_pattern:
-        counts = layer_counts(arch, first, count)
-        full = counts.get("A", 0) + counts.get("P", 0)
-        local = counts.get("S", 0) + counts.get("C", 0)
-        cached = sym("Lg", full) * sym("n", tokens)
-        return cached + sym("Lw", local) * sym("min(n, W)", min(tokens, arch.sliding_window)) if local else cached
-    if not arch.sliding_window:
+    if not arch.layer_pattern and not arch.sliding_window:
         return sym("Ls", count) * sym("n", tokens)
-    if arch.global_every:
-        global_layers = sum(1 for i in range(first, first + count) if (i + 1) % arch.global_every == 0)
-    else:
-        global_layers = 0
-    local = count - global_layers
-    return sym("Lg", global_layers) * sym("n", tokens) + sym("Lw", local) * sym("min(n, W)", min(tokens, arch.sliding_window))
+    kinds = window_layers(arch, first, count)
+    local = kinds["sliding"] + kinds["chunked"]
+    cached = sym("Lg", kinds["full"]) * sym("n", tokens)
+    return cached + sym("Lw", local) * sym("min(n, W)", min(tokens, arch.sliding_window)) if local else cached
 
 
 def kv_values_per_token(arch: "Architecture", engine: str, tp: int) -> Q:
@@ -148,11 +140,12 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
                     * (cached_layers(setup.arch, first_layer, stage.layers, 1) + sym("Lmtp", mtp))
                     * setup.policy.bytes("kv"))
     moments: "tuple[str, ...]"
-    state = state_per_sequence(setup.arch, first_layer, stage.layers, "vllm", setup.layout.tp,
-                               setup.policy.bytes("act"))
-    pages = vllm_pages(setup.arch, first_layer, stage.layers, setup.layout.tp, setup.policy.bytes("kv"),
-                       setup.policy.bytes("act"), work.max_batched_tokens) if work.engine == "vllm" else None
+    state, pages = 0, None
     if work.engine == "vllm":
+        state = int(rnd(state_per_sequence(setup.arch, first_layer, stage.layers, "vllm", setup.layout.tp,
+                                           setup.policy.bytes("act"))).value)
+        pages = vllm_pages(setup.arch, first_layer, stage.layers, setup.layout.tp, setup.policy.bytes("kv"),
+                           setup.policy.bytes("act"), work.max_batched_tokens)
         pools = _vllm_pools(setup, stage, gpu, stored, per_token, pages)
         moments = VLLM_MOMENTS
     else:
@@ -163,7 +156,7 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
         "tokens": work.batch * work.seq, "layers": stage.layers, "stage": stage.index,
         "params_per_gpu": stage.params, "activation_terms": [], "host": [], "host_bytes": 0,
         "kv_bytes_per_token": int(per_token.value), "pools": pools,
-        "state_bytes_per_sequence": int(rnd(state).value) if work.engine == "vllm" else 0,
+        "state_bytes_per_sequence": state,
         "moments": peak["moments"], "phases": peak["phases"], "peak_moment": peak["peak_moment"],
         "peak_phase": peak["peak_phase"], "peak_bytes": peak["peak_bytes"]}
     if pages:
@@ -288,26 +281,21 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
 
 def vllm_capacity(result: "Mapping[str, Any]", work: Workload) -> "dict[str, Any]":
     """vLLM's start-up log figures: "GPU KV cache size: N tokens" and "Maximum concurrency"."""
-    per_token, state = result["kv_bytes_per_token"], result.get("state_bytes_per_sequence", 0)
+    per_token = result["kv_bytes_per_token"]
     kv = result["components"].get("kv_cache", 0)
-    if result.get("vllm_pages"):
-        return _hybrid_capacity(result["vllm_pages"], kv, work.seq + work.new_tokens, state)
-    block = per_token * BLOCK_TOKENS
-    blocks = kv // block if per_token else 0
     context = work.seq + work.new_tokens
+    if result.get("vllm_pages"):        # every model with state-space, sliding or chunked layers
+        return _hybrid_capacity(result["vllm_pages"], kv, context, result.get("state_bytes_per_sequence", 0))
+    blocks = kv // (per_token * BLOCK_TOKENS) if per_token else 0
     needed = -(-context // BLOCK_TOKENS)
     # vllm/v1/core/kv_cache_utils.py: tokens = blocks × block size; concurrency = blocks / cdiv(L, 16).
     # check_enough_kv_cache_memory (v0.11) refuses to start when one request of max_model_len needs more
-    # blocks than the cache holds, and its estimate_max_model_len names the longest that would fit. A hybrid's
-    # request also takes its state slots (one per state-space layer: MambaSpec, v0.11; vLLM pads them to the
-    # attention page, which is not counted here).
-    request = needed * block + state
-    longest = (kv - state) // block * BLOCK_TOKENS if per_token and kv > state else 0
-    return {"kv_cache_tokens": blocks * BLOCK_TOKENS, "kv_cache_blocks": blocks if per_token else kv // max(state, 1),
-            "context": context, "max_concurrency": kv / request if request and context else 0.0,
-            "starts": kv >= request and kv > 0, "blocks_needed": needed, "state_bytes_per_request": state,
-            "kv_bytes_needed": request, "kv_bytes_available": kv,
-            "longest_max_model_len": longest if per_token else None}
+    # blocks than the cache holds, and its estimate_max_model_len names the longest that would fit.
+    return {"kv_cache_tokens": blocks * BLOCK_TOKENS, "kv_cache_blocks": blocks, "context": context,
+            "max_concurrency": blocks / needed if context else 0.0,
+            "starts": blocks >= needed and blocks > 0, "blocks_needed": needed, "state_bytes_per_request": 0,
+            "kv_bytes_needed": needed * BLOCK_TOKENS * per_token, "kv_bytes_available": kv,
+            "longest_max_model_len": blocks * BLOCK_TOKENS}
 
 
 def _hybrid_capacity(pages: "Mapping[str, int]", kv: int, context: int, state: int) -> "dict[str, Any]":

@@ -83,6 +83,17 @@ def layer_kinds(arch: "Architecture") -> "dict[tuple[str, str], tuple[int, int]]
     return kinds
 
 
+def window_layers(arch: "Architecture", first: int, count: int) -> "dict[str, int]":
+    """Layers of each attention kind among ``first`` .. ``first + count - 1``: full (A, P), sliding (S; without a
+    pattern, a sliding_window model's layers but every global_every-th), chunked (C)."""
+    if not arch.layer_pattern and arch.sliding_window:
+        full = sum(1 for i in range(first, first + count) if arch.global_every and (i + 1) % arch.global_every == 0)
+        return {"full": full, "sliding": count - full, "chunked": 0}
+    counts = layer_counts(arch, first, count)
+    return {"full": counts.get("A", 0) + counts.get("P", 0), "sliding": counts.get("S", 0),
+            "chunked": counts.get("C", 0)}
+
+
 def layers_read(arch: "Architecture") -> "tuple[tuple[str, int], ...]":
     """(kind in words, how many layers) of a model read layer by layer; () when every layer is alike."""
     if not arch.layer_pattern and not arch.mlp_pattern:
