@@ -22,7 +22,7 @@ from pycore.memory.serving import kv_cache_bytes, refusal, serving, vllm_capacit
 from pycore.memory.setup import Setup, quantization_of, resolve, resolve_architecture
 from pycore.memory.training import training
 from pycore.model.catalog import gpus as gpu_catalog
-from pycore.model.catalog import model_aliases
+from pycore.model.catalog import preset_id
 from pycore.model.mixers import MIXERS, STATEFUL, layer_counts, layers_read
 
 __all__ = ["Estimate", "estimate", "estimate_values", "estimate_setup", "kv_cache_bytes", "quantization_of",
@@ -189,5 +189,5 @@ def _preset_named(values: "Values", name: str) -> str:
     for the preset under its id or an alias, a config, or a generic network."""
     if values.get("config"):
         return ""
-    preset = model_aliases().get(str(values["model"]).lower(), "")
+    preset = preset_id(str(values["model"]))
     return preset if preset and name != preset else ""
