@@ -15,6 +15,7 @@ from pycore import estimate
 from pycore.inputs.schema import InputError
 from pycore.model import catalog, vision
 from pycore.model.architecture import count_parameters
+from pycore.model.hf_config import architecture_from_dict
 
 COUNTS = json.loads((Path(__file__).resolve().parent.parent / "validation" / "config_counts.json").read_text())
 QWEN_VL = "qwen2.5-vl-7b-instruct"
@@ -80,3 +81,41 @@ def test_qwen3_5s_tower_is_counted_exactly():
 ])
 def test_a_qwen3_5_image_becomes_the_tokens_its_processor_gives(width, height, tokens):
     assert vision.tower(catalog.architecture("qwen3.5-9b")).tokens(width, height) == tokens
+
+
+def test_gemma_3s_siglip_tower_is_counted_exactly():
+    # validation/config_counts.json: google/gemma-3-27b-it's config.json (tests/configs/gemma-3-27b-it.json) built by
+    # AutoModelForImageTextToText on the meta device: 27,009,346,304 in the text decoder, 423,060,336 in the SigLIP
+    # tower (416,866,032) and Gemma3MultiModalProjector (1,152 x 5,376 + an RMSNorm of 1,152)
+    counts = count_parameters(catalog.architecture("gemma-3-27b-it"))
+    assert counts.parts["vision"] == COUNTS["vision_counts"]["gemma-3-27b-it.json"] == 423_060_336
+    assert counts.total == COUNTS["counts"]["gemma-3-27b-it.json"] + 423_060_336
+
+
+@pytest.mark.parametrize("width,height", [(1280, 720), (224, 224), (4000, 3000)])
+def test_a_gemma_3_image_is_256_tokens_at_any_size(width, height):
+    # Gemma3Processor resizes every image to 896 x 896 and writes image_seq_length (mm_tokens_per_image, 256) tokens
+    # for it (transformers 5.24 processing_gemma3.py _get_num_multimodal_tokens); pan-and-scan is off by default
+    assert vision.tower(catalog.architecture("gemma-3-27b-it")).tokens(width, height) == 256
+
+
+def test_lfm2_vls_siglip2_tower_is_counted_exactly():
+    counts = count_parameters(catalog.architecture("lfm2.5-vl-1.6b"))
+    assert counts.parts["vision"] == COUNTS["vision_counts"]["lfm2.5-vl-1.6b.json"] == 426_285_296
+    assert counts.total == COUNTS["counts"]["lfm2.5-vl-1.6b.json"] + 426_285_296
+
+
+@pytest.mark.parametrize("width,height,tokens", [
+    # validation/lfm2_image_tokens.py's output: transformers 5.24's Lfm2VlImageProcessor resize-or-tile arithmetic and
+    # Lfm2VlProcessor._build_image_tokens, special tokens counted (a start, an end, a marker a tile, a thumbnail's)
+    (1280, 720, 769), (512, 512, 258), (256, 256, 66), (2000, 3000, 1792), (100, 100, 66), (1024, 1024, 1287),
+    (3840, 2160, 2311), (700, 500, 236),
+])
+def test_an_lfm2_vl_image_becomes_the_tokens_its_processor_gives(width, height, tokens):
+    assert vision.tower(catalog.architecture("lfm2.5-vl-1.6b")).tokens(width, height) == tokens
+
+
+def test_an_lfm2_vl_config_with_other_processor_settings_is_refused_by_name():
+    config = json.loads((Path(__file__).resolve().parent / "configs" / "lfm2.5-vl-1.6b.json").read_text())
+    with pytest.raises(InputError, match="max_tiles: pycore counts LFM2-VL's image tokens with the processor's default"):
+        architecture_from_dict({**config, "max_tiles": 4})

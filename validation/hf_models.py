@@ -25,8 +25,15 @@ def _config_for(arch):
                                        num_attention_heads=arch.heads, intermediate_size=arch.ffn,
                                        max_position_embeddings=arch.max_positions, type_vocab_size=arch.type_vocab,
                                        **common)
-    fields = dict(num_hidden_layers=arch.layers, hidden_size=arch.hidden, num_attention_heads=arch.heads,
-                  num_key_value_heads=arch.kv_heads, head_dim=arch.dim_head, intermediate_size=arch.ffn, **common)
+    if arch.vision_family == "siglip":      # Gemma 3 with its SigLIP tower: Gemma3Config around the text decoder's
+        text = _text_fields(arch, common)
+        vision = dict(model_type="siglip_vision_model", hidden_size=arch.vision_hidden, intermediate_size=arch.vision_ffn,
+                      num_hidden_layers=arch.vision_layers, num_attention_heads=16, image_size=arch.vision_tile,
+                      patch_size=arch.vision_patch, vision_use_head=False)
+        return transformers.Gemma3Config(text_config=dict(text, hidden_activation="gelu_pytorch_tanh"),
+                                         vision_config=vision,
+                                         mm_tokens_per_image=(arch.vision_tile // arch.vision_patch // arch.vision_merge) ** 2)
+    fields = _text_fields(arch, common)
     family = arch.hf_class.removesuffix("ForCausalLM")
     if family == "Mixtral":
         fields.update(num_local_experts=arch.experts, num_experts_per_tok=arch.experts_per_token)
@@ -46,6 +53,11 @@ def _config_for(arch):
                       num_experts_per_tok=arch.experts_per_token, moe_intermediate_size=arch.expert_ffn,
                       first_k_dense_replace=arch.dense_layers)
     return getattr(transformers, family + "Config")(**fields)
+
+
+def _text_fields(arch, common):
+    return dict(num_hidden_layers=arch.layers, hidden_size=arch.hidden, num_attention_heads=arch.heads,
+                num_key_value_heads=arch.kv_heads, head_dim=arch.dim_head, intermediate_size=arch.ffn, **common)
 
 
 # Families built from their published config.json (tests/configs/<id>.json) with the case's overrides, rather

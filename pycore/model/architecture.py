@@ -110,7 +110,8 @@ class Architecture:
     linear_value_dim: int = 0
     mtp_layers: int = 0             # multi-token-prediction layers the checkpoint ships (num_nextn_predict_layers),
                                     # loaded by vLLM only for speculative decoding (pycore.memory.serving)
-    vision_family: str = ""         # a vision tower (pycore/model/vision.py): qwen2_5_vl; "" = text only
+    vision_family: str = ""         # a vision tower (pycore/model/vision.py): qwen2_5_vl, qwen3_vl, llama4,
+                                    # siglip (Gemma 3), siglip2 (LFM2-VL); "" = text only
     vision_layers: int = 0          # its blocks (vision_config.depth)
     vision_hidden: int = 0
     vision_ffn: int = 0
@@ -118,8 +119,11 @@ class Architecture:
     vision_temporal_patch: int = 1  # frames per patch
     vision_merge: int = 1           # spatial_merge_size (Llama 4: 1 / pixel_shuffle_ratio)
     vision_positions: int = 0       # Qwen3-VL / Qwen3.5: learned position embeddings (num_position_embeddings)
-    vision_tile: int = 0            # Llama 4: the tile's side in pixels (vision_config.image_size)
-    vision_projector: int = 0       # Llama 4: the adapter's and projector's width (vision_output_dim)
+    vision_tile: int = 0            # the tile's side in pixels: Llama 4's and Gemma 3's vision_config.image_size,
+                                    # LFM2-VL's tile_size
+    vision_projector: int = 0       # Llama 4: the adapter's and projector's width (vision_output_dim);
+                                    # LFM2-VL: projector_hidden_size
+    vision_projector_norm: bool = False     # LFM2-VL: a LayerNorm before its projector (projector_use_layernorm)
     source: str = ""
 
     def __post_init__(self) -> None:

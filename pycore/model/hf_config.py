@@ -372,6 +372,12 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
 
 _TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text",   # a multimodal wrapper -> its text decoder
                "qwen3_5": "qwen3_5_text"}
+# A wrapper's own keys about its images that the text family's reader counts the tower with (Gemma3Config,
+# Lfm2VlConfig and the processor settings LFM2-VL's config.json repeats)
+_IMAGE_KEYS = ("mm_tokens_per_image", "downsample_factor", "projector_hidden_size", "projector_bias",
+               "projector_use_layernorm", "encoder_patch_size", "tile_size", "min_image_tokens", "max_image_tokens",
+               "min_tiles", "max_tiles", "max_pixels_tolerance", "use_thumbnail", "use_image_special_tokens",
+               "do_image_splitting")
 
 
 def _vision_note(config: Config, arch: Architecture, warnings: "list[str] | None") -> None:
@@ -389,6 +395,7 @@ def _text_decoder(config: Config, warnings: "list[str] | None") -> Config:
     inner = dict(text)
     if isinstance(config.get("vision_config"), dict):
         inner["vision_config"] = config["vision_config"]     # the family's reader counts the tower it knows
+        inner.update({key: config[key] for key in _IMAGE_KEYS if key in config})
     if config.get("tie_word_embeddings") is not None:    # the wrapper's word wins; else the text family's default
         inner["tie_word_embeddings"] = config["tie_word_embeddings"]
     wrapper = config.get("model_type")

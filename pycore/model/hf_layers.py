@@ -193,6 +193,7 @@ def _lfm2(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
         fields["ffn"] = width
     extra.update(layer_pattern=pattern, conv_kernel=reader.integer("conv_kernel", ("conv_L_cache",)) or 3,
                  conv_bias=reader.flag("conv_bias", False), qk_norm="head")
+    _lfm2_vision(reader, extra)
 
 
 def _attention_bias(reader: "_Reader", extra: "Traits") -> None:
@@ -292,21 +293,89 @@ def _qwen_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
     extra["vision_family"] = "qwen3_vl"
 
 
+# SiglipVisionConfig / Siglip2VisionConfig key -> (Architecture field, the class's default), transformers 5.24
+_SIGLIP = {"num_hidden_layers": ("vision_layers", 12), "hidden_size": ("vision_hidden", 768),
+           "intermediate_size": ("vision_ffn", 3072), "patch_size": ("vision_patch", 16)}
+# LFM2-VL's processor settings pycore's image tokens follow (pycore/model/vision.py: Lfm2VlImageProcessor's defaults)
+_LFM2_PROCESSOR = {"min_image_tokens": 64, "max_image_tokens": 256, "min_tiles": 2, "max_tiles": 10,
+                   "max_pixels_tolerance": 2.0, "use_thumbnail": True, "use_image_special_tokens": True,
+                   "do_image_splitting": True, "projector_bias": True}
+
+
+def _siglip_tower(reader: "_Reader", extra: "Traits", kind: str) -> "_Reader | None":
+    """The SigLIP (``kind`` siglip_vision_model) or SigLIP2 tower of a wrapper's vision_config, whose class is the
+    wrapper's default when the config names none; None for a text-only config."""
+    vision = reader.config.get("vision_config")
+    if not isinstance(vision, dict):
+        return None
+    if vision.get("model_type", kind) != kind:
+        raise InputError("config", f"vision_config.model_type: pycore counts a {kind} tower here, got "
+                                   f"{str(vision.get('model_type'))[:40]!r}")
+    inner = type(reader)(vision)
+    for key, (field, default) in _SIGLIP.items():
+        extra[field] = inner.integer(field, (key,)) or default
+    if vision.get("vision_use_head", True) or vision.get("num_channels", 3) != 3:
+        raise InputError("config", "vision_config: pycore counts a SigLIP tower without its pooling head "
+                                   "(vision_use_head false) over 3 channels")
+    return inner
+
+
+def _gemma3_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """Gemma 3's SigLIP tower (Gemma3Config's vision_config) and Gemma3MultiModalProjector, which pools the image's
+    (image_size / patch_size)² patches to mm_tokens_per_image; pycore/model/vision.py counts them."""
+    inner = _siglip_tower(reader, extra, "siglip_vision_model")
+    if inner is None:
+        return
+    tile = inner.integer("vision_tile", ("image_size",)) or 224
+    side = tile // extra["vision_patch"]
+    tokens = reader.integer("vision_positions", ("mm_tokens_per_image",)) or 256
+    per_side = math.isqrt(tokens)
+    if per_side * per_side != tokens or side % per_side:
+        raise InputError("config", f"mm_tokens_per_image: must be a square that divides the {side}x{side} patches "
+                                   f"of an image, got {tokens:,}")
+    extra.update(vision_family="siglip", vision_tile=tile, vision_merge=side // per_side)
+
+
+def _lfm2_vision(reader: "_Reader", extra: "Traits") -> None:
+    """LFM2-VL's SigLIP2 tower (Lfm2VlConfig's vision_config) and the wrapper's projector and tiling keys (Lfm2VlConfig,
+    Lfm2VlImageProcessor), carried by _text_decoder; pycore/model/vision.py counts them."""
+    inner = _siglip_tower(reader, extra, "siglip2_vision_model")
+    if inner is None:
+        return
+    for key, default in _LFM2_PROCESSOR.items():
+        if reader.config.get(key, default) != default:
+            raise InputError("config", f"{key}: pycore counts LFM2-VL's image tokens with the processor's default "
+                                       f"{default}, got {str(reader.config.get(key))[:40]}")
+    patch = extra["vision_patch"]
+    if reader.config.get("encoder_patch_size", patch) != patch:
+        raise InputError("config", f"encoder_patch_size: must equal vision_config.patch_size ({patch})")
+    extra.update(vision_family="siglip2", vision_positions=inner.integer("vision_positions", ("num_patches",)) or 256,
+                 vision_merge=reader.integer("vision_merge", ("downsample_factor",)) or 2,
+                 vision_projector=reader.integer("vision_projector", ("projector_hidden_size",)) or 2560,
+                 vision_projector_norm=reader.flag("projector_use_layernorm", True),
+                 vision_tile=reader.integer("vision_tile", ("tile_size",)) or 512)
+
+
 READERS: "dict[str, Callable[[_Reader, Fields, Traits], None]]" = {
     "qwen3_next": _qwen3_next, "qwen3_5_text": _qwen3_next, "granitemoehybrid": _granite_hybrid, "nemotron_h": _nemotron_h,
     "falcon_h1": _falcon_h1, "mamba2": _mamba2, "jamba": _jamba, "lfm2": _lfm2, "olmo3": _sliding_layers,
     "exaone4": _sliding_layers, "llama4_text": _llama4, "apertus": _apertus, "glm4_moe": _glm4_moe,
+    "gemma3_text": _gemma3_vision,
 }
 
 
 def prepare(family_type: str, config: "dict[str, Any]") -> "dict[str, Any]":
-    """The keys every family's reader expects, where a family leaves them to its config class: Nemotron-H's
+    """The keys every family's reader expects, where a family leaves them to its config class: Gemma 3's vocabulary
+    and positions; Nemotron-H's
     layer count is its layers_block_type's length; Mamba-2 has no attention heads and no MLP (the attention
     fields then describe nothing that is counted)."""
     if family_type == "nemotron_h" and config.get("num_hidden_layers") is None:
         blocks = config.get("layers_block_type", config.get("hybrid_override_pattern"))
         if isinstance(blocks, (list, str)) and blocks:
             config["num_hidden_layers"] = len(blocks)
+    if family_type == "gemma3_text":      # Gemma3TextConfig's defaults, which Gemma 3's published configs leave to it
+        config.setdefault("vocab_size", 262_208)
+        config.setdefault("max_position_embeddings", 131_072)
     if family_type == "mamba2":
         config.setdefault("num_attention_heads", 1)
         expand = config.get("expand", 2)

@@ -15,6 +15,20 @@ projector dims) and the projector to the decoder's width. An image is fitted to 
 max_patches (16) tiles of image_size² (``get_best_fit``), each tile becoming (image_size / patch_size)² / 4
 tokens; with more than one tile a global tile is added, and separators between tiles
 (``Llama4Processor._prompt_split_image``).
+
+Gemma 3 (``SiglipVisionModel`` without its head, transformers 5.24): a biased Conv2d patch embedding, learned
+positions for one image of image_size², ``num_hidden_layers`` LayerNorm blocks with biased q/k/v/out projections and a
+biased fc1/fc2 GELU MLP, a final LayerNorm; then ``Gemma3MultiModalProjector``: an average pool of merge × merge
+patches, an RMSNorm and an unbiased projection to the decoder's width. Every image is resized to image_size² and
+becomes mm_tokens_per_image tokens (``Gemma3Processor._get_num_multimodal_tokens``; pan-and-scan, off by default,
+is not modelled).
+
+LFM2-VL (``Siglip2VisionModel``): the same blocks over a biased linear patch embedding and num_patches learned
+positions; ``Lfm2VlMultiModalProjector`` unshuffles merge × merge patches into one (with a LayerNorm when
+projector_use_layernorm) and projects them through two biased linears of projector_hidden_size. An image is resized
+to multiples of 32 pixels holding 64 to 256 tokens, or, when it is too large for one (``_is_image_too_large``), cut
+into a grid of 2 to 10 tiles of 512² with a thumbnail (``Lfm2VlImageProcessor.resize_and_split``); the processor
+writes a start, an end and a marker per tile around them (``Lfm2VlProcessor._build_image_tokens``).
 """
 
 import math
@@ -26,13 +40,16 @@ if TYPE_CHECKING:
 
 MIN_PIXELS = 56 * 56            # Qwen2VLImageProcessor's defaults (transformers 5.24)
 MAX_PIXELS = 28 * 28 * 1280
+# Lfm2VlImageProcessor's defaults (transformers 5.24), which LFM2-VL's config.json repeats: image tokens per tile or
+# resized image, tiles per grid, and how far past max_image_tokens an image may be before it is tiled
+LFM2_MIN_TOKENS, LFM2_MAX_TOKENS, LFM2_MIN_TILES, LFM2_MAX_TILES, LFM2_TOLERANCE = 64, 256, 2, 10, 2.0
 
 
 @dataclass(frozen=True)
 class VisionTower:
     """The fields of a config's vision_config that its weights and image tokens depend on."""
 
-    family: str                 # qwen2_5_vl | qwen3_vl | llama4
+    family: str                 # qwen2_5_vl | qwen3_vl | llama4 | siglip (Gemma 3) | siglip2 (LFM2-VL)
     layers: int                 # depth
     hidden: int
     ffn: int                    # intermediate_size
@@ -41,9 +58,47 @@ class VisionTower:
     merge: int                  # spatial_merge_size: merge² patches become one token
     channels: int               # in_channels
     out_hidden: int             # the decoder's hidden size the merger projects to
-    tile: int = 0               # Llama 4: image_size, the side of one tile in pixels
-    positions: int = 0          # Qwen3-VL: learned position embeddings
-    projector: int = 0          # Llama 4: projector_input_dim = projector_output_dim = vision_output_dim
+    tile: int = 0               # Llama 4, Gemma 3, LFM2-VL: the side of one tile (or image) in pixels
+    positions: int = 0          # Qwen3-VL, LFM2-VL: learned position embeddings
+    projector: int = 0          # Llama 4: projector_input_dim = projector_output_dim = vision_output_dim;
+                                # LFM2-VL: projector_hidden_size
+    projector_norm: bool = False    # LFM2-VL: projector_use_layernorm
+
+    def _siglip_params(self) -> int:
+        """SigLIP's embeddings, blocks and post-LayerNorm, and the projector Gemma 3 or LFM2-VL puts after it."""
+        h, f, p = self.hidden, self.ffn, self.projector
+        block = 2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)
+        patches = self.channels * self.patch * self.patch * h + h
+        if self.family == "siglip":
+            positions = (self.tile // self.patch) ** 2
+            return patches + positions * h + self.layers * block + 2 * h + (h + h * self.out_hidden)
+        unshuffled = h * self.merge * self.merge
+        projector = (2 * unshuffled if self.projector_norm else 0) + unshuffled * p + p + p * self.out_hidden + \
+            self.out_hidden
+        return patches + self.positions * h + self.layers * block + 2 * h + projector
+
+    def _lfm2_tokens(self, width: int, height: int) -> int:
+        """Lfm2VlImageProcessor.resize_and_split and Lfm2VlProcessor._build_image_tokens, at their defaults."""
+        factor, pixels = self.patch * self.merge, (self.patch * self.merge) ** 2
+
+        def near(x: int) -> int:
+            return round(x / factor) * factor
+        single = max(factor, near(height)) * max(factor, near(width))
+        if single > LFM2_MAX_TOKENS * pixels:
+            beta = math.sqrt(height * width / (LFM2_MAX_TOKENS * pixels))
+            rows, columns = (max(factor, math.floor(x / beta / factor) * factor) for x in (height, width))
+        elif single < LFM2_MIN_TOKENS * pixels:
+            beta = math.sqrt(LFM2_MIN_TOKENS * pixels / (height * width))
+            rows, columns = (math.ceil(x * beta / factor) * factor for x in (height, width))
+        else:
+            rows, columns = max(factor, near(height)), max(factor, near(width))
+        resized = math.ceil(rows // self.patch / self.merge) * math.ceil(columns // self.patch / self.merge)
+        large = max(self.patch, near(height)) * max(self.patch, near(width)) > LFM2_MAX_TOKENS * pixels * LFM2_TOLERANCE
+        if not large:
+            return 1 + resized + 1                                      # image_start, the image, image_end
+        grid_w, grid_h = _closest_grid(width, height, self.tile)
+        per_tile = math.ceil(self.tile // self.patch / self.merge) ** 2
+        return 1 + grid_w * grid_h * (1 + per_tile) + 1 + resized + 1  # markers, tiles, thumbnail, end
 
     def params(self) -> int:
         """Exact parameter count of the tower and its merger (or adapter and projector)."""
@@ -51,6 +106,8 @@ class VisionTower:
             return self._llama4_params()
         if self.family == "qwen3_vl":
             return self._qwen3_vl_params()
+        if self.family in ("siglip", "siglip2"):
+            return self._siglip_params()
         h, f = self.hidden, self.ffn
         patch = self.channels * self.temporal_patch * self.patch * self.patch * h
         block = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * (h * f + f) + (f * h + h)   # norms, qkv, proj, MLP
@@ -111,8 +168,26 @@ class VisionTower:
         """Decoder tokens one image of width × height pixels becomes."""
         if self.family == "llama4":
             return self._llama4_tokens(width, height)
+        if self.family == "siglip":
+            return (self.tile // self.patch // self.merge) ** 2
+        if self.family == "siglip2":
+            return self._lfm2_tokens(width, height)
         rows, columns = self.grid(width, height)
         return rows * columns // (self.merge * self.merge)
+
+
+def _closest_grid(width: int, height: int, tile: int) -> "tuple[int, int]":
+    """(columns, rows) of LFM2-VL's tile grid: find_closest_aspect_ratio over the grids of 2 to 10 tiles."""
+    grids = sorted(set([(w, h) for n in range(LFM2_MIN_TILES, LFM2_MAX_TILES + 1) for w in range(1, n + 1)
+                        for h in range(1, n + 1) if LFM2_MIN_TILES <= w * h <= LFM2_MAX_TILES]), key=lambda g: g[0] * g[1])
+    best, best_diff = (1, 1), float("inf")
+    for w, h in grids:
+        diff = abs(width / height - w / h)
+        if diff < best_diff:
+            best, best_diff = (w, h), diff
+        elif diff == best_diff and width * height > 0.5 * tile * tile * w * h:
+            best = (w, h)
+    return best
 
 
 def tower(arch: "Architecture") -> "VisionTower | None":
@@ -121,4 +196,5 @@ def tower(arch: "Architecture") -> "VisionTower | None":
         return None
     return VisionTower(arch.vision_family, arch.vision_layers, arch.vision_hidden, arch.vision_ffn, arch.vision_patch,
                        arch.vision_temporal_patch, arch.vision_merge, 3, arch.hidden, tile=arch.vision_tile,
-                       projector=arch.vision_projector, positions=arch.vision_positions)
+                       projector=arch.vision_projector, positions=arch.vision_positions,
+                       projector_norm=arch.vision_projector_norm)
