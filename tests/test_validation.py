@@ -161,11 +161,11 @@ def test_hybrid_weights_and_cache_exact(case):
         assert abs(measured - estimated) <= 0.001 * measured
 
 
-def test_hybrid_training_within_3_percent_median_and_15_worst():
-    # the scan layers' saved tensors by pycore/memory/scan_activations.py; the worst is Jamba's (-12.5%), whose MoE
-    # layers keep more than counted: above the 10% the other kinds of case meet, said in docs/validation.md
+def test_hybrid_training_within_3_percent_median_and_10_worst():
+    # the scan layers' saved tensors by pycore/memory/scan_activations.py, and Mamba-1's reference-scan backward
+    # gradients (Jamba, -12.5% without them); the worst is Qwen3-Next under amp (-6.6%), docs/validation.md
     errors = [abs(c["error"]) for c in HYBRID if " train " in c["label"]]
-    assert statistics.median(errors) <= 0.03 and max(errors) <= 0.15
+    assert statistics.median(errors) <= 0.03 and max(errors) <= 0.10
 
 
 def test_hybrid_serving_within_3_percent_median_and_30_worst():

@@ -376,6 +376,7 @@ def hybrid_section():
     mib = 2 ** 20
     train = [abs(r["error"]) for r in cases if " train " in r["label"]]
     serve = [abs(r["error"]) for r in cases if " infer " in r["label"]]
+    worst_train = max((r for r in cases if " train " in r["label"]), key=lambda r: abs(r["error"]))["label"]
     lines = ["", "## Hybrid families (Mamba, gated DeltaNet, short convolution)", "",
              "`validation/measure_hybrid.py` runs `generate()` and one AdamW step, real tensors, on small configs of",
              "qwen3_next, granitemoehybrid, nemotron_h, falcon_h1, mamba2, jamba and lfm2 (the",
@@ -386,8 +387,10 @@ def hybrid_section():
              "each scan layer's saved tensors by the per-layer formulas fitted to every saved tensor's shape",
              "(pycore/memory/scan_activations.py; the record's `mixer_fit`: within 2.2% of every Mamba-2, DeltaNet",
              "and short-convolution mixer measured, Mamba-1's within 3.1%): "
-             f"training {100 * statistics.median(train):.1f}% median, {100 * max(train):.1f}% worst (Jamba's MoE "
-             "layers keep more than counted). The prefill working set of the reference chunked scan is a fit of",
+             f"training {100 * statistics.median(train):.1f}% median, {100 * max(train):.1f}% worst ({worst_train}).",
+             "Mamba-1's reference scan (Jamba) holds four fp32 [b, d_inner, l, d_state] gradients in its backward",
+             "(`scan_activations.backward_working`; 4.1-4.2 of them measured), counted as the layer's backward",
+             "working set. The prefill working set of the reference chunked scan is a fit of",
              "these same generate() cases (its agreement below is not an independent check): "
              f"serving {100 * statistics.median(serve):.1f}% median, {100 * max(serve):.1f}% worst (Nemotron-H,",
              "over). The fused kernels save far less (measure_hybrid.py's docstring; not measured), so these are",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from pycore.base.errors import FieldError
 from pycore.base.remember import remembered
+from pycore.memory import scan_activations
 from pycore.memory.scan_activations import mixer_saved
 from pycore.model.mixers import MIXERS, STATEFUL, layer_kinds
 
@@ -323,6 +324,7 @@ def per_token(setup: "Setup") -> PerToken:
     working = 3 * e * width
     if attention == "eager":
         working += (4 + e) * arch.heads / lay.tp * work.seq
+    working = max(working, scan_activations.backward_working(arch, work.scan_kernels == "fused") / lay.tp)
     return _recomputed(setup, per_layer, terms, final, working)
 
 

@@ -85,6 +85,16 @@ def prefill_transient(arch: "Architecture", seq: int, fused: bool = False) -> fl
     return transient
 
 
+def backward_working(arch: "Architecture", fused: bool = False) -> float:
+    """Bytes per token a Mamba-1 layer's reference scan (transformers' slow_forward, token by token) holds during
+    its backward: the gradients of discrete_A, discrete_B, deltaB_u and the exponent, each [b, d_inner, l, d_state]
+    in fp32, 4·D·N·4 (validation/measure_hybrid.py's Jamba training cases measure 4.1-4.2·D·N·4 of temporaries at
+    the peak). 0 without Mamba-1 layers and with selective_scan_fn, which recomputes its states in the kernel."""
+    if fused or "m" not in arch.layer_pattern:
+        return 0.0
+    return 4 * arch.ssm_inner * arch.ssm_state * 4
+
+
 def fused_saved(arch: "Architecture", mixer: str, e: float) -> float:
     """What the fused kernels save per token, from their source (validation/measure_hybrid.py's docstring; not
     measured here): mamba_split_conv1d_scan_combined keeps the input projection's output, out_x and the norm's

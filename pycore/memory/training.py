@@ -208,7 +208,10 @@ def _detailed_activations(setup: Setup, stage: parallel.Stage, tokens: int, per_
                  "f = final norm bytes per token"
                  + ("; full recompute keeps each layer's input only" if work.recompute == "full" else "")),
             make("backward_working", "Backward working tensors (one layer)", working_q, WORKING,
-                 "one layer's gradient buffers and rebuilt activations during its backward",
+                 "one layer's gradient buffers and rebuilt activations during its backward"
+                 + ("; with Mamba-1 layers, the reference scan's fp32 gradients, 4·D·N·4 bytes per token "
+                    "(pycore.memory.scan_activations.backward_working)"
+                    if "m" in setup.arch.layer_pattern and work.scan_kernels != "fused" else ""),
                  "w = working bytes per token of one layer; T = tokens; Pl = parameters of the largest layer")]
 
 
