@@ -145,9 +145,9 @@ def _warnings(setup: Setup) -> "list[str]":
     if runtime and setup.overhead is None:
         notes.append(runtime)
     if work.image_tokens:
-        notes.append(f"the images of each sequence add {work.image_tokens:,} tokens to it (smart_resize's merged "
-                     "tiles, pycore/model/vision.py), counted with its text; the vision encoder's own activations "
-                     "are not modelled yet")
+        notes.append(f"the images of each sequence add {work.image_tokens:,} tokens to it (as {arch.name}'s image "
+                     "processor makes them, pycore/model/vision.py), counted with its text; the vision encoder's own "
+                     "activations, and vLLM's encoder cache, are not modelled yet")
     limit = arch.max_positions
     if limit and arch.positions != "learned":
         length = work.seq + (work.new_tokens if not work.training else 0)
