@@ -757,6 +757,7 @@ function update(historyMode) {
     detailsAfterFrame(query);
     scheduleAnswers();
   } else delete document.documentElement.dataset.answersPending;   // the page keeps the last result's
+  window.dispatchEvent(new Event("pycore-update"));     // panels showing this setup (launch.js) redraw
 }
 
 // Catalog names are checked once typing pauses (or the field is left), not at each keystroke: "mixt"

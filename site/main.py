@@ -60,6 +60,9 @@ window.pycoreCsv = create_proxy(web.csv)
 window.pycoreImport = create_proxy(web.import_config)
 window.pycoreFits = create_proxy(web.fits)
 window.pycoreUnread = create_proxy(web.unread)
+window.pycoreLaunch = create_proxy(web.launch)
+window.pycoreLaunchRead = create_proxy(web.launch_read)
+window.pycoreCalibrate = create_proxy(web.calibration)
 # Everything imported so far lives as long as the page: kept out of the collector's full passes, which
 # otherwise walk it all every so many keystrokes (a slow keystroke in twenty, measured in Chromium).
 gc.freeze()

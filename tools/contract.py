@@ -65,6 +65,27 @@ ENTRY_POINTS = {
                   "(report.chart_styles); one per pool across the bar, the charts and the comparison",
         "formulas": "as web.run", "errors": "as web.run",
     },
+    "web.launch(query)": {
+        "blocks": "the launch settings of the setup, each {kind, title, follows, text}: `vllm` (a vllm serve line) "
+                  "when serving with vLLM, `trainer` (TrainingArguments JSON) and `deepspeed` (a DeepSpeed config) "
+                  "when training (pycore/output/export.py); `follows` names the framework version whose names it uses",
+        "note": "why there is no block (serving with generate(), or no estimate); \"\" otherwise",
+        "errors": "as web.run",
+    },
+    "web.launch_read(text)": {
+        "set": "[[key, value]]: the inputs a pasted vllm serve line, TrainingArguments or DeepSpeed JSON sets "
+               "(export.read), those the schema refuses left out",
+        "message": "what was taken, what was refused and why, and the flags or keys no input takes",
+        "error": "instead of both when the text is none of the three (or over 200,000 characters)",
+    },
+    "web.calibration(text, query)": {
+        "display": "pycore.output.calibration.display: rows {label, measured, estimated, difference, calibrated, "
+                   "override} as strings (GiB = 2^30 bytes), overrides, checks, notes, read, sources",
+        "overrides": "[[key, value]]: the schema inputs that re-estimate to the measured figures",
+        "apply_note": "what applying them sets, or why there is no override",
+        "unit_note": "GiB = 2^30 bytes, and that the text went nowhere",
+        "error": "instead of the others when no figure is recognised or the form's inputs give no estimate",
+    },
 }
 
 

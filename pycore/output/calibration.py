@@ -20,6 +20,7 @@ LABELS = {
     "outside": "Outside vLLM's budget (context, graphs, NCCL)", "smi_used": "GPU memory used (nvidia-smi)",
     "smi_total": "GPU memory in all (nvidia-smi)",
 }
+NO_OVERRIDE = "No override: no difference found has a key in the schema yet (see the override column)."
 COUNTS = frozenset({"kv_blocks", "kv_tokens", "max_model_len"})
 RATIOS = frozenset({"gpu_util", "concurrency"})
 NOTES = {
@@ -109,7 +110,7 @@ def text(shown: "dict[str, Any]", setup_words: str = "") -> str:
                                   if part)]
         lines += ["", "Re-estimated with them:"] + [f"  {check}" for check in shown["checks"]]
     else:
-        lines += ["", "No override: no difference found has a key in the schema yet (see the override column)."]
+        lines += ["", NO_OVERRIDE]
     if shown["notes"]:
         lines += ["", "Notes:"] + [f"  - {note}" for note in shown["notes"]]
     lines += ["", "Read:"] + [f"  {line}" for line in shown["read"]]

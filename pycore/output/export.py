@@ -17,6 +17,11 @@ from pycore.memory.record import Estimate
 from pycore.model.catalog import models, preset_id
 
 KINDS = ("vllm", "trainer", "deepspeed")
+# What each block is and the version of the framework whose names it uses (the page shows it beside the block).
+FOLLOWS = {"vllm": ("vllm serve flags", "vLLM 0.11: EngineArgs, vllm/engine/arg_utils.py"),
+           "trainer": ("Hugging Face TrainingArguments (JSON)", "transformers 5.24: training_args.py"),
+           "deepspeed": ("DeepSpeed config (JSON)", "DeepSpeed 0.19: deepspeed/runtime/config.py, "
+                                                   "deepspeed/runtime/zero/config.py")}
 _DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 _QUANT = {"fp8": "fp8", "gptq-int4": "gptq", "awq-int4": "awq"}          # vLLM --quantization methods
 _OPTIM = {("adamw", "fused"): "adamw_torch_fused", ("adamw", "foreach"): "adamw_torch",
@@ -95,7 +100,7 @@ def read(text: str) -> "dict[str, str]":
         return _read_vllm(text)
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):        # RecursionError: JSON nested thousands deep
         raise InputError("export", "not a vllm serve line, TrainingArguments JSON or DeepSpeed JSON") from None
     if not isinstance(data, dict):
         raise InputError("export", "a JSON object ({...}) was expected")
@@ -106,11 +111,20 @@ _VLLM_FLAGS = {"--tensor-parallel-size": "tp", "--pipeline-parallel-size": "pp",
                "--gpu-memory-utilization": "gpu_util", "--max-num-batched-tokens": "max_batched_tokens"}
 
 
-def _read_vllm(text: str) -> "dict[str, str]":
+def _vllm_words(text: str) -> "list[str]":
+    """The words of a ``vllm serve`` line, ``--flag=value`` split in two as argparse reads it."""
     try:
         words = shlex.split(text)
     except ValueError:
         raise InputError("export", "the vllm serve line has an unclosed quote") from None
+    out: "list[str]" = []
+    for word in words:
+        out += word.split("=", 1) if word.startswith("--") and "=" in word else [word]
+    return out
+
+
+def _read_vllm(text: str) -> "dict[str, str]":
+    words = _vllm_words(text)
     out = {"mode": "infer", "engine": "vllm", "new_tokens": "0"}     # max_model_len is the whole context
     if len(words) > 2 and words[1] == "serve":
         out["model"] = words[2]
@@ -158,3 +172,24 @@ def _read_deepspeed(data: "dict[str, Any]") -> "dict[str, str]":
         out["offload"] = "params" if "offload_param" in zero else "optimizer" if "offload_optimizer" in zero \
             else "none"
     return out
+
+
+_TRAINER_READ = {"per_device_train_batch_size", "gradient_accumulation_steps", "gradient_checkpointing", "optim",
+                 "fsdp"}
+_DEEPSPEED_READ = {"train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization"}
+_ZERO_READ = {"stage", "offload_optimizer", "offload_param"}
+
+
+def unread(text: str) -> "list[str]":
+    """The flags or keys of a pasted block that ``read`` takes into no input (as written, in order)."""
+    text = text.strip()
+    if text.startswith("vllm"):
+        known = set(_VLLM_FLAGS) | {"--kv-cache-dtype", "--quantization", "--speculative-config"}
+        return list(dict.fromkeys(w for w in _vllm_words(text)[3:] if w.startswith("--") and w not in known))
+    data = json.loads(text)
+    if "train_micro_batch_size_per_gpu" not in data:
+        return [key for key in data if key not in _TRAINER_READ or key == "optim" and
+                data[key] not in {v: k for k, v in _OPTIM.items()}]
+    zero = data.get("zero_optimization")
+    inner = [f"zero_optimization.{key}" for key in zero if key not in _ZERO_READ] if isinstance(zero, dict) else []
+    return [key for key in data if key not in _DEEPSPEED_READ] + inner

@@ -13,12 +13,12 @@ from pycore.answers.compare import compare_steps, precision_default
 from pycore.answers.fit import gpu_fit, gpu_fits
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
-from pycore.base.units import format_bytes, printable
+from pycore.base.units import format_bytes, plural, printable
 from pycore.inputs.applies import describe, ignored
 from pycore.inputs.schema import BY_KEY, DEFAULTS, parse, to_query
 from pycore.memory.estimate import Estimate, estimate_values, totals_only
 from pycore.model.catalog import hub_id, preset_id
-from pycore.output import report
+from pycore.output import export, report
 from pycore.output.explain import formulas as explain_formulas
 
 MAX_QUERY = 200_000         # characters of a query string that are read at all
@@ -258,3 +258,70 @@ def import_config(text: str, hub: str = "") -> str:
         named = dict(out["query"]).get("name") or hub_id(hub) or "imported config"
         out["choice"] = report.import_choice(out, printable(str(named), 100))     # the picker's recent imports
     return _dumps(out)
+
+
+# --- launch settings, calibration (issue 30): the page's panel under the results --------------------------------
+
+MAX_PASTE = 200_000         # characters of pasted launch settings read (a DeepSpeed JSON is a few hundred)
+NO_RESULT = "No estimate for the inputs in the form (see the messages above)"
+
+
+def launch(query: str) -> str:
+    """The launch settings of the setup in the form, as copyable blocks: JSON ``{"blocks": [{kind, title,
+    follows, text}], "note", "errors"}``. Serving with vLLM gives its ``vllm serve`` line; training, a
+    TrainingArguments JSON and a DeepSpeed config; serving with generate() none (``note`` says why)."""
+    values, result, errors, _ = _estimate(query, explain=False)
+    if result is None:
+        return _dumps({"blocks": [], "note": NO_RESULT + ", so no launch settings.", "errors": errors})
+    kinds: "tuple[str, ...]" = ("trainer", "deepspeed") if values["mode"] == "train" else \
+        ("vllm",) if values["engine"] == "vllm" else ()
+    blocks = [{"kind": kind, "title": export.FOLLOWS[kind][0], "follows": f"Names as in {export.FOLLOWS[kind][1]}",
+               "text": export.export(kind, values, result)} for kind in kinds]
+    note = "" if kinds else ("Serving with transformers' generate() (engine hf) is started from Python, with no "
+                             "flags to copy; choose engine vllm for a vllm serve line.")
+    return _dumps({"blocks": blocks, "note": note, "errors": errors})
+
+
+def launch_read(text: str) -> str:
+    """Pasted launch settings (a ``vllm serve`` line, TrainingArguments or DeepSpeed JSON) as the inputs they set:
+    JSON ``{"set": [[key, value]], "message"}``, or ``{"error"}``. A value the schema refuses is left out and
+    named with the reason; the flags and keys no input takes are listed."""
+    if len(text) > MAX_PASTE:
+        return _dumps({"error": f"Pasted settings: {len(text):,} characters, over the {MAX_PASTE:,} read; paste "
+                                "the vllm serve line or the JSON alone."})
+    try:
+        taken = export.read(text)
+        others = export.unread(text)
+    except FieldError as error:
+        return _dumps({"error": f"Pasted settings: {error.message}."})
+    _, refused = parse(taken, strict=False)
+    kept = [[key, value] for key, value in taken.items() if key not in refused]
+    words = [f"Took {plural(len(kept), 'setting')}: " + ", ".join(f"{key}={printable(value, 60)}"
+                                                                   for key, value in kept) + "."]
+    if refused:
+        words.append("Refused: " + "; ".join(printable(str(message), 200) for message in refused.values()) + ".")
+    if others:
+        more = f" and {len(others) - 12:,} more" if len(others) > 12 else ""
+        words.append("Not read (no input of this estimator takes them): "
+                     + ", ".join(printable(str(key), 60) for key in others[:12]) + more + ".")
+    return _dumps({"set": kept, "message": " ".join(words)})
+
+
+def calibration(text: str, query: str) -> str:
+    """A pasted vLLM log, PyTorch memory figures or nvidia-smi reading against the estimate of the form's inputs
+    (pycore.answers.calibrate): JSON ``{"display"`` (pycore.output.calibration's strings), ``"overrides"``
+    ([key, value] pairs that re-estimate to the measured figures), ``"apply_note"}``, or ``{"error"}``."""
+    from pycore.answers.calibrate import calibrate
+    from pycore.output.calibration import NO_OVERRIDE, display
+    values, result, _, _ = _estimate(query, explain=False)
+    if result is None:
+        return _dumps({"error": NO_RESULT + ", so nothing to compare the figures with."})
+    try:
+        found = calibrate(values, text)
+    except FieldError as error:
+        return _dumps({"error": f"Pasted run figures: {printable(error.message, 2000)}."})
+    overrides = [list(pair) for pair in found.overrides]
+    note = (f"Apply sets {', '.join(key for key, _ in overrides)} in the form and the link: "
+            f"{display(found)['overrides']}.") if overrides else NO_OVERRIDE
+    return _dumps({"display": display(found), "overrides": overrides, "apply_note": note,
+                   "unit_note": "GiB = 2^30 bytes. The text was read in this page and sent nowhere."})

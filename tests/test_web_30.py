@@ -1,0 +1,92 @@
+"""Issue 30's page entry points (pycore/output/web.py): launch settings out and back, calibration. The page shows
+these payloads as they are (tests/browser/test_page_checkpoint_30.py); here, what they hold."""
+
+import json
+import sys
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from pycore.output import export, web
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tools"))
+import contract  # noqa: E402
+from test_calibrate import VLLM_TABLE_H100, VLLM_V1_A100  # noqa: E402
+
+
+def total(query):
+    return json.loads(web.run(query))["total"]["bytes"]
+
+
+def test_the_payloads_hold_the_keys_the_contract_names():
+    assert set(json.loads(web.launch(""))) == set(contract.ENTRY_POINTS["web.launch(query)"])
+    read = contract.ENTRY_POINTS["web.launch_read(text)"]
+    assert set(json.loads(web.launch_read('{"per_device_train_batch_size": 2}'))) == set(read) - {"error"}
+    calibrated = contract.ENTRY_POINTS["web.calibration(text, query)"]
+    assert set(json.loads(web.calibration("max_memory_allocated: 30000000000\n", ""))) == set(calibrated) - {"error"}
+    assert set(json.loads(web.calibration("nothing", ""))) == {"error"}
+
+
+@pytest.mark.parametrize("query,kinds", [
+    ("", ["trainer", "deepspeed"]),
+    ("mode=infer&engine=vllm&tp=2", ["vllm"]),
+    ("mode=infer", []),
+])
+def test_launch_gives_the_blocks_of_the_mode_with_the_version_they_follow(query, kinds):
+    payload = json.loads(web.launch(query))
+    assert [block["kind"] for block in payload["blocks"]] == kinds
+    for block in payload["blocks"]:
+        assert block["follows"] == "Names as in " + export.FOLLOWS[block["kind"]][1]
+        assert block["title"] == export.FOLLOWS[block["kind"]][0]
+    assert bool(payload["note"]) == (not kinds)
+
+
+@pytest.mark.parametrize("query", [
+    "model=llama-3.1-70b&mode=infer&engine=vllm&tp=4&seq=8192&new_tokens=512&kv_dtype=fp8",
+    "model=llama-3.1-8b&batch=4&microbatches=8&recompute=full",
+])
+def test_each_block_read_back_gives_the_same_estimate(query):
+    blocks = json.loads(web.launch(query))["blocks"]
+    for block in blocks:
+        taken = json.loads(web.launch_read(block["text"]))["set"]
+        # the page sets the pasted settings over the inputs in the form: here, the query's
+        merged = dict(pair.split("=") for pair in query.split("&")) | dict(taken)
+        assert total(urlencode(merged)) == total(query), block["kind"]
+
+
+def test_pasted_settings_list_what_no_input_takes_and_refuse_values_by_key():
+    pasted = json.dumps({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 4,
+                         "zero_optimization": {"stage": 2, "contiguous_gradients": True}, "steps_per_print": 10})
+    answer = json.loads(web.launch_read(pasted))
+    assert dict(answer["set"]) == {"mode": "train", "microbatches": "4", "zero": "2", "offload": "none"}
+    assert "Refused: batch: got 'auto'" in answer["message"]
+    assert "zero_optimization.contiguous_gradients" in answer["message"] and "steps_per_print" in answer["message"]
+    line = json.loads(web.launch_read("vllm serve org/model --max-model-len=4096 --enforce-eager --seed 1"))
+    assert ["seq", "4096"] in line["set"]            # --flag=value is read as argparse reads it
+    assert "Not read (no input of this estimator takes them): --enforce-eager, --seed." in line["message"]
+
+
+@pytest.mark.parametrize("text", ["", "hello", "[1, 2]", "[" * 50_000, "vllm serve 'unclosed", "{" + " " * 300_000 + "}",
+                                  '{"a": NaN}'])
+def test_bad_pasted_settings_are_a_message(text):
+    answer = json.loads(web.launch_read(text))
+    assert answer.get("error", "").startswith("Pasted settings: ") or set(answer) == {"set", "message"}
+
+
+def test_calibration_payload_is_calibrates_own_words():
+    query = urlencode({"model": "llama-3.1-8b", "mode": "infer", "engine": "vllm", "gpu": "a100-40gb",
+                       "seq": "131071", "new_tokens": "1"})
+    answer = json.loads(web.calibration(VLLM_V1_A100, query))
+    assert answer["overrides"] == [] and answer["apply_note"].startswith("No override")
+    assert answer["display"]["rows"][0]["label"] == "Weights" and answer["display"]["rows"][0]["measured"] == "14.99 GiB"
+    smi = "| N/A   30C    P0   120W / 700W |  74100MiB / 81559MiB |     0%      Default |\n"
+    answer = json.loads(web.calibration(VLLM_TABLE_H100 + smi, "model=llama-3-8b&mode=infer&engine=vllm&gpu_util=0.95"))
+    assert dict(answer["overrides"]) == {"gpu_util": "0.9", "overhead": str(74100 * 2**20 - round(71.29 * 2**30))}
+    assert answer["apply_note"].startswith("Apply sets gpu_util, overhead in the form and the link")
+
+
+def test_calibration_without_figures_says_so():
+    assert "no figure recognised" in json.loads(web.calibration("<b>x</b>", ""))["error"]
