@@ -258,6 +258,7 @@ def markdown(record, table):
         "tracked region: the reducer's buckets are a second copy of the gradients. Estimated as one rank of dp=2.",
     ], {"dp": "2"})
     lines += hybrid_section()
+    lines += vl_section()
     lines += lora_section()
     lines += dpo_section()
     lines += published("## Published multi-GPU runs: torchtitan", [
@@ -436,6 +437,53 @@ def lora_rows(path=LORA):
                     "error": (estimated - case["peak_bytes"]) / case["peak_bytes"], "dropout": case["lora_dropout"],
                     "saved": saved, "saved_estimated": per_layer, "saved_error": (per_layer - saved) / saved})
     return record, out
+
+
+VL = ROOT / "validation" / "measured_vl.json"
+
+
+def vl_rows(path=VL):
+    """validation/measure_vl.py's training steps with images, each beside the estimate of its config.json (written
+    from the case's config_json): the peak, and what the vision tower saves for backward."""
+    import tempfile
+    record = json.loads(path.read_text())
+    out = []
+    with tempfile.TemporaryDirectory() as folder:
+        for case in record["cases"]:
+            config = Path(folder) / f"{case['family']}.json"
+            config.write_text(json.dumps(case["config_json"]))
+            result = estimate({**measured_inputs(case["inputs"]), "config": str(config)})
+            out.append({"label": case["label"], "measured": case["peak_bytes"], "estimated": result.peak_bytes,
+                        "error": (result.peak_bytes - case["peak_bytes"]) / case["peak_bytes"],
+                        "tower": (case["tower_saved"], result.components.get("vision_activations", 0)),
+                        "params_match": case["params"] == result.params_total, "phase": result.peak_phase})
+    return record, out
+
+
+def vl_section():
+    """Training steps of small vision-language models with images, beside the estimate."""
+    record, cases = vl_rows()
+    mib = 2 ** 20
+    errors = [abs(r["error"]) for r in cases]
+    towers = [abs(e - m) / m for m, e in (r["tower"] for r in cases)]
+    lines = ["", "## Vision-language training with images", "",
+             "`validation/measure_vl.py` trains small Qwen2.5-VL and Gemma 3 configs (a 2-layer text decoder; a",
+             "4-block vision tower, and a 2-block tower twice as wide, -w) on sequences whose image placeholders",
+             "the family's processor would write, real tensors, one warm-up step then one recorded AdamW step. The",
+             "vision tower's saved tensors are counted per patch by pycore/memory/vision_activations.py (the",
+             "decoder's layer terms over the block's shape, with the differences read off the saved tensors at the",
+             f"narrow width): the tower's saved bytes within {100 * statistics.median(towers):.1f}% median,",
+             f"{100 * max(towers):.1f}% worst (autocast's weight copies, constants the CPU measurement counts with",
+             f"them, are not per patch); the step's peak {100 * statistics.median(errors):.1f}% median, "
+             f"{100 * max(errors):.1f}% worst.",
+             f"Torch {record['torch']}, transformers {record['transformers']}.", "",
+             "| case | measured MiB | estimate MiB | error | tower saved: measured / estimated MiB |",
+             "|---|---:|---:|---:|---|"]
+    for r in cases:
+        measured, estimated = r["tower"]
+        lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
+                     f"{100 * r['error']:+.1f}% | {measured / mib:.2f} / {estimated / mib:.2f} |")
+    return lines
 
 
 def lora_section():

@@ -14,6 +14,7 @@ from typing import Any
 from pycore.base.errors import FieldError, InputError
 from pycore.base.expr import rnd, split, sym
 from pycore.inputs.schema import Values, parse
+from pycore.memory import vision_activations
 from pycore.memory.device import overhead_pools, runtime_note
 from pycore.memory.pools import Pool, StageResult, live, stage_components
 from pycore.memory.precision import named_policy
@@ -146,8 +147,8 @@ def _warnings(setup: Setup) -> "list[str]":
         notes.append(runtime)
     if work.image_tokens:
         notes.append(f"the images of each sequence add {work.image_tokens:,} tokens to it (as {arch.name}'s image "
-                     "processor makes them, pycore/model/vision.py), counted with its text; the vision encoder's own "
-                     "activations, and vLLM's encoder cache, are not modelled yet")
+                     f"processor makes them, pycore/model/vision.py), counted with its text; "
+                     f"{vision_activations.note(setup)}")
     limit = arch.max_positions
     if limit and arch.positions != "learned":
         length = work.seq + (work.new_tokens if not work.training else 0)

@@ -19,7 +19,7 @@ the four backward moments. Every pipeline stage is estimated and the worst one r
 from dataclasses import replace
 
 from pycore.base.expr import floor, maximum, num, rnd, split, sym
-from pycore.memory import accumulation, parallel, posttraining
+from pycore.memory import accumulation, parallel, posttraining, vision_activations
 from pycore.memory import activations as act
 from pycore.memory.model_states import STATIC, model_states, trainable
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
@@ -68,6 +68,7 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken
     if not generic and work.activation_model == "detailed":
         terms = (per_token or act.per_token(setup))[1]
     pools += _activations(setup, stage, tokens, per_token)
+    pools += vision_activations.pools(setup, stage, SAVED + WORKING)     # freed by the tower's backward, the last
     if not generic and stage.has_head and work.mode == "train" and arch.output_width:
         # DPO's policy scores its tokens through TRL's fused head, not the logits (pycore.memory.posttraining)
         pools += posttraining.head_pools(setup, tokens) if setup.finetune.recipe == "dpo" else _loss_pools(setup, tokens)

@@ -114,6 +114,7 @@ class Architecture:
                                     # siglip (Gemma 3), siglip2 (LFM2-VL); "" = text only
     vision_layers: int = 0          # its blocks (vision_config.depth)
     vision_hidden: int = 0
+    vision_heads: int = 16          # attention heads of a vision block (every preset's tower has 16)
     vision_ffn: int = 0
     vision_patch: int = 0           # patch_size in pixels
     vision_temporal_patch: int = 1  # frames per patch

@@ -119,7 +119,7 @@ RANGES = {
     "conv_kernel": (1, 1_000), "linear_key_heads": (1, 100_000), "linear_value_heads": (1, 100_000),
     "linear_key_dim": (1, 100_000), "linear_value_dim": (1, 100_000), "vision_layers": (1, 1_000),
     "vision_tile": (1, 100_000), "vision_projector": (1, 1_000_000), "vision_positions": (1, 10_000_000),
-    "vision_hidden": (1, 100_000), "vision_ffn": (1, 1_000_000), "vision_patch": (1, 1_000),
+    "vision_hidden": (1, 100_000), "vision_heads": (1, 10_000), "vision_ffn": (1, 1_000_000), "vision_patch": (1, 1_000),
     "vision_temporal_patch": (1, 100), "vision_merge": (1, 100),
 }
 STANDARD = ("layers", "hidden", "heads", "ffn", "vocab")   # what an unknown model_type needs
@@ -401,6 +401,8 @@ def _text_decoder(config: Config, warnings: "list[str] | None") -> Config:
     wrapper = config.get("model_type")
     inner.setdefault("model_type", _TEXT_TYPES.get(wrapper, "gemma3_text") if isinstance(wrapper, str) else
                      "gemma3_text")
+    if inner["model_type"] == "qwen2_5_vl_text":    # as transformers 5 saves Qwen2.5-VL: read as the flat file is
+        inner["model_type"] = "qwen2_5_vl"
     return inner
 
 
@@ -539,7 +541,7 @@ def _qwen2_5_vl(reader: _Reader, fields: Fields, extra: Traits) -> None:
     if out is not None and out != fields["hidden"]:
         raise InputError("config", f"vision_config.out_hidden_size: must equal hidden_size ({fields['hidden']:,}), "
                                    f"got {out:,}")
-    extra["vision_family"] = "qwen2_5_vl"
+    extra.update(vision_family="qwen2_5_vl", vision_heads=inner.integer("vision_heads", ("num_heads",)) or 16)
 
 
 def _deepseek(reader: _Reader, fields: Fields, extra: Traits) -> None:

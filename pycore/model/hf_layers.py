@@ -295,6 +295,7 @@ def _qwen_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
 
 # SiglipVisionConfig / Siglip2VisionConfig key -> (Architecture field, the class's default), transformers 5.24
 _SIGLIP = {"num_hidden_layers": ("vision_layers", 12), "hidden_size": ("vision_hidden", 768),
+           "num_attention_heads": ("vision_heads", 12),
            "intermediate_size": ("vision_ffn", 3072), "patch_size": ("vision_patch", 16)}
 # LFM2-VL's processor settings pycore's image tokens follow (pycore/model/vision.py: Lfm2VlImageProcessor's defaults)
 _LFM2_PROCESSOR = {"min_image_tokens": 64, "max_image_tokens": 256, "min_tiles": 2, "max_tiles": 10,

@@ -1,0 +1,199 @@
+"""Measure training steps of small vision-language models with images: Qwen2.5-VL and Gemma 3 (SigLIP).
+
+Dev-only: needs torch and transformers (never dependencies of pycore). Each case builds a small config that keeps
+its family's structure (a 2-layer text decoder, a 4-block vision tower; Qwen2.5-VL's window attention with one
+full-attention block), puts each image's placeholder tokens into the text as the family's processor does, and
+runs one warm-up step and then one recorded training step (forward with pixel_values, backward, a foreach AdamW
+step) under MemTracker, real tensors, as validation/measure.py does. It also records what the vision tower alone
+saves for backward (``torch.autograd.graph.saved_tensors_hooks``: distinct storages, parameters and the input
+left out, each rounded to 512 bytes), per patch and block, at two image sizes.
+
+The image tokens follow pycore/model/vision.py (which tests/test_vision.py checks against transformers' own
+processors): Qwen2.5-VL's smart_resize grid (an image of W x H pixels is (H/14) x (W/14) patches, one token per
+2 x 2), Gemma 3's mm_tokens_per_image for any size.
+
+Usage:
+    /tmp/hf/bin/python validation/measure_vl.py              # all cases -> validation/measured_vl.json
+    /tmp/hf/bin/python validation/measure_vl.py --only gemma # cases whose label contains 'gemma', printed only
+    /tmp/hf/bin/python validation/measure_vl.py --compare    # the record beside pycore's estimate
+"""
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+import transformers
+from torch.distributed._tools.mem_tracker import MemTracker
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "validation"))
+import compare  # noqa: E402
+import measure  # noqa: E402
+from cuda_autocast import cuda_autocast  # noqa: E402
+
+OUT = ROOT / "validation" / "measured_vl.json"
+IMAGE, START, END = 999, 998, 997         # special token ids inside the small vocabulary
+
+QWEN_VL = {
+    "model_type": "qwen2_5_vl", "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+    "image_token_id": IMAGE, "video_token_id": 996, "vision_start_token_id": START, "vision_end_token_id": END,
+    "tie_word_embeddings": False,
+    "text_config": {"model_type": "qwen2_5_vl_text", "vocab_size": 1000, "hidden_size": 256, "intermediate_size": 512,
+                    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                    "max_position_embeddings": 4096, "rope_scaling": {"type": "mrope", "mrope_section": [8, 12, 12]},
+                    "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2},
+    "vision_config": {"depth": 4, "hidden_size": 128, "intermediate_size": 256, "num_heads": 4, "patch_size": 14,
+                      "spatial_merge_size": 2, "temporal_patch_size": 2, "window_size": 112,
+                      "fullatt_block_indexes": [3], "out_hidden_size": 256, "in_channels": 3},
+}
+GEMMA3 = {
+    "model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "image_token_index": IMAGE,
+    "boi_token_index": START, "eoi_token_index": END, "mm_tokens_per_image": 16,
+    "text_config": {"model_type": "gemma3_text", "vocab_size": 1000, "hidden_size": 256, "intermediate_size": 512,
+                    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+                    "sliding_window": 64, "max_position_embeddings": 4096, "bos_token_id": 1, "eos_token_id": 2,
+                    "pad_token_id": 0},
+    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 128, "intermediate_size": 256,
+                      "num_hidden_layers": 4, "num_attention_heads": 4, "image_size": 224, "patch_size": 14,
+                      "vision_use_head": False},
+}
+FAMILIES = {"qwen2_5_vl": QWEN_VL, "gemma3": GEMMA3,
+            # a wider, shallower tower of each: the per-patch terms checked at a second width
+            "qwen2_5_vl-w": {**QWEN_VL, "vision_config": {**QWEN_VL["vision_config"], "depth": 2, "hidden_size": 256,
+                                                           "intermediate_size": 640, "num_heads": 8,
+                                                           "fullatt_block_indexes": [1]}},
+            "gemma3-w": {**GEMMA3, "vision_config": {**GEMMA3["vision_config"], "num_hidden_layers": 2,
+                                                      "hidden_size": 256, "intermediate_size": 640,
+                                                      "num_attention_heads": 8}}}
+# (family, precision, batch, text tokens, images a sequence, image width, height)
+CASES = [
+    ("qwen2_5_vl", "bf16", 1, 128, 1, 224, 224), ("qwen2_5_vl", "bf16", 2, 128, 1, 448, 336),
+    ("qwen2_5_vl", "bf16", 1, 64, 2, 448, 448), ("qwen2_5_vl", "fp32", 1, 128, 1, 448, 336),
+    ("qwen2_5_vl", "amp-bf16", 1, 128, 1, 448, 336),
+    ("gemma3", "bf16", 1, 128, 1, 224, 224), ("gemma3", "bf16", 2, 128, 2, 224, 224),
+    ("gemma3", "fp32", 1, 128, 1, 224, 224), ("gemma3", "amp-bf16", 2, 64, 1, 224, 224),
+    ("qwen2_5_vl-w", "bf16", 1, 128, 1, 448, 336), ("qwen2_5_vl-w", "amp-bf16", 1, 128, 1, 448, 336),
+    ("gemma3-w", "bf16", 2, 128, 1, 224, 224), ("gemma3-w", "fp32", 1, 128, 2, 224, 224),
+]
+
+
+def label_of(family, precision, batch, text, images, width, height):
+    return f"{family} {precision} b{batch} text{text} {images}x{width}x{height}"
+
+
+def image_inputs(family, config, images, width, height):
+    """(pixel_values and the other image inputs, placeholder tokens per image) for ``images`` images."""
+    if family.startswith("gemma3"):
+        side = config["vision_config"]["image_size"]
+        return {"pixel_values": torch.randn(images, 3, side, side)}, config["mm_tokens_per_image"]
+    vision = config["vision_config"]
+    patch, merge, frames = vision["patch_size"], vision["spatial_merge_size"], vision["temporal_patch_size"]
+    rows, columns = height // patch, width // patch
+    grid = torch.tensor([[1, rows, columns]] * images)
+    pixels = torch.randn(images * rows * columns, 3 * frames * patch * patch)
+    return {"pixel_values": pixels, "image_grid_thw": grid}, rows * columns // (merge * merge)
+
+
+def make_batch(family, config, batch, text, images, width, height):
+    """Token ids with each image's placeholders after a start token, the image inputs for every sequence."""
+    pictures, per_image = image_inputs(family, config, images * batch, width, height)
+    image_part = [START, *[IMAGE] * per_image, END]
+    rows = [torch.cat([torch.tensor(image_part * images), torch.randint(0, 990, (text,))]) for _ in range(batch)]
+    ids = torch.stack(rows)
+    labels = ids.clone()
+    labels[ids == IMAGE] = -100
+    inputs = {"input_ids": ids, "labels": labels, **pictures}
+    if family.startswith("gemma3"):
+        inputs["token_type_ids"] = (ids == IMAGE).long()      # Gemma 3 needs them in training
+    return inputs, per_image
+
+
+def build(family, precision):
+    config = transformers.AutoConfig.for_model(**FAMILIES[family])
+    torch.manual_seed(0)
+    model = transformers.AutoModelForImageTextToText.from_config(config, attn_implementation="sdpa")
+    dtype = torch.float32 if precision in ("fp32", "amp-bf16") else torch.bfloat16
+    return model.to(dtype), dtype
+
+
+def tower_saved(model, pictures, dtype, amp):
+    """Bytes the vision tower and its merger / projector save for backward, by distinct storage, 512-rounded."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    pixels = pictures["pixel_values"].to(dtype)
+    storages = {}
+
+    def pack(tensor):
+        key = tensor.untyped_storage().data_ptr()
+        if key not in params and key != pixels.untyped_storage().data_ptr():
+            storages[key] = tensor.untyped_storage().nbytes()
+        return tensor
+    inner = model.model
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+            torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp), cuda_autocast(amp):
+        if "image_grid_thw" in pictures:
+            inner.get_image_features(pixels, pictures["image_grid_thw"])
+        else:
+            inner.get_image_features(pixels)
+    return sum(-(-n // 512) * 512 for n in storages.values())
+
+
+def run_case(family, precision, batch, text, images, width, height):
+    model, dtype = build(family, precision)
+    model.train()
+    inputs, per_image = make_batch(family, FAMILIES[family], batch, text, images, width, height)
+    inputs = {k: (v.to(dtype) if k == "pixel_values" else v) for k, v in inputs.items()}
+    amp = precision.startswith("amp-")
+    optimizer = measure.make_optimizer([p for p in model.parameters()], "adamw")
+    with cuda_autocast(amp):
+        measure.train_step(model, inputs, optimizer, precision, None)      # warm-up: the optimizer state
+    tracker = MemTracker()
+    tracker.track_external(model, optimizer, *inputs.values())
+    started = time.time()
+    with tracker, cuda_autocast(amp):
+        measure.train_step(model, inputs, optimizer, precision, None)
+    peak = tracker.get_tracker_snapshot("peak")
+    device = next(iter(peak))
+    breakdown = {str(k).split(".")[-1].capitalize(): v for k, v in peak[device].items() if str(k) != "Total"}
+    saved = tower_saved(model, {k: inputs[k] for k in ("pixel_values", "image_grid_thw") if k in inputs}, dtype, amp)
+    config = json.loads(model.config.to_json_string())
+    return {"label": label_of(family, precision, batch, text, images, width, height), "family": family,
+            "inputs": {"mode": "train", "precision": precision, "batch": str(batch), "seq": str(text + 2 * images),
+                       "images": str(images), "image_size": f"{width}x{height}", "optimizer_impl": "foreach"},
+            "config_json": config, "image_tokens": per_image, "params": sum(p.numel() for p in model.parameters()),
+            "peak_bytes": peak[device]["Total"], "peak_breakdown": breakdown, "tower_saved": saved,
+            "seconds": round(time.time() - started, 1)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", help="run only cases whose label contains this text; print, do not save")
+    parser.add_argument("--compare", action="store_true", help="print the record beside pycore's estimate")
+    args = parser.parse_args()
+    if args.compare:
+        for row in compare.vl_rows()[1]:
+            print(f"{row['label']:44s} measured {row['measured'] / 2**20:8.2f} MiB  estimate "
+                  f"{row['estimated'] / 2**20:8.2f} MiB  {100 * row['error']:+6.1f}%  tower saved "
+                  f"{row['tower'][0] / 2**20:6.2f} / {row['tower'][1] / 2**20:6.2f} MiB  "
+                  f"params {'=' if row['params_match'] else '!='}  ({row['phase']})")
+        return
+    cases = []
+    for case in CASES:
+        if args.only and args.only not in label_of(*case):
+            continue
+        result = run_case(*case)
+        print(f"{result['label']:44s} peak {result['peak_bytes'] / 2**20:8.2f} MiB  tower saved "
+              f"{result['tower_saved'] / 2**20:6.2f} MiB  ({result['seconds']} s)", flush=True)
+        cases.append(result)
+    if not args.only:
+        OUT.write_text(json.dumps({"about": __doc__.split("\n\n")[0], "torch": torch.__version__,
+                                   "transformers": transformers.__version__, "python": platform.python_version(),
+                                   "cases": cases}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
