@@ -404,7 +404,9 @@ def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[
     out["max_concurrency"] = round(capacity.get("max_concurrency", 0.0), 2)
     out["vllm_context"] = capacity.get("context")
     out["vllm_log"] = [
-        f"Model weights took {_gib(result, 'weights')} GiB",
+        # v1/worker/gpu_model_runner.py load_model (v0.11): the model's and an MTP drafter's weights, one profiler
+        f"Model loading took {(result.components.get('weights', 0) + result.components.get('mtp_weights', 0)) / GIB:.4f}"
+        " GiB",
         f"Available KV cache memory: {_gib(result, 'kv_cache')} GiB",
         *([f"GPU KV cache size: {capacity.get('kv_cache_tokens', 0):,} tokens"] if attention else []),
         f"Maximum concurrency for {capacity.get('context', 0):,} tokens per request: "

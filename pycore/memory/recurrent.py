@@ -74,7 +74,7 @@ def has_state(arch: "Architecture") -> bool:
 
 
 def vllm_pages(arch: "Architecture", first: int, count: int, tp: int, kv_bytes: float,
-               model_bytes: float, batched: int = 8192) -> "dict[str, int] | None":
+               model_bytes: float, batched: int = 8192, drafter_layers: int = 0) -> "dict[str, int] | None":
     """How vLLM 0.11 lays out a cache whose layers are not all alike: None when every layer is full attention.
 
     Sliding-window and chunked-attention layers (v1/kv_cache_interface.py SlidingWindowSpec,
@@ -88,11 +88,13 @@ def vllm_pages(arch: "Architecture", first: int, count: int, tp: int, kv_bytes: 
     ``_get_kv_cache_groups_uniform_page_size`` groups the layers of each kind in groups of the fewest kind's
     count (group_size), and ``get_num_blocks`` gives available // page // group_size blocks, which every
     group shares. A request takes cdiv(max_model_len, block) blocks in each attention group and one in each
-    state group (MambaSpec: one state per request).
+    state group (MambaSpec: one state per request). ``drafter_layers``: full-attention layers an MTP drafter adds
+    to the same cache (Qwen3-Next's, v1/spec_decode/eagle.py), counted with the model's own.
     """
     counts = layer_counts(arch, first, count)
     stateful = sum(n for mixer, n in counts.items() if mixer in STATEFUL)
-    kinds = window_layers(arch, first, count)
+    kinds = dict(window_layers(arch, first, count))
+    kinds["full"] += drafter_layers
     if not stateful and not kinds["sliding"] and not kinds["chunked"]:
         return None
     if arch.attention == "mla":

@@ -114,16 +114,27 @@ def mtp_layers(setup: Setup, stage: parallel.Stage) -> int:
 
 
 def _mtp_weights(setup: Setup, stage: parallel.Stage) -> "Pool | None":
-    """The MTP layers' weights vLLM 0.11 keeps (deepseek_mtp.py / glm4_moe_mtp.py, loaded by
-    v1/spec_decode/eagle.py): per layer enorm, hnorm, eh_proj (2h -> h), a decoder layer like the model's last,
-    and shared_head's norm and own vocabulary-parallel head; its embedding is the target's (shared)."""
+    """The MTP layers' weights vLLM 0.11 keeps, loaded by v1/spec_decode/eagle.py, which shares the target's
+    embedding (one pipeline stage) and, for method mtp, points the drafter's top-level lm_head at the target's.
+    deepseek_mtp.py / glm4_moe_mtp.py: per layer enorm, hnorm, eh_proj (2h -> h), a decoder layer like the
+    model's last, and shared_head's norm and own vocabulary-parallel head (not top-level: kept).
+    qwen3_next_mtp.py: fc (2h -> h), pre_fc_norm_hidden, pre_fc_norm_embedding and norm, and a full-attention
+    decoder layer with the model's experts; its lm_head is the target's."""
     arch, lay = setup.arch, setup.layout
     count = mtp_layers(setup, stage)
     if not count:
         return None
     h = arch.hidden
-    per_layer = layer_params(arch, arch.layers - 1, lay.tp, lay.ep) + -(-(2 * h * h) // lay.tp) + 3 * h + \
-        -(-(arch.vocab * h) // lay.tp)
+    if "L" in arch.layer_pattern:
+        attention_layer = arch.layer_pattern.index("A")
+        per_layer = layer_params(arch, attention_layer, lay.tp, lay.ep) + -(-(2 * h * h) // lay.tp) + 3 * h
+        source, what = "vllm/model_executor/models/qwen3_next_mtp.py Qwen3NextMultiTokenPredictor (vLLM 0.11)", \
+            "a full-attention decoder layer, fc, norms; the head is the target's"
+    else:
+        per_layer = layer_params(arch, arch.layers - 1, lay.tp, lay.ep) + -(-(2 * h * h) // lay.tp) + 3 * h + \
+            -(-(arch.vocab * h) // lay.tp)
+        source, what = "vllm/model_executor/models/deepseek_mtp.py DeepSeekMultiTokenPredictorLayer (vLLM 0.11)", \
+            "a decoder layer, eh_proj, norms, its head"
     q = sym("Lmtp", count) * sym("Pm", per_layer) * setup.policy.bytes("weight")
     return make("mtp_weights", "MTP layers (speculative decoding)", q, VLLM_MOMENTS,
                 "vllm/model_executor/models/deepseek_mtp.py DeepSeekMultiTokenPredictorLayer (vLLM 0.11)",
@@ -145,7 +156,7 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
         state = int(rnd(state_per_sequence(setup.arch, first_layer, stage.layers, "vllm", setup.layout.tp,
                                            setup.policy.bytes("act"))).value)
         pages = vllm_pages(setup.arch, first_layer, stage.layers, setup.layout.tp, setup.policy.bytes("kv"),
-                           setup.policy.bytes("act"), work.max_batched_tokens)
+                           setup.policy.bytes("act"), work.max_batched_tokens, mtp)
         pools = _vllm_pools(setup, stage, gpu, stored, per_token, pages)
         moments = VLLM_MOMENTS
     else:

@@ -139,7 +139,10 @@ FAMILY_PRESETS = {"llama": "llama-3.1-8b", "mistral": "mistral-7b-v0.1", "qwen2"
                   "qwen3_5_text": "qwen3.5-9b", "lfm2": "lfm2.5-vl-1.6b"}
 LLAMA_STYLE = "llama"       # the family an unknown model_type is read as
 # Families whose MTP layers vLLM 0.11 loads as DeepSeek's (deepseek_mtp.py, glm4_moe_mtp.py): pycore.memory.serving
-MTP_FAMILIES = ("deepseek_v3", "glm4_moe")
+MTP_FAMILIES = ("deepseek_v3", "glm4_moe", "qwen3_next")
+# Families whose checkpoints ship MTP layers their config.json does not count: vLLM 0.11 takes
+# getattr(config, "num_nextn_predict_layers", 1) (model_executor/models/qwen3_next_mtp.py)
+MTP_DEFAULT = {"qwen3_next": 1}
 
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_tanh", "silu": "silu",
                 "swish": "silu"}
@@ -352,7 +355,8 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
     if isinstance(activation, str) and activation in _ACTIVATIONS and family.get("mlp") == "plain":
         extra["activation"] = _ACTIVATIONS[activation]
     tied = reader.flag("tie_word_embeddings", family_type in TIED_BY_DEFAULT)
-    mtp = reader.integer("layers", ("num_nextn_predict_layers", "mtp_num_hidden_layers"), low=0) or 0
+    mtp = reader.integer("layers", ("num_nextn_predict_layers", "mtp_num_hidden_layers"), low=0)
+    mtp = MTP_DEFAULT.get(family_type, 0) if mtp is None else mtp
     if mtp and family_type in MTP_FAMILIES:
         extra["mtp_layers"] = mtp
     if mtp and warnings is not None:
