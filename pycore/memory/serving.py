@@ -136,10 +136,8 @@ def _mtp_weights(setup: Setup, stage: parallel.Stage) -> "Pool | None":
         source, what = "vllm/model_executor/models/deepseek_mtp.py DeepSeekMultiTokenPredictorLayer (vLLM 0.11)", \
             "a decoder layer, eh_proj, norms, its head"
     q = sym("Lmtp", count) * sym("Pm", per_layer) * setup.policy.bytes("weight")
-    return make("mtp_weights", "MTP layers (speculative decoding)", q, VLLM_MOMENTS,
-                "vllm/model_executor/models/deepseek_mtp.py DeepSeekMultiTokenPredictorLayer (vLLM 0.11)",
-                "Lmtp = MTP layers (num_nextn_predict_layers); Pm = one MTP layer's parameters on this GPU "
-                "(a decoder layer, eh_proj, norms, its head)")
+    return make("mtp_weights", "MTP layers (speculative decoding)", q, VLLM_MOMENTS, source,
+                f"Lmtp = MTP layers (num_nextn_predict_layers); Pm = one MTP layer's parameters on this GPU ({what})")
 
 
 def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[str, Any]") -> StageResult:
