@@ -147,6 +147,18 @@ IMPORT_PANEL = """<details class="more import" id="import"><summary>Import a Hug
 <p class="import-status" id="import-status" role="status"></p></details>"""
 
 
+# Read the checkpoint (site/checkpoint.js): only each file's header bytes are read, through Blob.slice.
+CHECKPOINT_PANEL = """<details class="more import" id="checkpoint"><summary>Read the checkpoint's headers</summary>
+<p class="hint">Choose the .safetensors files (every shard, with model.safetensors.index.json) or a .gguf file. Only each
+file's header is read, in this page; the weights' exact bytes then replace the estimate from parameters (weight_bytes).</p>
+<div class="control"><input type="file" id="checkpoint-files" multiple accept=".safetensors,.gguf,.json"
+  aria-label="Checkpoint files" disabled></div>
+<p class="import-status" id="checkpoint-status" role="status"></p>
+<table id="checkpoint-table" class="checkpoint-table" hidden><thead><tr><th>Weights</th><th class="num">Bytes</th>
+<th class="num">GiB</th></tr></thead><tbody></tbody></table>
+<ul id="checkpoint-notes" class="note" hidden></ul></details>"""
+
+
 def form_html():
     groups = []
     for group, title in schema.GROUPS:
@@ -158,7 +170,7 @@ def form_html():
             shown += (f'<details class="more" data-folded="{group}"><summary>{html.escape(summary)}</summary>'
                       f'{hidden}</details>')
         if group == "model":
-            shown += IMPORT_PANEL
+            shown += IMPORT_PANEL + CHECKPOINT_PANEL
         groups.append(f'<fieldset class="group" data-group="{group}"><legend>{html.escape(title)}</legend>'
                       f"{shown}</fieldset>")
     # Two fixed columns (not CSS multi-column), so opening a folded section never moves a fieldset

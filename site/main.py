@@ -49,6 +49,20 @@ def answers_for(query: str) -> str:
     return made if steps is None else finish(steps)
 
 
+def _bytes(data) -> bytes:
+    """A JavaScript Uint8Array (or bytes already) as bytes."""
+    return data.to_bytes() if hasattr(data, "to_bytes") else bytes(data)
+
+
+def header_need(name: str, size: int, data) -> int:
+    return web.header_need(str(name), int(size), _bytes(data))
+
+
+def header_summary(files) -> str:
+    """``files``: a JavaScript array of [name, size, Uint8Array of the header bytes read]."""
+    return web.header_summary([(str(f[0]), int(f[1]), _bytes(f[2])) for f in files])
+
+
 random.seed()  # after a start from the build's memory snapshot (pyodide/start.mjs), random would repeat its state
 window.pycoreRun = create_proxy(web.run)
 window.pycoreHeadline = create_proxy(web.headline)
@@ -63,6 +77,8 @@ window.pycoreUnread = create_proxy(web.unread)
 window.pycoreLaunch = create_proxy(web.launch)
 window.pycoreLaunchRead = create_proxy(web.launch_read)
 window.pycoreCalibrate = create_proxy(web.calibration)
+window.pycoreHeaderNeed = create_proxy(header_need)
+window.pycoreHeaderSummary = create_proxy(header_summary)
 # Everything imported so far lives as long as the page: kept out of the collector's full passes, which
 # otherwise walk it all every so many keystrokes (a slow keystroke in twenty, measured in Chromium).
 gc.freeze()

@@ -90,3 +90,82 @@ def test_calibration_payload_is_calibrates_own_words():
 
 def test_calibration_without_figures_says_so():
     assert "no figure recognised" in json.loads(web.calibration("<b>x</b>", ""))["error"]
+
+
+# --- a checkpoint's headers read by the page ------------------------------------------------------------------
+
+from test_checkpoint import GGUF_METADATA, GGUF_TENSORS, gguf_bytes, llama, safetensors_bytes, shards  # noqa: E402
+
+from pycore.model.checkpoint import read_path  # noqa: E402
+
+
+def page_reads(paths):
+    """What the page does: each file sliced from its start to the lengths web.header_need asks for; the files'
+    (name, size, bytes read) and the most bytes read of each."""
+    files, most = [], {}
+    for path in paths:
+        data, read = Path(path).read_bytes(), b""
+        for _ in range(64):
+            need = web.header_need(Path(path).name, len(data), read)
+            if not need or need <= len(read):
+                break
+            read = data[:need]
+        files.append((Path(path).name, len(data), read))
+        most[Path(path).name] = len(read)
+    return files, most
+
+
+def test_the_page_reads_a_sharded_checkpoint_as_the_command_line_does(tmp_path):
+    index, names = shards(tmp_path)
+    files, most = page_reads([index, *(tmp_path / name for name in names)])
+    answer = json.loads(web.header_summary(files))
+    found = read_path(index)
+    assert dict(answer["set"]) == {"weight_bytes": str(found.total_bytes),
+                                   "weight_files": f"2 files, {names[0]} ... {names[1]}"}
+    # only the 8 bytes and the JSON of each shard were read (the index is its JSON)
+    for name in names:
+        data = (tmp_path / name).read_bytes()
+        assert most[name] == 8 + int.from_bytes(data[:8], "little") < len(data)
+    assert answer["rows"][0] == {"label": "embedding", "bytes": f"{found.by_pool['embedding']:,}",
+                                 "text": f"{found.by_pool['embedding'] / 2**30:,.3f} GiB"}
+
+
+def test_the_page_reads_a_gguf_file_in_growing_slices(tmp_path):
+    path = tmp_path / "model.gguf"
+    path.write_bytes(gguf_bytes(GGUF_METADATA, GGUF_TENSORS))
+    files, most = page_reads([path])
+    answer = json.loads(web.header_summary(files))
+    assert dict(answer["set"])["weight_bytes"] == str(read_path(str(path)).total_bytes)
+    assert most["model.gguf"] <= path.stat().st_size
+
+
+@pytest.mark.parametrize("files,word", [
+    ([("a.safetensors", 100, b"\xff" * 8)], "a.safetensors"),
+    ([("model.safetensors.index.json", 2, b"{}")], "weight_map"),
+    ([("notes.txt", 3, b"abc")], "no .safetensors"),
+    ([], "no .safetensors"),
+])
+def test_a_refused_checkpoint_is_a_message_naming_what_is_wrong(files, word):
+    assert word in json.loads(web.header_summary(files))["error"]
+
+
+def test_a_shard_not_chosen_with_its_index_is_named(tmp_path):
+    index, names = shards(tmp_path)
+    files, _ = page_reads([index, tmp_path / names[0]])
+    assert f"the index names '{names[1]}', which was not chosen with it" in json.loads(web.header_summary(files))["error"]
+
+
+def test_weight_bytes_replace_the_weights_estimate_and_say_where_they_come_from(tmp_path):
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(safetensors_bytes(llama()))
+    weights = read_path(str(path)).total_bytes
+    for query, share in (("", 1), ("tp=2&mode=infer", 2)):
+        payload = json.loads(web.run(f"model=llama-3.1-8b&weight_bytes={weights}&weight_files=model.safetensors&{query}"))
+        row = next(f for f in payload["formulas"] if f["key"] == "weights")
+        assert row["source"].startswith("from the checkpoint's headers (model.safetensors): W = ")
+        if share == 1:
+            assert row["bytes"] == weights and row["formula"] == "W"
+        else:                                   # this GPU's share S / P of the checkpoint's bytes
+            assert row["formula"] == "round(W × S / P)"
+    plain = json.loads(web.run("model=llama-3.1-8b"))
+    assert "checkpoint" not in next(f for f in plain["formulas"] if f["key"] == "weights")["source"]

@@ -402,7 +402,9 @@ class _Plan:
         context = (self.est.vllm or {}).get("context")
         if length is not None and context is not None and length != context:
             self.notes.append(("max_model_len", {"log": int(length), "setup": context}))
-        for figure in ("weights", "non_torch", "activation_peak", "total_gpu_memory"):
+        # Not the weights: weight_bytes is a checkpoint's exact bytes for the whole model (its headers), and the
+        # log's figure one GPU's, rounded to 0.01 GiB; the row points at the headers instead (output.calibration).
+        for figure in ("non_torch", "activation_peak", "total_gpu_memory"):
             key = PROPOSED[figure]
             if figure in self.have and key in BY_KEY:      # a key added to the schema later is used at once
                 self._set(key, str(int(self.have[figure])), figure)

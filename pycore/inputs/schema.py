@@ -186,6 +186,13 @@ FIELDS = (
             + ARCH_HINT, "model"),
     Field("params", "count", None, "parameter count of a generic network (used when no transformer is given)",
           "a count such as 7B, 350M, 7e9 or 7000000000", (), "", "model", "parameters", 1, 10**14),
+    Field("weight_bytes", "size", 0, "the weights' exact bytes, read from a checkpoint's headers (python -m pycore "
+          "header=PATH, or the page's Read the checkpoint): replace the estimate from parameters and bits per weight, "
+          "this GPU holding its tensor/pipeline share; 0 estimates them from the parameters",
+          "a number of bytes (or a size such as 16GiB)", (), "estimated from the parameters", "model", "bytes", 0,
+          MOST_BYTES),
+    Field("weight_files", "text", None, "the checkpoint files weight_bytes was read from, named in its source; "
+          "changes no byte", "up to 200 characters; shown as text", (), "", "model"),
     _choice("mode", "train", ("train", "infer"), "a training step, or serving with generate()", "workload"),
     _int("batch", 1, "micro-batch size per GPU (sequences)", "workload", unit="sequences"),
     _int("seq", 2048, "sequence length in tokens (prompt length when serving)", "workload",
@@ -339,7 +346,8 @@ BY_KEY = {f.key: f for f in FIELDS}
 
 # Short labels for the form; the meaning above is the hint under each field.
 LABELS = {
-    "model": "Model preset", "config": "config.json path", "name": "Model name", "layers": "Layers", "hidden": "Hidden size",
+    "model": "Model preset", "config": "config.json path", "name": "Model name",
+    "weight_bytes": "Weight bytes (checkpoint)", "weight_files": "Checkpoint files", "layers": "Layers", "hidden": "Hidden size",
     "heads": "Attention heads", "kv_heads": "KV heads", "head_dim": "Head dim", "ffn": "FFN size",
     "vocab": "Vocabulary", "experts": "Experts", "experts_per_token": "Experts per token",
     "expert_ffn": "Expert FFN size", "max_positions": "Max positions", "head": "Task head", "num_labels": "Labels",

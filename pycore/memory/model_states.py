@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from pycore.base.expr import Q, ceil, num, rnd, sym
 from pycore.base.remember import remembered
+from pycore.base.units import printable
 from pycore.memory import finetune, quantization
 from pycore.memory import optimizer as opt
 from pycore.memory.parallel import Stage
@@ -44,11 +45,31 @@ def _sharded(q: Q, group: int, needed: int, zero: int) -> Q:
 
 
 def stored_weights(setup: Setup, stage: Stage) -> Q:
-    """Bytes of the weights one GPU of ``stage`` stores, in their storage format (quantized or not)."""
+    """Bytes of the weights one GPU of ``stage`` stores, in their storage format (quantized or not); with
+    ``weight_bytes`` (a checkpoint's headers) those exact bytes instead, this GPU holding its share S / P."""
     total = setup.counts.total
-    stored = quantization.weight_bytes_q(setup.quant, setup.group_size, setup.arch, setup.counts,
-                                         setup.policy.bytes("weight"))
+    stored = sym("W", setup.weight_bytes) if setup.weight_bytes else \
+        quantization.weight_bytes_q(setup.quant, setup.group_size, setup.arch, setup.counts,
+                                    setup.policy.bytes("weight"))
     return rnd(stored * sym("S", stage.params) / sym("P", total)) if stage.params != total else stored
+
+
+FROM_PARAMETERS = "parameters counted layer by layer, exact against transformers (docs/validation.md)"
+
+
+def weights_source(setup: Setup, counted: str = FROM_PARAMETERS) -> str:
+    """The weights pool's source: the checkpoint's headers and their files when ``weight_bytes`` was given (W),
+    else ``counted``, the source of the estimate from parameters."""
+    if not setup.weight_bytes:
+        return counted
+    files = printable(setup.weight_files, 200) or "files not named"
+    return (f"from the checkpoint's headers ({files}): W = {setup.weight_bytes:,} bytes, every tensor's dtype x shape "
+            "as stored, in place of parameters x bits per weight (python -m pycore header=PATH reads them)")
+
+
+def weight_symbols(setup: Setup, symbols: str = WEIGHT_SYMBOLS) -> str:
+    """The weights' ``symbols``, with W when the checkpoint's bytes are used."""
+    return symbols + ("; W = the weights' bytes in the checkpoint's headers" if setup.weight_bytes else "")
 
 
 @dataclass(frozen=True)
@@ -80,7 +101,7 @@ def trainable(setup: Setup, stage: Stage) -> Trainable:
 
 @remembered(lambda setup, stage: (setup.arch, setup.policy, setup.layout, setup.finetune, setup.quant,
                                   setup.group_size, setup.optimizer, setup.optimizer_impl, stage.params,
-                                  stage.root_params))     # all it reads
+                                  stage.root_params, setup.weight_bytes, setup.weight_files))     # all it reads
 def model_states(setup: Setup, stage: Stage) -> States:
     """Weights, master weights, gradients, optimizer state and step temporaries of one pipeline stage.
 
@@ -127,10 +148,10 @@ def _weights(setup: Setup, stored: Q) -> Pool:
     """The weights in their storage format, sharded by ZeRO-3/FSDP; in CPU memory with offload=params."""
     weights = _sharded(stored, setup.layout.shard_group, 3, setup.layout.zero)
     if setup.layout.offload == "params":
-        return make("weights", "Weights (in CPU memory)", weights, (), SOURCE_ZERO, WEIGHT_SYMBOLS)
-    weight_format = f"{setup.quant} storage" if setup.quant != "none" else setup.policy.weight
-    return make("weights", f"Weights ({weight_format})", weights, STATIC,
-                "parameters counted layer by layer, exact against transformers (docs/validation.md)", WEIGHT_SYMBOLS)
+        return make("weights", "Weights (in CPU memory)", weights, (), SOURCE_ZERO, weight_symbols(setup))
+    weight_format = "checkpoint" if setup.weight_bytes else f"{setup.quant} storage" if setup.quant != "none" \
+        else setup.policy.weight
+    return make("weights", f"Weights ({weight_format})", weights, STATIC, weights_source(setup), weight_symbols(setup))
 
 
 def _gathered_weights(setup: Setup, stage: Stage, stored: Q) -> "list[Pool]":

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pycore.base.expr import Q, ceil, floor, num, rnd, split, sym
 from pycore.base.units import GIB
 from pycore.memory import parallel
-from pycore.memory.model_states import stored_weights
+from pycore.memory.model_states import stored_weights, weight_symbols, weights_source
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
 from pycore.memory.recurrent import SYMBOLS as STATE_SYMBOLS
 from pycore.memory.recurrent import has_state, state_per_sequence, vllm_pages
@@ -175,8 +175,9 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
 
 def _weights(setup: Setup, stored: Q, moments: "tuple[str, ...]") -> Pool:
     """The weights in their storage format (quantized or the policy's dtype), all through serving."""
-    label = f"Weights ({setup.quant if setup.quant != 'none' else setup.policy.weight})"
-    return make("weights", label, stored, moments, "parameters counted layer by layer", WEIGHT_SYMBOLS)
+    label = f"Weights ({'checkpoint' if setup.weight_bytes else setup.quant if setup.quant != 'none' else setup.policy.weight})"
+    return make("weights", label, stored, moments, weights_source(setup, "parameters counted layer by layer"),
+                weight_symbols(setup, WEIGHT_SYMBOLS))
 
 
 def _widest(arch: "Architecture") -> int:

@@ -85,6 +85,8 @@ class Setup:
     ddp_buckets: bool = False           # data parallelism through torch DDP's gradient buckets (frameworks)
     sync_every_microbatch: bool = True  # grad_sync: reduce each micro-batch, or only the last (no_sync)
     torch_pipelining: bool = False      # pp > 1 through torch.distributed.pipelining (frameworks.OWN_PIPELINE)
+    weight_bytes: int = 0               # the whole model's weights from its checkpoint's headers; 0: from parameters
+    weight_files: str = ""              # the files they were read from (named in the weights' source)
 
 
 def resolve_architecture(values: "Values") -> Architecture:
@@ -265,4 +267,5 @@ def resolve(values: "Values") -> Setup:
                  values.get("cuda_modules", "lazy"),
                  frameworks.framework_name(values) in frameworks.DDP_COPIES_GRADIENTS,
                  _syncs_every_microbatch(values),
-                 layout.pp > 1 and frameworks.framework_name(values) not in frameworks.OWN_PIPELINE)
+                 layout.pp > 1 and frameworks.framework_name(values) not in frameworks.OWN_PIPELINE,
+                 values.get("weight_bytes") or 0, values.get("weight_files") or "")

@@ -66,6 +66,8 @@ FOLLOWS = {"kv_cache": "follows the other parts of vLLM's budget", "kv_tokens": 
 def _override(row: Row) -> str:
     if row.key:
         return f"{row.key}" + (f" (still off: would take {row.proposed})" if row.proposed else "")
+    if row.proposed == "weight_bytes":
+        return "weight_bytes, from the checkpoint's headers (exact, for the whole model)"
     if row.proposed:
         return f"no key (would take {row.proposed})"
     return FOLLOWS.get(row.figure, "no key") if row.off else ""

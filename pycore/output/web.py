@@ -5,7 +5,7 @@ and every other input is kept. Repeated keys take their last value (as URLSearch
 """
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import parse_qsl
 
 from pycore.answers.answer import answer_steps
@@ -13,13 +13,16 @@ from pycore.answers.compare import compare_steps, precision_default
 from pycore.answers.fit import gpu_fit, gpu_fits
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
-from pycore.base.units import format_bytes, plural, printable
+from pycore.base.units import GIB, format_bytes, plural, printable
 from pycore.inputs.applies import describe, ignored
 from pycore.inputs.schema import BY_KEY, DEFAULTS, parse, to_query
 from pycore.memory.estimate import Estimate, estimate_values, totals_only
 from pycore.model.catalog import hub_id, preset_id
 from pycore.output import export, report
 from pycore.output.explain import formulas as explain_formulas
+
+if TYPE_CHECKING:
+    from pycore.model.checkpoint import Checkpoint
 
 MAX_QUERY = 200_000         # characters of a query string that are read at all
 MAX_KEYS = 200              # key=value pairs that are read
@@ -325,3 +328,84 @@ def calibration(text: str, query: str) -> str:
             f"{display(found)['overrides']}.") if overrides else NO_OVERRIDE
     return _dumps({"display": display(found), "overrides": overrides, "apply_note": note,
                    "unit_note": "GiB = 2^30 bytes. The text was read in this page and sent nowhere."})
+
+
+# --- a checkpoint's headers, read from local files by the page (issue 30) ---------------------------------------
+
+def header_need(name: str, size: int, data: bytes) -> int:
+    """How many bytes from the start of the file ``name`` (``size`` bytes in all) the page must read for its header,
+    given the first bytes it has read (``data``): 0 once they hold the header, or when the file is refused
+    (``header_summary`` then says why). The page slices the file to that length and asks again."""
+    from pycore.model.checkpoint import GGUF_FIRST_READ, MAX_HEADER, Truncated, read_gguf, safetensors_length
+    if name.endswith(".json"):
+        return size if len(data) < size <= MAX_HEADER else 0
+    if len(data) < min(8, size):
+        return min(8, size)
+    try:
+        if data[:4] == b"GGUF":
+            if len(data) == 8:
+                return min(size, GGUF_FIRST_READ)
+            read_gguf(data, name, size)
+            return 0
+        need = 8 + safetensors_length(data[:8])
+    except Truncated as short:
+        more = min(size, MAX_HEADER, max(short.needed, 2 * len(data)))
+        return more if more > len(data) else 0
+    except FieldError:
+        return 0
+    return need if len(data) < need <= size else 0
+
+
+def _checkpoint_files(files: "list[tuple[str, int, bytes]]") -> "Checkpoint":
+    """The Checkpoint of the files' header bytes: an index with its shards, else the .safetensors files, else the
+    .gguf ones (as ``python -m pycore header=FOLDER``)."""
+    from pycore.model import checkpoint as ckpt
+    by_name = {name: (size, data) for name, size, data in files}
+    index = [name for name in by_name if name.endswith(".json")]
+    if index:
+        size, data = by_name[index[0]]
+        weight_map, total = ckpt.read_index(bytes(data))
+        shards = list(dict.fromkeys(weight_map.values()))
+        missing = [shard for shard in shards if shard not in by_name]
+        if missing:
+            raise FieldError("header", f"the index names {printable(missing[0], 80)!r}, which was not chosen with it"
+                             + (f" ({len(missing)} shards missing)" if len(missing) > 1 else ""))
+        return ckpt.combine([_read_one(ckpt.read_safetensors, shard, *by_name[shard]) for shard in shards],
+                            weight_map, total)
+    for suffix, reader in ((".safetensors", ckpt.read_safetensors), (".gguf", ckpt.read_gguf)):
+        chosen = sorted(name for name in by_name if name.endswith(suffix))
+        if chosen:
+            return ckpt.combine([_read_one(reader, name, *by_name[name]) for name in chosen])
+    raise FieldError("header", "no .safetensors, .gguf or model.safetensors.index.json file among those chosen")
+
+
+def _read_one(reader: "Callable[[bytes, str, int], Checkpoint]", name: str, size: int, data: bytes) -> "Checkpoint":
+    """One file's Checkpoint; a refusal names the file."""
+    try:
+        return reader(data, name, size)
+    except FieldError as error:
+        if name in error.message:
+            raise
+        raise FieldError("header", f"{printable(name, 80)}: {error.message}") from None
+
+
+def header_summary(files: "list[tuple[str, int, bytes]]") -> str:
+    """The weights' exact bytes from the header bytes the page read of each chosen file ((name, size, first
+    bytes)): JSON ``{"rows": [{label, bytes, text}]`` by pool then dtype, ``"message"``, ``"notes"``, ``"set"``
+    (weight_bytes and weight_files for the form)``}``, or ``{"error"}`` naming what is wrong."""
+    from pycore.output.cli import POOL_LABELS
+    try:
+        found = _checkpoint_files(files)
+    except FieldError as error:
+        return _dumps({"error": f"Checkpoint: {printable(error.message, 400)}."})
+    names = [printable(name, 80) for name in found.files]
+    named = names[0] if len(names) == 1 else f"{len(names)} files, {names[0]} ... {names[-1]}"
+    rows = [{"label": POOL_LABELS.get(pool, pool), "bytes": f"{size:,}", "text": f"{size / GIB:,.3f} GiB"}
+            for pool, size in found.by_pool.items()]
+    rows += [{"label": f"stored as {printable(dtype, 20)}", "bytes": f"{size:,}", "text": f"{size / GIB:,.3f} GiB"}
+             for dtype, size in found.by_dtype.items()]
+    message = (f"{named} ({found.format}): {len(found.tensors):,} tensors, {found.total_bytes:,} bytes = "
+               f"{found.total_bytes / GIB:,.3f} GiB of weights (GiB = 2^30 bytes), from {found.header_bytes:,} header "
+               "bytes read in this page. The estimate now takes these bytes for the weights (weight_bytes).")
+    return _dumps({"rows": rows, "message": message, "notes": [printable(n, 300) for n in found.notes],
+                   "set": [["weight_bytes", str(found.total_bytes)], ["weight_files", named[:200]]]})

@@ -1,8 +1,10 @@
-"""Issue 30 on the page: launch settings out (copyable blocks) and back (a pasted block fills the form), and
-calibration from a pasted run (measured against estimated, Apply writes the overrides into the link). Every block,
-row and message the page shows is pycore's own (pycore.output.web), compared here with what it returns."""
+"""Issue 30 on the page: launch settings out (copyable blocks) and back (a pasted block fills the form), calibration
+from a pasted run (measured against estimated, Apply writes the overrides into the link), and a checkpoint's headers
+read from local files (weight_bytes). Every block, row and message the page shows is pycore's own
+(pycore.output.web), compared here with what it returns; the checkpoints are files the tests write with struct."""
 
 import json
+import struct
 import sys
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -233,5 +235,125 @@ def test_the_panels_fit_phones_and_wide_screens(browser, base_url, width):
         for selector in ("#export-blocks pre", "#export-blocks button", "#calibrate-run", "#export-apply"):
             item = page.locator(selector).first.bounding_box()
             assert item["x"] >= 0 and item["x"] + item["width"] <= width, selector
+    finally:
+        context.close()
+
+
+# --- reading a checkpoint's headers from local files ------------------------------------------------------------
+
+# Every Blob.slice the page makes, recorded before its own scripts run (an init script, not subject to the CSP).
+RECORD_SLICES = """
+window.__slices = [];
+const slice = Blob.prototype.slice;
+Blob.prototype.slice = function (start, end, type) {
+  window.__slices.push([this.name || '', this.size, start ?? 0, end ?? this.size]);
+  return slice.call(this, start, end, type);
+};
+"""
+
+
+def shard(path, tensors, data_bytes_each):
+    """A safetensors file written here with struct: 8-byte length, the JSON header, then zeros for the tensors.
+    tensors: name -> (dtype, shape); each tensor's bytes are data_bytes_each (the shape's elements x 2 for BF16).
+    Returns its header's length (8 + JSON)."""
+    header, at = {}, 0
+    for name, (dtype, shape) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [at, at + data_bytes_each]}
+        at += data_bytes_each
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(at))
+    return 8 + len(raw)
+
+
+def sharded_checkpoint(folder):
+    """Two shards of 512 x 1024 BF16 tensors (1 MiB each) and transformers' index; (paths, header lengths)."""
+    first = {"model.embed_tokens.weight": ("BF16", (512, 1024)),
+             "model.layers.0.mlp.up_proj.weight": ("BF16", (512, 1024))}
+    second = {"model.layers.0.self_attn.q_proj.weight": ("BF16", (512, 1024)), "lm_head.weight": ("BF16", (512, 1024))}
+    names = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    headers = {name: shard(folder / name, tensors, 512 * 1024 * 2) for name, tensors in zip(names, (first, second))}
+    index = folder / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"total_size": 4 * 2**20},
+                                 "weight_map": {t: n for n, ts in zip(names, (first, second)) for t in ts}}))
+    return [index, *(folder / name for name in names)], headers
+
+
+def weights_row(page):
+    page.locator("#how").evaluate("node => node.open = true")
+    return page.eval_on_selector_all("#formulas tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.textContent))")
+
+
+def test_reading_a_sharded_checkpoint_reads_only_its_headers_and_sets_weight_bytes(watched, base_url, tmp_path):
+    paths, headers = sharded_checkpoint(tmp_path)
+    # what the files hold after their headers: the weights' bytes, derived from the files themselves
+    expected = sum(path.stat().st_size - headers[path.name] for path in paths[1:])
+    assert expected == 4 * 512 * 1024 * 2
+    watched.page.add_init_script(RECORD_SLICES)
+    page = watched.open(base_url, "?model=llama-3.1-8b&batch=2")
+    page.locator("#checkpoint > summary").click()
+    page.locator("#checkpoint-files").set_input_files([str(p) for p in paths])
+    wait_query(page, "weight_bytes", str(expected))
+    query = query_of(page)
+    assert query["weight_files"] == "2 files, model-00001-of-00002.safetensors ... model-00002-of-00002.safetensors"
+    assert query["batch"] == "2"                                # the other inputs stay
+    status = page.locator("#checkpoint-status").text_content()
+    assert f"{expected:,} bytes = 0.004 GiB of weights (GiB = 2^30 bytes)" in status
+    # only headers were read: no slice of a shard went past its 8 bytes and JSON
+    slices = page.evaluate("window.__slices")
+    assert slices and all(end <= headers[name] for name, size, start, end in slices if name in headers)
+    assert max(end for name, _, _, end in slices if name in headers) == max(headers.values())
+    # the table: pycore's rows by pool, exact bytes
+    rows = page.eval_on_selector_all("#checkpoint-table tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.textContent))")
+    assert rows[:4] == [["embedding", "1,048,576", "0.001 GiB"], ["layers: attention (or other mixer)", "1,048,576", "0.001 GiB"],
+                        ["layers: MLP", "1,048,576", "0.001 GiB"], ["head and final norm", "1,048,576", "0.001 GiB"]]
+    # the estimate takes them: the weights' record says where they come from
+    assert total(page) == json.loads(web.run(urlencode(query)))["total"]["bytes"]
+    weights = next(r for r in weights_row(page) if r[0].startswith("Weights"))
+    assert weights[1].startswith("W") and f"{expected:,}" in weights[1]
+    assert "from the checkpoint's headers (2 files, model-00001-of-00002.safetensors" in weights[3]
+    page.reload()
+    page.wait_for_selector("html.py-ready", timeout=READY_MS)
+    page.wait_for_function("document.documentElement.dataset.totalBytes !== undefined")
+    assert page.locator("#f-weight_bytes").input_value() == str(expected)
+
+
+def test_a_malformed_or_incomplete_checkpoint_is_named_and_nothing_changes(watched, base_url, tmp_path):
+    paths, _ = sharded_checkpoint(tmp_path)
+    page = watched.open(base_url, "?batch=2")
+    before = page.url
+    page.locator("#checkpoint > summary").click()
+    page.locator("#checkpoint-files").set_input_files([str(paths[0]), str(paths[1])])    # a shard left out
+    page.wait_for_function("document.getElementById('checkpoint-status').className.includes('failed')")
+    assert "the index names 'model-00002-of-00002.safetensors', which was not chosen with it" in \
+        page.locator("#checkpoint-status").text_content()
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(struct.pack("<Q", 10**12) + b"{<img src=x onerror=window.__pwned=1>}")
+    page.locator("#checkpoint-files").set_input_files(str(bad))
+    page.wait_for_function("document.getElementById('checkpoint-status').textContent.includes('bad.safetensors')")
+    assert page.locator("#checkpoint-status").text_content().startswith("Checkpoint: bad.safetensors")
+    assert page.url == before and page.locator("#checkpoint-table").is_hidden()
+    assert page.locator("#checkpoint img").count() == 0 and page.evaluate("window.__pwned") is None
+    assert watched.errors == [] and watched.outside == []
+
+
+@pytest.mark.parametrize("width", [390, 1440])
+def test_the_checkpoint_panel_fits_phones_and_wide_screens(browser, base_url, tmp_path, width):
+    paths, _ = sharded_checkpoint(tmp_path)
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(base_url)
+        page.wait_for_selector("html.py-ready", timeout=READY_MS)
+        settled(page)
+        page.locator("#checkpoint > summary").click()
+        page.locator("#checkpoint-files").set_input_files([str(p) for p in paths])
+        page.wait_for_selector("#checkpoint-table:not([hidden])")
+        panel = page.locator("#checkpoint")
+        panel.scroll_into_view_if_needed()
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        panel.screenshot(path=str(SHOTS / f"checkpoint-{width}.png"))
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        box = page.locator("#checkpoint-table").bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width
     finally:
         context.close()
