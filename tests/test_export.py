@@ -15,7 +15,7 @@ import pytest
 from pycore import estimate
 from pycore.inputs.schema import InputError, parse
 from pycore.memory.estimate import estimate_values
-from pycore.output import export
+from pycore.output import export, web
 
 
 def _round_trip(kind, query):
@@ -76,3 +76,65 @@ def test_the_command_line_prints_the_block(capsys):
     assert json.loads(capsys.readouterr().out)["zero_optimization"]["stage"] == 2
     assert cli.main(["--export", "slurm", "model=llama-3.1-8b"]) == 2
     assert "--export: got 'slurm'; accepts vllm | trainer | deepspeed" in capsys.readouterr().err
+
+
+# The PyTorch-native launchers (pycore/output/export_pytorch.py): each block, pasted back, gives the same estimate
+# for what the framework can say (accelerate: FSDP or ZeRO with precision and checkpointing; torchtitan: every
+# parallel degree, the batch, accumulation, sequence and activation checkpointing; torchtune: its FSDP recipes).
+ROUND_TRIPS = [
+    ("accelerate", {"model": "llama-3.1-8b", "framework": "accelerate", "dp": "8", "fsdp": "FULL_SHARD",
+                    "recompute": "full", "precision": "amp-bf16"}),
+    ("accelerate", {"model": "llama-3.1-8b", "framework": "accelerate", "dp": "4", "zero": "3", "offload": "optimizer",
+                    "microbatches": "8"}),
+    ("accelerate", {"model": "qwen2.5-0.5b", "framework": "accelerate", "dp": "2", "fsdp": "FULL_SHARD",
+                    "offload": "params"}),
+    ("torchtitan", {"model": "llama-3.1-70b", "framework": "torchtitan", "dp": "8", "tp": "8", "fsdp": "FULL_SHARD",
+                    "microbatches": "2", "recompute": "op", "seq": "8192"}),
+    ("torchtitan", {"model": "llama-3.1-8b", "framework": "torchtitan", "dp": "4", "pp": "2", "fsdp": "FULL_SHARD",
+                    "batch": "2", "microbatches": "4", "recompute": "layer"}),
+    ("torchtune", {"model": "llama-3.1-8b", "framework": "torchtune", "dp": "8", "fsdp": "FULL_SHARD",
+                   "batch": "2", "microbatches": "4", "seq": "4096", "recompute": "full"}),
+    ("torchtune", {"model": "llama-3.1-8b", "framework": "torchtune", "method": "lora", "lora_rank": "32",
+                   "dp": "2", "fsdp": "FULL_SHARD", "offload": "params"}),
+]
+
+
+@pytest.mark.parametrize("kind,query", ROUND_TRIPS)
+def test_a_pytorch_launcher_block_round_trips(kind, query):
+    values = parse(query)
+    block = export.export(kind, values, estimate_values(values))
+    back = export.read(block)
+    assert estimate({"model": query["model"], **back}).total_bytes == estimate(query).total_bytes
+
+
+def test_the_pytorch_launcher_blocks_say_what_they_are():
+    values = parse({"model": "llama-3.1-70b", "framework": "torchtitan", "dp": "8", "tp": "8", "fsdp": "FULL_SHARD",
+                    "microbatches": "2"})
+    result = estimate_values(values)
+    titan = export.export("torchtitan", values, result)
+    # torchtitan divides global_batch_size by local_batch_size x the data-parallel degrees to get the accumulation
+    assert "global_batch_size = 16" in titan and "tensor_parallel_degree = 8" in titan
+    accelerate = export.export("accelerate", values, result)
+    assert "distributed_type: FSDP" in accelerate and "fsdp_version: 2" in accelerate
+    tune = export.export("torchtune", values, result)
+    assert tune.startswith("tune run --nproc_per_node 64 full_finetune_distributed") and "tensor_parallel_dim=8" in tune
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[training\nlocal_batch_size = 2", "not a readable TOML file"),
+    ("distributed_type FSDP", "line 1 is not 'key: value'"),
+    ("foo: bar", "not a vllm serve line, TrainingArguments or DeepSpeed JSON, accelerate config"),
+    ("tune run 'unclosed", "unclosed quote"),
+])
+def test_a_malformed_launcher_block_is_refused_by_name(text, message):
+    with pytest.raises(InputError, match=message):
+        export.read(text)
+
+
+@pytest.mark.parametrize("framework,kinds", [("torchtitan", ["torchtitan"]), ("torchtune", ["torchtune"]),
+                                             ("accelerate", ["accelerate", "trainer"]),
+                                             ("hf-trainer", ["trainer", "deepspeed"])])
+def test_the_page_offers_the_launcher_of_the_framework_in_the_form(framework, kinds):
+    shown = json.loads(web.launch(f"model=llama-3.1-8b&dp=8&fsdp=FULL_SHARD&framework={framework}"))["blocks"]
+    assert [block["kind"] for block in shown] == kinds
+    assert all(block["follows"].startswith("Names as in ") for block in shown)

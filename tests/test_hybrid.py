@@ -132,7 +132,7 @@ def test_a_published_qwen3_next_start_up_log_is_reproduced_by_the_page_layout():
     # form 4 groups, and a request takes cdiv(215,040, 1,072) + 3 = 204 blocks: 339 blocks give both lines.
     result = estimate({"model": "qwen3-next-80b-a3b", "mode": "infer", "engine": "vllm", "tp": "2", "kv_dtype": "fp8",
                        "seq": "215040", "new_tokens": "0", "gpu": "h200-141gb"})
-    pages = vllm_pages(catalog.architecture("qwen3-next-80b-a3b"), 0, 48, 2, 1, 2)
+    pages = vllm_pages(catalog.architecture("qwen3-next-80b-a3b"), 0, 48, 2, (1, 2))
     assert result.vllm["block_tokens"] == pages["block_tokens"] == 1072
     logged = vllm_capacity({"kv_bytes_per_token": result.kv_bytes_per_token, "vllm_pages": pages,
                                     "components": {"kv_cache": 339 * pages["page_bytes"] * pages["group_size"]},

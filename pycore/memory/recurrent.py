@@ -73,8 +73,8 @@ def has_state(arch: "Architecture") -> bool:
     return any(letter in STATEFUL for letter in arch.layer_pattern)
 
 
-def vllm_pages(arch: "Architecture", first: int, count: int, tp: int, kv_bytes: float,
-               model_bytes: float, batched: int = 8192, drafter_layers: int = 0) -> "dict[str, int] | None":
+def vllm_pages(arch: "Architecture", first: int, count: int, tp: int, element_bytes: "tuple[float, float]",
+               batched: int = 8192, drafter_layers: int = 0) -> "dict[str, int] | None":
     """How vLLM 0.11 lays out a cache whose layers are not all alike: None when every layer is full attention.
 
     Sliding-window and chunked-attention layers (v1/kv_cache_interface.py SlidingWindowSpec,
@@ -90,7 +90,9 @@ def vllm_pages(arch: "Architecture", first: int, count: int, tp: int, kv_bytes: 
     group shares. A request takes cdiv(max_model_len, block) blocks in each attention group and one in each
     state group (MambaSpec: one state per request). ``drafter_layers``: full-attention layers an MTP drafter adds
     to the same cache (Qwen3-Next's, v1/spec_decode/eagle.py), counted with the model's own.
+    ``element_bytes``: the KV cache's and the model dtype's bytes per value.
     """
+    kv_bytes, model_bytes = element_bytes           # the KV cache's element size, the model dtype's (the state's)
     counts = layer_counts(arch, first, count)
     stateful = sum(n for mixer, n in counts.items() if mixer in STATEFUL)
     kinds = dict(window_layers(arch, first, count))

@@ -153,8 +153,8 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
     if work.engine == "vllm":
         state = int(rnd(state_per_sequence(setup.arch, first_layer, stage.layers, "vllm", setup.layout.tp,
                                            setup.policy.bytes("act"))).value)
-        pages = vllm_pages(setup.arch, first_layer, stage.layers, setup.layout.tp, setup.policy.bytes("kv"),
-                           setup.policy.bytes("act"), work.max_batched_tokens, mtp)
+        pages = vllm_pages(setup.arch, first_layer, stage.layers, setup.layout.tp,
+                           (setup.policy.bytes("kv"), setup.policy.bytes("act")), work.max_batched_tokens, mtp)
         pools = _vllm_pools(setup, stage, gpu, stored, per_token, pages)
         moments = VLLM_MOMENTS
     else:

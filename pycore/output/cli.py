@@ -20,7 +20,8 @@ from pycore.output import export, report
 
 USAGE = """usage: python -m pycore [--json | --csv | --markdown] [--gpus all] KEY=VALUE ... [--compare KEY=VALUE ...]
        python -m pycore fits [--json] gpu=ID gpus=N KEY=VALUE ...   (which presets fit on N GPUs)
-       python -m pycore --export vllm|trainer|deepspeed KEY=VALUE ...   (launch settings for that setup)
+       python -m pycore --export vllm|trainer|deepspeed|accelerate|torchtitan|torchtune KEY=VALUE ...
+                                                             (launch settings for that setup)
        python -m pycore --calibrate FILE [--json] KEY=VALUE ...   (a pasted vLLM log, PyTorch memory figures or an
                                                nvidia-smi reading against that setup's estimate; - reads stdin)
        python -m pycore models | gpus | schema

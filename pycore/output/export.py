@@ -15,13 +15,15 @@ from pycore.base.errors import InputError
 from pycore.inputs import frameworks
 from pycore.memory.record import Estimate
 from pycore.model.catalog import models, preset_id
+from pycore.output import export_pytorch
 
-KINDS = ("vllm", "trainer", "deepspeed")
+KINDS = ("vllm", "trainer", "deepspeed", "accelerate", "torchtitan", "torchtune")
 # What each block is and the version of the framework whose names it uses (the page shows it beside the block).
 FOLLOWS = {"vllm": ("vllm serve flags", "vLLM 0.11: EngineArgs, vllm/engine/arg_utils.py"),
            "trainer": ("Hugging Face TrainingArguments (JSON)", "transformers 5.24: training_args.py"),
            "deepspeed": ("DeepSpeed config (JSON)", "DeepSpeed 0.19: deepspeed/runtime/config.py, "
-                                                   "deepspeed/runtime/zero/config.py")}
+                                                   "deepspeed/runtime/zero/config.py"),
+           **export_pytorch.FOLLOWS}
 _DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 _QUANT = {"fp8": "fp8", "gptq-int4": "gptq", "awq-int4": "awq"}          # vLLM --quantization methods
 _OPTIM = {("adamw", "fused"): "adamw_torch_fused", ("adamw", "foreach"): "adamw_torch",
@@ -90,18 +92,23 @@ def export(kind: str, values: "dict[str, Any]", result: Estimate) -> str:
     """The block of ``kind`` (one of KINDS) for this estimate."""
     if kind not in KINDS:
         raise InputError("export", f"one of {', '.join(KINDS)}, got {kind[:40]!r}")
-    return {"vllm": vllm, "trainer": trainer, "deepspeed": deepspeed}[kind](values, result)
+    return {"vllm": vllm, "trainer": trainer, "deepspeed": deepspeed, "accelerate": export_pytorch.accelerate,
+            "torchtitan": export_pytorch.torchtitan, "torchtune": export_pytorch.torchtune}[kind](values, result)
 
 
 def read(text: str) -> "dict[str, str]":
-    """The schema's inputs a pasted block sets (a ``vllm serve`` line, TrainingArguments or DeepSpeed JSON)."""
+    """The schema's inputs a pasted block sets (a ``vllm serve`` line, TrainingArguments or DeepSpeed JSON, an
+    accelerate config, a torchtitan TOML or a ``tune run`` line: pycore.output.export_pytorch)."""
     text = text.strip()
     if text.startswith("vllm"):
         return _read_vllm(text)
+    if not text.startswith("{"):
+        return export_pytorch.read(text)
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):        # RecursionError: JSON nested thousands deep
-        raise InputError("export", "not a vllm serve line, TrainingArguments JSON or DeepSpeed JSON") from None
+        raise InputError("export", "not a vllm serve line, TrainingArguments or DeepSpeed JSON, accelerate config, "
+                                   "torchtitan TOML or tune run line") from None
     if not isinstance(data, dict):
         raise InputError("export", "a JSON object ({...}) was expected")
     return _read_deepspeed(data) if "train_micro_batch_size_per_gpu" in data else _read_trainer(data)
@@ -183,6 +190,8 @@ _ZERO_READ = {"stage", "offload_optimizer", "offload_param"}
 def unread(text: str) -> "list[str]":
     """The flags or keys of a pasted block that ``read`` takes into no input (as written, in order)."""
     text = text.strip()
+    if not text.startswith(("vllm", "{")):
+        return export_pytorch.unread(text)
     if text.startswith("vllm"):
         known = set(_VLLM_FLAGS) | {"--kv-cache-dtype", "--quantization", "--speculative-config"}
         return list(dict.fromkeys(w for w in _vllm_words(text)[3:] if w.startswith("--") and w not in known))

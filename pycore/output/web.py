@@ -269,15 +269,21 @@ MAX_PASTE = 200_000         # characters of pasted launch settings read (a DeepS
 NO_RESULT = "No estimate for the inputs in the form (see the messages above)"
 
 
+# The blocks a training setup gets, by the framework in the form: each launcher's own file, the Trainer's otherwise
+LAUNCHERS = {"accelerate": ("accelerate", "trainer"), "deepspeed": ("deepspeed", "trainer"),
+             "torchtitan": ("torchtitan",), "torchtune": ("torchtune",)}
+
+
 def launch(query: str) -> str:
     """The launch settings of the setup in the form, as copyable blocks: JSON ``{"blocks": [{kind, title,
     follows, text}], "note", "errors"}``. Serving with vLLM gives its ``vllm serve`` line; training, a
-    TrainingArguments JSON and a DeepSpeed config; serving with generate() none (``note`` says why)."""
+    the launcher of the framework in the form (LAUNCHERS: TrainingArguments and DeepSpeed JSON for the Trainer and
+    the others); serving with generate() none (``note`` says why)."""
     values, result, errors, _ = _estimate(query, explain=False)
     if result is None:
         return _dumps({"blocks": [], "note": NO_RESULT + ", so no launch settings.", "errors": errors})
-    kinds: "tuple[str, ...]" = ("trainer", "deepspeed") if values["mode"] == "train" else \
-        ("vllm",) if values["engine"] == "vllm" else ()
+    kinds: "tuple[str, ...]" = LAUNCHERS.get(values["framework"], ("trainer", "deepspeed")) \
+        if values["mode"] == "train" else ("vllm",) if values["engine"] == "vllm" else ()
     blocks = [{"kind": kind, "title": export.FOLLOWS[kind][0], "follows": f"Names as in {export.FOLLOWS[kind][1]}",
                "text": export.export(kind, values, result)} for kind in kinds]
     note = "" if kinds else ("Serving with transformers' generate() (engine hf) is started from Python, with no "

@@ -1,0 +1,273 @@
+"""Launch settings for the PyTorch-native launchers, in their own words, and back.
+
+- ``accelerate``: the config file ``accelerate config`` writes (accelerate 1.15, accelerate/commands/config/cluster.py:
+  distributed_type, mixed_precision, num_processes, fsdp_config's fsdp_version, fsdp_reshard_after_forward (a
+  FSDP_SHARDING_STRATEGY name under FSDP 1, a yes/no under FSDP 2), fsdp_offload_params, fsdp_auto_wrap_policy,
+  fsdp_activation_checkpointing; deepspeed_config's zero_stage, offload_optimizer_device, offload_param_device,
+  gradient_accumulation_steps). YAML, written and read as the flat two-level file it is.
+- ``torchtitan``: a job TOML (torchtitan v0.2, torchtitan/config/job_config.py JobConfig: [training] local_batch_size,
+  global_batch_size, seq_len, mixed_precision_param, enable_cpu_offload; [parallelism] data_parallel_shard_degree,
+  data_parallel_replicate_degree, fsdp_reshard_after_forward, tensor_parallel_degree, pipeline_parallel_degree,
+  context_parallel_degree, expert_parallel_degree; [activation_checkpoint] mode, selective_ac_option; [optimizer]
+  name, implementation), global_batch_size giving the accumulation as torchtitan divides it.
+- ``torchtune``: a ``tune run`` line with the recipe's config overrides (torchtune v0.6.1,
+  recipes/full_finetune_distributed.py and lora_finetune_distributed.py: batch_size, gradient_accumulation_steps,
+  enable_activation_checkpointing, dtype, fsdp_cpu_offload, fsdp_reshard_after_forward, tensor_parallel_dim;
+  tokenizer.max_seq_len; model.lora_rank and model.lora_attn_modules / apply_lora_to_mlp).
+"""
+
+import shlex
+import tomllib
+from typing import Any
+
+from pycore.base.errors import InputError
+from pycore.inputs import frameworks
+from pycore.memory.record import Estimate
+
+FOLLOWS = {"accelerate": ("accelerate config (YAML)", "accelerate 1.15: accelerate/commands/config/cluster.py"),
+           "torchtitan": ("torchtitan job config (TOML)", "torchtitan v0.2: torchtitan/config/job_config.py"),
+           "torchtune": ("tune run with config overrides", "torchtune v0.6.1: recipes/full_finetune_distributed.py, "
+                                                           "lora_finetune_distributed.py")}
+_LORA_MODULES = {"qv": "['q_proj','v_proj']", "attention": "['q_proj','k_proj','v_proj','output_proj']",
+                 "all-linear": "['q_proj','k_proj','v_proj','output_proj']"}
+# pycore's recompute -> torchtitan's [activation_checkpoint] mode and selective_ac_option. Megatron's selective
+# (the attention core alone) has no torchtitan form: op, which also keeps the attention core's output, is nearest.
+_AC = {"full": ("full", None), "op": ("selective", "op"), "layer": ("selective", "2"), "none": ("none", None),
+       "selective": ("selective", "op")}
+
+
+def _recompute(values: "dict[str, Any]") -> str:
+    """The recomputation in force: an auto one as the framework does it."""
+    return str(frameworks.apply(values)["recompute"])
+
+
+def _mixed(precision: str) -> str:
+    """accelerate's mixed_precision: autocast over fp32 weights (amp-*, FSDP2's bf16 compute), else no."""
+    return "bf16" if precision in ("amp-bf16", "fsdp2-bf16") else "fp16" if precision == "amp-fp16" else "no"
+
+
+def accelerate(values: "dict[str, Any]", result: Estimate) -> str:
+    """The accelerate config file for this layout: FSDP when an FSDP strategy is chosen, DeepSpeed for a ZeRO stage,
+    else multi-GPU DDP."""
+    lay, offload = result.layout, values.get("offload", "none")
+    lines = ["compute_environment: LOCAL_MACHINE", f"mixed_precision: '{_mixed(result.setup.precision)}'",
+             "num_machines: 1", f"num_processes: {lay.gpus}"]
+    fsdp, zero = values.get("fsdp", "none"), str(values.get("zero") or 0)
+    if fsdp != "none":
+        two = fsdp in ("FULL_SHARD", "SHARD_GRAD_OP")
+        reshard = ("true" if fsdp == "FULL_SHARD" else "false") if two else fsdp
+        lines += ["distributed_type: FSDP", "fsdp_config:", f"  fsdp_version: {2 if two else 1}",
+                  f"  fsdp_reshard_after_forward: {reshard}", f"  fsdp_offload_params: {str(offload != 'none').lower()}",
+                  "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP", "  fsdp_state_dict_type: SHARDED_STATE_DICT",
+                  f"  fsdp_activation_checkpointing: {str(_recompute(values) == 'full').lower()}"]
+    elif zero != "0":
+        lines += ["distributed_type: DEEPSPEED", "deepspeed_config:", f"  zero_stage: {zero}",
+                  f"  gradient_accumulation_steps: {values['microbatches']}",
+                  f"  offload_optimizer_device: {'cpu' if offload != 'none' else 'none'}",
+                  f"  offload_param_device: {'cpu' if offload == 'params' else 'none'}"]
+    else:
+        lines.append(f"distributed_type: {'MULTI_GPU' if lay.gpus > 1 else 'NO'}")
+    return "\n".join(lines)
+
+
+def torchtitan(values: "dict[str, Any]", result: Estimate) -> str:
+    """A torchtitan job TOML with the batch, sequence, precision, every parallel degree and recomputation."""
+    lay = result.layout
+    sharded = values.get("fsdp", "none") not in ("none", "NO_SHARD")
+    mode, option = _AC.get(_recompute(values), ("none", None))
+    param = "bfloat16" if "bf16" in result.setup.precision else "float32"
+    return "\n".join([
+        "[training]", f"local_batch_size = {values['batch']}",
+        f"global_batch_size = {values['batch'] * values['microbatches'] * lay.dp}", f"seq_len = {values['seq']}",
+        f'mixed_precision_param = "{param}"', f"enable_cpu_offload = {str(values.get('offload') != 'none').lower()}",
+        "", "[parallelism]", f"data_parallel_shard_degree = {lay.dp if sharded else 1}",
+        f"data_parallel_replicate_degree = {1 if sharded else lay.dp}",
+        f'fsdp_reshard_after_forward = "{"never" if values.get("fsdp") == "SHARD_GRAD_OP" else "default"}"',
+        f"tensor_parallel_degree = {lay.tp}", f"pipeline_parallel_degree = {lay.pp}",
+        f"context_parallel_degree = {lay.cp}", f"expert_parallel_degree = {lay.ep}",
+        "", "[activation_checkpoint]", f'mode = "{mode}"', *([f'selective_ac_option = "{option}"'] if option else []),
+        "", "[optimizer]", 'name = "AdamW"', f'implementation = "{result.setup.optimizer_impl or "fused"}"'])
+
+
+def torchtune(values: "dict[str, Any]", result: Estimate) -> str:
+    """``tune run`` of the full or LoRA distributed recipe with the overrides this estimate assumes."""
+    lora = values.get("method") in ("lora", "qlora")
+    recipe = "lora_finetune_distributed" if lora else "full_finetune_distributed"
+    args = ["tune", "run", "--nproc_per_node", str(result.layout.gpus), recipe, "--config", "CONFIG",
+            f"batch_size={values['batch']}", f"gradient_accumulation_steps={values['microbatches']}",
+            f"tokenizer.max_seq_len={values['seq']}",
+            f"enable_activation_checkpointing={_recompute(values) == 'full'}",
+            f"dtype={'bf16' if 'bf16' in result.setup.precision else 'fp32'}",
+            f"fsdp_cpu_offload={values.get('offload') != 'none'}"]
+    if values.get("fsdp") == "SHARD_GRAD_OP":
+        args.append("fsdp_reshard_after_forward=False")
+    if result.layout.tp > 1:
+        args.append(f"tensor_parallel_dim={result.layout.tp}")
+    if lora:
+        args += [f"model.lora_rank={values['lora_rank']}",
+                 f"model.lora_attn_modules={_LORA_MODULES[values.get('lora_targets', 'qv')]}",
+                 f"model.apply_lora_to_mlp={values.get('lora_targets') == 'all-linear'}"]
+    return shlex.join(args)
+
+
+def read(text: str) -> "dict[str, str]":
+    """The schema's inputs an accelerate YAML, a torchtitan TOML or a ``tune run`` line sets."""
+    text = text.strip()
+    if text.startswith("tune"):
+        return _read_torchtune(text)
+    if text.startswith("[") or "\n[" in text:
+        try:
+            return _read_torchtitan(tomllib.loads(text))
+        except tomllib.TOMLDecodeError as error:
+            raise InputError("export", f"not a readable TOML file: {str(error)[:80]}") from None
+    return _read_accelerate(_two_levels(text))
+
+
+def _two_levels(text: str) -> "dict[str, Any]":
+    """``key: value`` lines, and one level of keys indented under ``section:`` (accelerate's config file)."""
+    out: "dict[str, Any]" = {}
+    section: "dict[str, Any] | None" = None
+    for number, raw in enumerate(text.splitlines()[:1000], 1):
+        line = raw.split(" #")[0].rstrip()
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, colon, value = line.strip().partition(":")
+        if not colon:
+            raise InputError("export", f"line {number} is not 'key: value' ({line.strip()[:40]!r})")
+        value = value.strip().strip("'\"")
+        if raw.startswith((" ", "\t")) and section is not None:
+            section[key] = value
+        elif not value:
+            section = out[key] = {}
+        else:
+            out[key], section = value, None
+    return out
+
+
+def _read_accelerate(data: "dict[str, Any]") -> "dict[str, str]":
+    if "distributed_type" not in data:
+        raise InputError("export", "not a vllm serve line, TrainingArguments or DeepSpeed JSON, accelerate config, "
+                                   "torchtitan TOML or tune run line")
+    out = {"mode": "train", "framework": "accelerate"}
+    mixed = data.get("mixed_precision")
+    if mixed in ("bf16", "fp16"):
+        out["precision"] = f"amp-{mixed}"
+    if str(data.get("num_processes", "")).isdigit():
+        out["dp"] = str(data["num_processes"])          # accelerate's config holds no tensor or pipeline degree
+    fsdp, deepspeed = data.get("fsdp_config"), data.get("deepspeed_config")
+    if isinstance(fsdp, dict):
+        reshard = str(fsdp.get("fsdp_reshard_after_forward", "true"))
+        out["fsdp"] = {"true": "FULL_SHARD", "false": "SHARD_GRAD_OP"}.get(reshard.lower(), reshard)
+        out["offload"] = "params" if str(fsdp.get("fsdp_offload_params")).lower() == "true" else "none"
+        if "fsdp_activation_checkpointing" in fsdp:
+            out["recompute"] = "full" if str(fsdp["fsdp_activation_checkpointing"]).lower() == "true" else "none"
+    if isinstance(deepspeed, dict):
+        out["zero"] = str(deepspeed.get("zero_stage", 0))
+        if "gradient_accumulation_steps" in deepspeed:
+            out["microbatches"] = str(deepspeed["gradient_accumulation_steps"])
+        out["offload"] = "params" if deepspeed.get("offload_param_device") == "cpu" else \
+            "optimizer" if deepspeed.get("offload_optimizer_device") == "cpu" else "none"
+    return out
+
+
+def _read_torchtitan(data: "dict[str, Any]") -> "dict[str, str]":
+    training, parallel = data.get("training", {}), data.get("parallelism", {})
+    checkpointing = data.get("activation_checkpoint", {})
+    if not isinstance(training, dict) or not isinstance(parallel, dict) or not isinstance(checkpointing, dict):
+        raise InputError("export", "torchtitan's [training], [parallelism] and [activation_checkpoint] are tables")
+    out = {"mode": "train", "framework": "torchtitan"}
+    degrees = {"tp": "tensor_parallel_degree", "pp": "pipeline_parallel_degree", "cp": "context_parallel_degree",
+               "ep": "expert_parallel_degree"}
+    out.update({key: str(parallel[name]) for key, name in degrees.items() if name in parallel})
+    shard, replicate = parallel.get("data_parallel_shard_degree", -1), parallel.get("data_parallel_replicate_degree", 1)
+    if isinstance(shard, int) and isinstance(replicate, int) and shard > 0:
+        out["dp"] = str(shard * replicate)
+        out["fsdp"] = "FULL_SHARD" if shard > 1 else "NO_SHARD"
+    if "local_batch_size" in training:
+        out["batch"] = str(training["local_batch_size"])
+    global_batch = training.get("global_batch_size", -1)
+    if isinstance(global_batch, int) and global_batch > 0 and "dp" in out and "batch" in out:
+        out["microbatches"] = str(max(1, global_batch // (int(out["batch"]) * int(out["dp"]))))
+    if "seq_len" in training:
+        out["seq"] = str(training["seq_len"])
+    out.update(_titan_settings(data, out.get("fsdp")))
+    mode, option = checkpointing.get("mode"), str(checkpointing.get("selective_ac_option", "2"))
+    if mode in ("full", "none"):
+        out["recompute"] = str(mode)
+    elif mode == "selective":
+        out["recompute"] = "op" if option == "op" else "layer"
+    return out
+
+
+def _titan_settings(data: "dict[str, Any]", fsdp: "str | None") -> "dict[str, str]":
+    """torchtitan's precision, CPU offload, resharding and optimizer kernel, as inputs."""
+    training, parallel = data.get("training", {}), data.get("parallelism", {})
+    optimizer: "dict[str, Any]" = data["optimizer"] if isinstance(data.get("optimizer"), dict) else {}
+    out = {"precision": "fp32"} if training.get("mixed_precision_param") == "float32" else {}
+    if training.get("enable_cpu_offload") is True:
+        out["offload"] = "params"
+    if parallel.get("fsdp_reshard_after_forward") == "never" and fsdp == "FULL_SHARD":
+        out["fsdp"] = "SHARD_GRAD_OP"
+    if optimizer.get("implementation") in ("fused", "foreach", "for-loop"):
+        out["optimizer_impl"] = str(optimizer["implementation"])
+    return out
+
+
+def _read_torchtune(text: str) -> "dict[str, str]":
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        raise InputError("export", "the tune run line has an unclosed quote") from None
+    pairs = dict(word.split("=", 1) for word in words if "=" in word and not word.startswith("-"))
+    out = {"mode": "train", "framework": "torchtune"}
+    if "--nproc_per_node" in words[:-1]:
+        gpus = words[words.index("--nproc_per_node") + 1]
+        tp = pairs.get("tensor_parallel_dim", "1")
+        if gpus.isdigit() and tp.isdigit() and int(tp) > 0:
+            out["dp"] = str(max(1, int(gpus) // int(tp)))
+        out["fsdp"] = "SHARD_GRAD_OP" if pairs.get("fsdp_reshard_after_forward", "").lower() == "false" \
+            else "FULL_SHARD"
+    for name, key in (("batch_size", "batch"), ("gradient_accumulation_steps", "microbatches"),
+                      ("tokenizer.max_seq_len", "seq"), ("tensor_parallel_dim", "tp"), ("model.lora_rank", "lora_rank")):
+        if name in pairs:
+            out[key] = pairs[name]
+    if "enable_activation_checkpointing" in pairs:
+        out["recompute"] = "full" if pairs["enable_activation_checkpointing"].lower() == "true" else "none"
+    if pairs.get("fsdp_cpu_offload", "").lower() == "true":
+        out["offload"] = "params"
+    if pairs.get("dtype") in ("bf16", "fp32"):
+        out["precision"] = pairs["dtype"]
+    if any("lora_finetune" in word for word in words):
+        out["method"] = "lora"
+    return out
+
+
+_ACCELERATE_READ = {"distributed_type", "mixed_precision", "fsdp_config", "deepspeed_config",
+                    "fsdp_reshard_after_forward", "fsdp_offload_params", "fsdp_activation_checkpointing", "zero_stage",
+                    "gradient_accumulation_steps", "offload_optimizer_device", "offload_param_device"}
+_TITAN_READ = {"local_batch_size", "global_batch_size", "seq_len", "data_parallel_shard_degree",
+               "data_parallel_replicate_degree", "tensor_parallel_degree", "pipeline_parallel_degree",
+               "context_parallel_degree", "expert_parallel_degree", "mode", "selective_ac_option",
+               "mixed_precision_param", "enable_cpu_offload", "fsdp_reshard_after_forward", "implementation"}
+_TUNE_READ = {"batch_size", "gradient_accumulation_steps", "tokenizer.max_seq_len", "tensor_parallel_dim",
+              "model.lora_rank", "enable_activation_checkpointing", "fsdp_cpu_offload", "dtype",
+              "fsdp_reshard_after_forward"}
+
+
+def unread(text: str) -> "list[str]":
+    """The keys (section.key) or overrides of a pasted block that ``read`` takes into no input, in order."""
+    text = text.strip()
+    if text.startswith("tune"):
+        words = [w.split("=", 1)[0] for w in shlex.split(text) if "=" in w and not w.startswith("-")]
+        return [w for w in words if w not in _TUNE_READ]
+    if text.startswith("[") or "\n[" in text:
+        data, known = tomllib.loads(text), _TITAN_READ
+    else:
+        data, known = _two_levels(text), _ACCELERATE_READ
+    out = []
+    for key, value in data.items():
+        inner = value.items() if isinstance(value, dict) else [(None, value)]
+        out += [f"{key}.{name}" if name else key for name, _ in inner
+                if (name or key) not in known and not (name is None and key in ("compute_environment", "num_machines",
+                                                                                 "num_processes"))]
+    return out
