@@ -123,7 +123,7 @@ def test_the_pytorch_launcher_blocks_say_what_they_are():
 @pytest.mark.parametrize("text,message", [
     ("[training\nlocal_batch_size = 2", "not a readable TOML file"),
     ("distributed_type FSDP", "line 1 is not 'key: value'"),
-    ("foo: bar", "not a vllm serve line, TrainingArguments or DeepSpeed JSON, accelerate config"),
+    ("foo: bar", "not a vllm serve line, TrainingArguments or DeepSpeed JSON, accelerate, torchtune or axolotl"),
     ("tune run 'unclosed", "unclosed quote"),
 ])
 def test_a_malformed_launcher_block_is_refused_by_name(text, message):
@@ -138,3 +138,42 @@ def test_the_page_offers_the_launcher_of_the_framework_in_the_form(framework, ki
     shown = json.loads(web.launch(f"model=llama-3.1-8b&dp=8&fsdp=FULL_SHARD&framework={framework}"))["blocks"]
     assert [block["kind"] for block in shown] == kinds
     assert all(block["follows"].startswith("Names as in ") for block in shown)
+
+
+AXOLOTL = """base_model: meta-llama/Llama-3.1-8B
+load_in_4bit: true
+adapter: qlora
+lora_r: 32
+lora_target_linear: true
+sequence_len: 4096
+micro_batch_size: 2
+gradient_accumulation_steps: 4
+gradient_checkpointing: true
+optimizer: paged_adamw_8bit
+"""
+TORCHTUNE = """batch_size: 2
+gradient_accumulation_steps: 8
+dtype: bf16
+enable_activation_checkpointing: True
+model:
+  _component_: torchtune.models.llama3_1.lora_llama3_1_8b
+  lora_rank: 8
+tokenizer:
+  _component_: torchtune.models.llama3.llama3_tokenizer
+  max_seq_len: 2048
+"""
+
+
+def test_an_axolotl_config_sets_the_inputs_it_names():
+    # axolotl v0.18.0's keys (docs' config reference): a QLoRA run over every linear layer
+    assert export.read(AXOLOTL) == {"mode": "train", "framework": "axolotl", "batch": "2", "microbatches": "4",
+                                    "seq": "4096", "lora_rank": "32", "recompute": "full", "method": "qlora",
+                                    "lora_targets": "all-linear"}
+    assert export.unread(AXOLOTL) == ["base_model", "optimizer"]
+
+
+def test_a_torchtune_recipe_config_reads_as_its_overrides_do():
+    assert export.read(TORCHTUNE) == {"mode": "train", "framework": "torchtune", "batch": "2", "microbatches": "8",
+                                      "seq": "2048", "lora_rank": "8", "recompute": "full", "precision": "bf16",
+                                      "method": "lora"}
+    assert export.unread(TORCHTUNE) == ["tokenizer._component_"]

@@ -107,8 +107,7 @@ def read(text: str) -> "dict[str, str]":
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):        # RecursionError: JSON nested thousands deep
-        raise InputError("export", "not a vllm serve line, TrainingArguments or DeepSpeed JSON, accelerate config, "
-                                   "torchtitan TOML or tune run line") from None
+        raise InputError("export", export_pytorch.NOT_A_BLOCK) from None
     if not isinstance(data, dict):
         raise InputError("export", "a JSON object ({...}) was expected")
     return _read_deepspeed(data) if "train_micro_batch_size_per_gpu" in data else _read_trainer(data)

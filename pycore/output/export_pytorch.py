@@ -14,6 +14,11 @@
   recipes/full_finetune_distributed.py and lora_finetune_distributed.py: batch_size, gradient_accumulation_steps,
   enable_activation_checkpointing, dtype, fsdp_cpu_offload, fsdp_reshard_after_forward, tensor_parallel_dim;
   tokenizer.max_seq_len; model.lora_rank and model.lora_attn_modules / apply_lora_to_mlp).
+
+``read`` takes those back, and also a torchtune recipe config (the same keys, nested one level) and an axolotl
+config (v0.18.0, src/axolotl/utils/schemas: micro_batch_size, gradient_accumulation_steps, sequence_len,
+gradient_checkpointing, adapter, load_in_4bit, lora_r, lora_target_linear, bf16, fp16), the flags and keys no
+input takes listed by ``unread``.
 """
 
 import shlex
@@ -28,6 +33,8 @@ FOLLOWS = {"accelerate": ("accelerate config (YAML)", "accelerate 1.15: accelera
            "torchtitan": ("torchtitan job config (TOML)", "torchtitan v0.2: torchtitan/config/job_config.py"),
            "torchtune": ("tune run with config overrides", "torchtune v0.6.1: recipes/full_finetune_distributed.py, "
                                                            "lora_finetune_distributed.py")}
+NOT_A_BLOCK = "not a vllm serve line, TrainingArguments or DeepSpeed JSON, accelerate, torchtune or axolotl config, " \
+    "torchtitan TOML or tune run line"
 _LORA_MODULES = {"qv": "['q_proj','v_proj']", "attention": "['q_proj','k_proj','v_proj','output_proj']",
                  "all-linear": "['q_proj','k_proj','v_proj','output_proj']"}
 # pycore's recompute -> torchtitan's [activation_checkpoint] mode and selective_ac_option. Megatron's selective
@@ -111,7 +118,8 @@ def torchtune(values: "dict[str, Any]", result: Estimate) -> str:
 
 
 def read(text: str) -> "dict[str, str]":
-    """The schema's inputs an accelerate YAML, a torchtitan TOML or a ``tune run`` line sets."""
+    """The schema's inputs an accelerate config, a torchtitan TOML, a ``tune run`` line, a torchtune recipe config
+    or an axolotl config sets."""
     text = text.strip()
     if text.startswith("tune"):
         return _read_torchtune(text)
@@ -120,7 +128,15 @@ def read(text: str) -> "dict[str, str]":
             return _read_torchtitan(tomllib.loads(text))
         except tomllib.TOMLDecodeError as error:
             raise InputError("export", f"not a readable TOML file: {str(error)[:80]}") from None
-    return _read_accelerate(_two_levels(text))
+    data = _two_levels(text)
+    if "distributed_type" in data:
+        return _read_accelerate(data)
+    if any(key in data for key in _AXOLOTL_MARKS):
+        return _read_axolotl(data)
+    if "batch_size" in data:
+        flat = _dotted(data)
+        return _tune_pairs(flat, [flat.get("model._component_", "")])
+    raise InputError("export", NOT_A_BLOCK)
 
 
 def _two_levels(text: str) -> "dict[str, Any]":
@@ -144,10 +160,15 @@ def _two_levels(text: str) -> "dict[str, Any]":
     return out
 
 
+def _dotted(data: "dict[str, Any]") -> "dict[str, str]":
+    """A two-level mapping's keys as torchtune's overrides write them: ``section.key``."""
+    return {f"{key}.{name}" if name else key: str(inner) for key, value in data.items()
+            for name, inner in (value.items() if isinstance(value, dict) else [("", value)])}
+
+
 def _read_accelerate(data: "dict[str, Any]") -> "dict[str, str]":
     if "distributed_type" not in data:
-        raise InputError("export", "not a vllm serve line, TrainingArguments or DeepSpeed JSON, accelerate config, "
-                                   "torchtitan TOML or tune run line")
+        raise InputError("export", NOT_A_BLOCK)
     out = {"mode": "train", "framework": "accelerate"}
     mixed = data.get("mixed_precision")
     if mixed in ("bf16", "fp16"):
@@ -219,7 +240,7 @@ def _read_torchtune(text: str) -> "dict[str, str]":
     except ValueError:
         raise InputError("export", "the tune run line has an unclosed quote") from None
     pairs = dict(word.split("=", 1) for word in words if "=" in word and not word.startswith("-"))
-    out = {"mode": "train", "framework": "torchtune"}
+    out = _tune_pairs(pairs, words)
     if "--nproc_per_node" in words[:-1]:
         gpus = words[words.index("--nproc_per_node") + 1]
         tp = pairs.get("tensor_parallel_dim", "1")
@@ -227,6 +248,13 @@ def _read_torchtune(text: str) -> "dict[str, str]":
             out["dp"] = str(max(1, int(gpus) // int(tp)))
         out["fsdp"] = "SHARD_GRAD_OP" if pairs.get("fsdp_reshard_after_forward", "").lower() == "false" \
             else "FULL_SHARD"
+    return out
+
+
+def _tune_pairs(pairs: "dict[str, str]", words: "list[str]") -> "dict[str, str]":
+    """torchtune's config keys (dotted, as its overrides write them) as inputs; ``words`` name the recipe or the
+    model's component (LoRA when either says lora)."""
+    out = {"mode": "train", "framework": "torchtune"}
     for name, key in (("batch_size", "batch"), ("gradient_accumulation_steps", "microbatches"),
                       ("tokenizer.max_seq_len", "seq"), ("tensor_parallel_dim", "tp"), ("model.lora_rank", "lora_rank")):
         if name in pairs:
@@ -237,8 +265,32 @@ def _read_torchtune(text: str) -> "dict[str, str]":
         out["offload"] = "params"
     if pairs.get("dtype") in ("bf16", "fp32"):
         out["precision"] = pairs["dtype"]
-    if any("lora_finetune" in word for word in words):
+    if any("lora" in word for word in words):
         out["method"] = "lora"
+    return out
+
+
+# axolotl v0.18.0's config keys (src/axolotl/utils/schemas/config.py, training.py, peft.py) this reads
+_AXOLOTL = {"micro_batch_size": "batch", "gradient_accumulation_steps": "microbatches", "sequence_len": "seq",
+            "lora_r": "lora_rank"}
+_AXOLOTL_MARKS = ("micro_batch_size", "sequence_len", "base_model", "adapter")     # keys only axolotl's config has
+_AXOLOTL_READ = {*_AXOLOTL, "gradient_checkpointing", "adapter", "load_in_4bit", "lora_target_linear", "bf16", "fp16"}
+
+
+def _read_axolotl(data: "dict[str, Any]") -> "dict[str, str]":
+    out = {"mode": "train", "framework": "axolotl"}
+    out.update({key: str(data[name]) for name, key in _AXOLOTL.items() if name in data})
+    if "gradient_checkpointing" in data:
+        out["recompute"] = "full" if str(data["gradient_checkpointing"]).lower() == "true" else "none"
+    adapter = str(data.get("adapter", "")).lower()
+    if adapter in ("lora", "qlora"):
+        out["method"] = "qlora" if adapter == "qlora" or str(data.get("load_in_4bit")).lower() == "true" else "lora"
+        if str(data.get("lora_target_linear")).lower() == "true":
+            out["lora_targets"] = "all-linear"
+    if str(data.get("bf16")).lower() == "true":
+        out["precision"] = "amp-bf16"
+    elif str(data.get("fp16")).lower() == "true":
+        out["precision"] = "amp-fp16"
     return out
 
 
@@ -263,7 +315,13 @@ def unread(text: str) -> "list[str]":
     if text.startswith("[") or "\n[" in text:
         data, known = tomllib.loads(text), _TITAN_READ
     else:
-        data, known = _two_levels(text), _ACCELERATE_READ
+        data = _two_levels(text)
+        if "distributed_type" in data:
+            known = _ACCELERATE_READ
+        elif any(key in data for key in _AXOLOTL_MARKS):
+            known = _AXOLOTL_READ
+        else:                                   # a torchtune recipe config: its keys as dotted overrides
+            return [key for key in _dotted(data) if key not in _TUNE_READ | {"model._component_"}]
     out = []
     for key, value in data.items():
         inner = value.items() if isinstance(value, dict) else [(None, value)]
