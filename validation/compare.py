@@ -261,6 +261,7 @@ def markdown(record, table):
     lines += vl_section()
     lines += lora_section()
     lines += dpo_section()
+    lines += grpo_section()
     lines += published("## Published multi-GPU runs: torchtitan", [
         "torchtitan's docs/performance.md reports per-GPU memory of Llama 3.1 training on H100s (FSDP2 with",
         "bf16 compute and fp32 master weights, here `precision=amp-bf16`; sequence 8192 unless stated). Their",
@@ -584,6 +585,82 @@ def dpo_section():
         phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
         lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
                      f"{100 * r['error']:+.1f}% | {100 * r['plain_error']:+.1f}% | {r['phase']} | {phases} |")
+    return lines
+
+
+GRPO = ROOT / "validation" / "measured_grpo.json"
+# validation/measure_grpo.py's phases, each against the largest of the estimate's moments in it
+GRPO_PHASES = {"rollout": ("rollout, prefill", "rollout, decode"), "reference log-probs": ("reference log-probs",),
+               "policy forward": ("forward end",), "backward": ("backward start", "backward, first layer",
+                                                                "backward, last layer", "backward end"),
+               "optimizer step": ("optimizer step",)}
+
+
+def grpo_rows(path=GRPO):
+    """validation/measure_grpo.py's cases: the step's peak and each phase's, measured against estimated; and the
+    nearest plain fine-tuning estimate (the same policy over prompt + completion, no rollout, no reference)."""
+    record = json.loads(path.read_text())
+    out = []
+    for case in record["cases"]:
+        inputs = dpo_inputs(case)
+        result = estimate(inputs)
+        phases = {name: max(result.moments[m] for m in moments if m in result.moments)
+                  for name, moments in GRPO_PHASES.items() if any(m in result.moments for m in moments)}
+        plain = {k: v for k, v in inputs.items() if k not in ("num_generations", "max_completion_length", "beta")}
+        plain["method"] = plain["method"].partition("-")[2] or "full"
+        plain["seq"] = str(int(inputs["seq"]) + int(inputs["max_completion_length"]))
+        plain = estimate(plain).peak_bytes
+        out.append({"label": case["label"], "measured": case["peak_bytes"], "estimated": result.peak_bytes,
+                    "error": (result.peak_bytes - case["peak_bytes"]) / case["peak_bytes"],
+                    "plain_error": (plain - case["peak_bytes"]) / case["peak_bytes"], "phase": result.peak_moment,
+                    "measured_phase": max((k for k in case["phase_peaks"] if k in GRPO_PHASES),
+                                          key=lambda k: case["phase_peaks"][k]),
+                    "phases": {k: (v, phases[k]) for k, v in case["phase_peaks"].items() if k in phases}})
+    return record, out
+
+
+def grpo_section():
+    """One GRPO step as TRL's GRPOTrainer runs it with generate(), small Llama and Qwen2 configs, beside the estimate."""
+    record, cases = grpo_rows()
+    mib = 2 ** 20
+    errors = [abs(r["error"]) for r in cases]
+    def untracked(r, name):     # the LoRA-with-checkpointing optimizer step the prose below sets apart
+        return name == "optimizer step" and " lora " in r["label"] and " gc " in r["label"]
+    phase_errors = [abs(e - m) / m for r in cases for name, (m, e) in r["phases"].items() if not untracked(r, name)]
+    apart = [abs(e - m) / m for r in cases for name, (m, e) in r["phases"].items() if untracked(r, name)]
+    lines = ["", "## GRPO (TRL's GRPOTrainer, rollout by generate())", "",
+             "`validation/measure_grpo.py` runs one GRPO step as TRL 1.16's GRPOTrainer does with transformers",
+             "`generate()` as the rollout: `generate()` under no_grad with checkpointing off, sampling",
+             "`max_completion_length` tokens for each of the batch's rows (batch is `per_device_train_batch_size`, which",
+             "counts completions; no EOS, so every completion runs to the limit); when beta > 0 the reference's",
+             "log-probs under no_grad (a frozen copy of a full policy, the base with its adapters disabled for a LoRA",
+             "one); then TRL's own `_compute_loss` (the policy over prompt + completion through the fused log-prob",
+             "head, the DAPO loss, GRPOConfig's default), backward, AdamW and `zero_grad`, with measure_dpo.py's set-up",
+             "(real tensors, CUDA's autocast lists, the fused head's CUDA path). amp-bf16 is TRL's default for a model",
+             "it loads: accelerate's autocast wraps the full policy's forward, so it generates in bf16 with its weights",
+             "cast per forward; a PEFT policy generates through the base model's own forward, in fp32. The estimate",
+             "models each phase as a moment (pycore/memory/rollout.py, pycore/memory/posttraining.py); each phase's",
+             "measured peak is set against the largest estimated moment in it. Not modelled: with a LoRA policy",
+             "under checkpointing three or four [tokens, hidden] tensors are still live when backward returns (the",
+             "optimizer step's phase, 7 to 32 MiB over, as in the DPO LoRA cases with checkpointing; none is left in",
+             "Python after the same step run untracked; never the peak), and",
+             "PEFT's fp32 copies of an adapted layer's input and output in the rollout's prefill (the all-linear case's",
+             "rollout, 4% under). The plain column is the nearest plain fine-tuning estimate (the same policy over",
+             "prompt + completion): it misses the rollout and the reference and charges full logits. rollout=vllm-colocate",
+             "(a vLLM engine in the trainer's process at `vllm_gpu_memory_utilization`) is vLLM's start-up arithmetic",
+             "as the serving section below reproduces it, not measured here (tests/test_grpo.py).",
+             f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
+             f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
+             f"{100 * max(errors):.1f}% worst; every phase of every case: {100 * statistics.median(phase_errors):.1f}% "
+             f"median, {100 * max(phase_errors):.1f}% worst (the optimizer step of the LoRA cases with checkpointing "
+             f"apart: up to {100 * max(apart, default=0):.1f}% under).", "",
+             "| case | measured MiB | estimate MiB | error | plain fine-tuning error | peak: measured / estimated | "
+             "phases, measured / estimated MiB |", "|---|---:|---:|---:|---:|---|---|"]
+    for r in cases:
+        phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
+        lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
+                     f"{100 * r['error']:+.1f}% | {100 * r['plain_error']:+.1f}% | {r['measured_phase']} / {r['phase']} "
+                     f"| {phases} |")
     return lines
 
 

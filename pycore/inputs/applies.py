@@ -20,8 +20,9 @@ Condition = dict[str, Allowed]                 # every other key -> what it must
 TRAIN: Condition = {"mode": ["train"]}
 INFER: Condition = {"mode": ["infer"]}
 TRANSFORMER: Condition = {"kind": ["transformer"]}
-ADAPTERS: Condition = {"method": ["lora", "qlora", "dpo-lora", "dpo-qlora"]}
+ADAPTERS: Condition = {"method": ["lora", "qlora", "dpo-lora", "dpo-qlora", "grpo-lora"]}
 PREFERENCE: Condition = {"method": ["dpo", "dpo-lora", "dpo-qlora"]}     # TRL DPOTrainer recipes
+GRPO: Condition = {"method": ["grpo", "grpo-lora"]}                     # TRL GRPOTrainer recipes
 
 # Inputs that mean nothing for a generic network (params only).
 TRANSFORMER_ONLY = ("heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", "experts_per_token", "expert_ffn",
@@ -60,6 +61,13 @@ APPLIES: "dict[str, Condition]" = {
     "lora_dropout": {**ADAPTERS, **TRANSFORMER},
     # DPO's reference model (pycore.memory.posttraining).
     "ref_model": {**TRAIN, **TRANSFORMER, **PREFERENCE},
+    # GRPO's rollout and reference model (pycore.memory.rollout, pycore.memory.posttraining).
+    "num_generations": {**TRAIN, **TRANSFORMER, **GRPO},
+    "max_completion_length": {**TRAIN, **TRANSFORMER, **GRPO},
+    "beta": {**TRAIN, **TRANSFORMER, **GRPO},
+    "rollout": {**TRAIN, **TRANSFORMER, **GRPO},
+    "vllm_gpu_memory_utilization": {**TRAIN, **TRANSFORMER, **GRPO, "rollout": ["vllm-colocate"]},
+    "vllm_enable_sleep_mode": {**TRAIN, **TRANSFORMER, **GRPO, "rollout": ["vllm-colocate"]},
     "group_size": {**TRANSFORMER, "quant": {"not": ["none"]}},
     # The activation model's own parameter: the model in force (``act_model``), which for a generic network
     # left at "detailed" is the multiplier model when layers and hidden are given.

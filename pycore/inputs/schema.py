@@ -195,7 +195,7 @@ FIELDS = (
           "changes no byte", "up to 200 characters; shown as text", (), "", "model"),
     _choice("mode", "train", ("train", "infer"), "a training step, or serving with generate()", "workload"),
     _int("batch", 1, "micro-batch size per GPU (sequences)", "workload", unit="sequences"),
-    _int("seq", 2048, "sequence length in tokens (prompt length when serving)", "workload",
+    _int("seq", 2048, "sequence length in tokens (the prompt when serving and under method=grpo)", "workload",
          "Llama 3 pre-training context", span=(1, 100_000_000), unit="tokens"),
     _choice("engine", "hf", ("hf", "vllm"), "serving engine: hf (transformers generate(), memory grows with "
             "the batch) or vllm (pre-allocates gpu_util of the GPU and gives the rest to the KV cache)", "workload"),
@@ -229,7 +229,7 @@ FIELDS = (
             "fsdp2-bf16 FSDP2's MixedPrecisionPolicy (fp32 shards, each layer gathered and computed in bf16)",
             "precision", "training: the framework's; the Hugging Face Trainer trains in the checkpoint's dtype: pure "
             "bf16 for a bf16 checkpoint (weights, gradients and AdamW states in bf16, about 8 bytes of model states "
-            "per parameter; bf16-master keeps fp32 master weights and states, 16), fp32 for an fp32 one; method=dpo: "
+            "per parameter; bf16-master keeps fp32 master weights and states, 16), fp32 for an fp32 one; method=dpo, grpo: "
             "TRL's, which loads a model named to it in fp32 and autocasts to bf16 (amp-bf16); serving: "
             "the checkpoint's torch_dtype, as transformers 5 and vLLM load it",
             " | ".join(PRECISIONS) + " (or Lightning's 32-true, bf16-mixed, 16-mixed, bf16-true, 16-true)"),
@@ -250,17 +250,47 @@ FIELDS = (
             "training framework whose defaults fill every input left at auto: precision, optimizer kernel, "
             "attention, recomputation, loss chunks", "precision",
             "the Hugging Face Trainer, transformers 5.23 (pycore/inputs/frameworks.py cites each default)"),
-    _choice("method", "full", ("full", "lora", "qlora", "dpo", "dpo-lora", "dpo-qlora"),
+    _choice("method", "full", ("full", "lora", "qlora", "dpo", "dpo-lora", "dpo-qlora", "grpo", "grpo-lora"),
             "what is trained: every weight, LoRA adapters, or LoRA adapters on an NF4-quantized base (QLoRA); dpo*: "
             "one step of TRL's DPOTrainer (chosen and rejected sequences in one forward, batch counting pairs, a "
-            "reference model's forward under no_grad), its policy trained as full, lora or qlora", "finetune",
-            "plain fine-tuning; dpo follows TRL 1.16's DPOTrainer (pycore/memory/posttraining.py)"),
+            "reference model's forward under no_grad), its policy trained as full, lora or qlora; grpo*: one step of "
+            "TRL's GRPOTrainer (a rollout by generate(), the reference's log-probs when beta > 0, the policy's update "
+            "over prompt + completion; batch counts completions, seq is the prompt)", "finetune",
+            "plain fine-tuning; dpo and grpo follow TRL 1.16's DPOTrainer and GRPOTrainer "
+            "(pycore/memory/posttraining.py, pycore/memory/rollout.py)"),
     _choice("ref_model", "auto", ("auto", "none", "precomputed"),
             "DPO's reference model: auto (a frozen copy of the model for a full policy, the base with its adapters "
             "disabled for a LoRA policy), none (a reference-free loss: SimPO, ORPO), precomputed "
             "(precompute_ref_log_probs=True: log-probs computed before training, no reference held)", "finetune",
             "TRL 1.16 DPOTrainer.__init__: ref_model None creates one unless the policy is a PEFT model or "
             "precompute_ref_log_probs (DPOConfig default False)"),
+    _int("num_generations", 8, "GRPO: completions sampled per prompt; the generation batch (batch × dp × "
+         "micro-batches) holds whole groups of them. Per GPU the memory follows batch, which counts completions",
+         "finetune", "TRL 1.16 GRPOConfig.num_generations default 8 (trl/trainer/grpo_config.py L480-481)",
+         span=(2, 100_000), unit="completions"),
+    _int("max_completion_length", 512, "GRPO: tokens generated per completion; the rollout's KV cache and the "
+         "policy's update run over seq (the prompt) + this", "finetune",
+         "TRL 1.16 GRPOConfig.max_completion_length default 512 (trl/trainer/grpo_config.py L494-495)",
+         span=(1, 100_000_000), unit="tokens"),
+    Field("beta", "float", 0.0, "GRPO: the KL coefficient; beta > 0 brings a reference model (a frozen copy for a "
+          "full policy, the base with its adapters disabled for a LoRA one) and its log-prob pass; 0 holds none",
+          "a number from 0 to 1,000", (), "TRL 1.16 GRPOConfig.beta default 0.0 (trl/trainer/grpo_config.py "
+          "L681-682; GRPOTrainer.__init__ creates no ref_model when beta == 0.0)", "finetune", "", 0, 1000),
+    _choice("rollout", "generate", ("generate", "vllm-colocate", "vllm-server"),
+            "GRPO: what generates the completions: generate (transformers generate() on the policy), vllm-colocate (a "
+            "vLLM engine in each training process, on the same GPU, taking vllm_gpu_memory_utilization of it), "
+            "vllm-server (trl vllm-serve on GPUs of its own: nothing of it on the training GPUs); under vLLM the policy "
+            "also scores the completions before its update (importance sampling)", "finetune",
+            "TRL 1.16 GRPOConfig.use_vllm default False (trl/trainer/grpo_config.py L587-588); vllm_mode default "
+            "colocate (L594-595)"),
+    Field("vllm_gpu_memory_utilization", "float", 0.3, "GRPO with rollout=vllm-colocate: the share of the GPU the "
+          "colocated vLLM engine takes for its weights, KV cache and activations", "a number from 0.05 to 1", (),
+          "TRL 1.16 GRPOConfig.vllm_gpu_memory_utilization default 0.3 (trl/trainer/grpo_config.py L656-657)",
+          "finetune", "", 0.05, 1),
+    _choice("vllm_enable_sleep_mode", "no", ("no", "yes"), "GRPO with rollout=vllm-colocate: yes puts the engine to "
+            "sleep (level 2: its weights and KV cache freed) after each generation, so the update does not hold it",
+            "finetune", "TRL 1.16 GRPOConfig.vllm_enable_sleep_mode default False (trl/trainer/grpo_config.py "
+            "L612-613)"),
     _int("lora_rank", 16, "LoRA rank r: each adapted layer gains r·(in + out) parameters", "finetune",
          "PEFT LoraConfig default (r=8) doubled, as common recipes use"),
     _choice("lora_targets", "qv", ("qv", "attention", "all-linear"), "which linear layers carry adapters: q and v "
@@ -364,7 +394,10 @@ LABELS = {
     "gpu_util": "GPU memory utilisation (vLLM)",
     "max_batched_tokens": "Max batched tokens (vLLM)", "optimizer_impl": "Optimizer kernel", "framework": "Framework",
     "loss_chunks": "Loss chunks", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
-    "ref_model": "Reference model",
+    "ref_model": "Reference model", "num_generations": "Generations per prompt (GRPO)",
+    "max_completion_length": "Completion length (GRPO)", "beta": "KL coefficient beta (GRPO)",
+    "rollout": "Rollout engine (GRPO)", "vllm_gpu_memory_utilization": "vLLM GPU memory share (GRPO)",
+    "vllm_enable_sleep_mode": "vLLM sleep mode (GRPO)",
     "lora_dtype": "Adapter dtype", "lora_dropout": "LoRA dropout", "quant": "Weight quantization", "group_size": "Quantization group size",
     "dp": "Data parallel (dp)", "tp": "Tensor parallel (tp)", "pp": "Pipeline stages (pp)",
     "cp": "Context parallel (cp)", "ep": "Expert parallel (ep)", "zero": "ZeRO stage", "fsdp": "FSDP strategy",

@@ -19,6 +19,7 @@ from pycore.memory.device import overhead_pools, runtime_note
 from pycore.memory.pools import Pool, StageResult, live, stage_components
 from pycore.memory.precision import named_policy
 from pycore.memory.record import JSON, Estimate, LayoutInfo, ModelInfo, SetupInfo
+from pycore.memory.rollout import notes as grpo_notes
 from pycore.memory.serving import kv_cache_bytes, refusal, serving, vllm_capacity
 from pycore.memory.setup import Setup, quantization_of, resolve, resolve_architecture
 from pycore.memory.training import training
@@ -142,6 +143,7 @@ def _warnings(setup: Setup) -> "list[str]":
     if work.training and work.activation_model == "per-sample" and not work.act_per_sample:
         notes.append("activations=per-sample with act_per_sample=0 counts no activations: set act_per_sample")
     notes += _hybrid_notes(setup)
+    notes += grpo_notes(setup)
     runtime = runtime_note(gpu_catalog()[setup.gpu].get("runtime", "CUDA"))
     if runtime and setup.overhead is None:
         notes.append(runtime)

@@ -30,26 +30,48 @@ from pycore.base.expr import Q, maximum, num, rnd, sym
 from pycore.memory import parallel
 from pycore.memory.model_states import STATIC, stored_weights
 from pycore.memory.pools import Pool, make
+from pycore.memory.rollout import OLD_PASS, REFERENCE_PASS, old_policy_pass, with_rollout
 from pycore.memory.setup import Setup
 
 REFERENCE = "reference forward"
+# where each trainer makes its reference model and runs its reference pass (huggingface/trl 1.16.0)
+INIT = {"dpo": "DPOTrainer.__init__ L908-929", "grpo": "GRPOTrainer.__init__ (grpo_trainer.py L984-1003, beta > 0)"}
+PASS = {"dpo": "DPOTrainer._compute_loss: the reference runs under torch.no_grad() after the policy's forward",
+        "grpo": "GRPOTrainer._generate_and_score_completions (L2711-2736): the reference scores the completions under "
+                "torch.no_grad() before the update, a micro-batch of rows at a time, with no activation of the policy "
+                "saved"}
 SAVED_THROUGH = ("forward end", "backward start")   # a pool live in both is live during the reference forward
 TOKEN_TILE = 4096           # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE
 VOCAB_TILE = 32768          # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE
 SOURCE = "huggingface/trl 1.16.0 "
 HEAD_SOURCE = SOURCE + "trl/kernels/chunked_logprob.py ChunkedLogProbFunction (the fused head add_fused_lm_head adds)"
-HEAD_SYMBOLS = "N = scored tokens (every token of the 2 × pairs sequences but each one's last); T = tokens; " \
-               "h = hidden size; V = vocabulary; e = bytes of the compute dtype"
+HEAD_SYMBOLS = "T = tokens; h = hidden size; V = vocabulary; e = bytes of the compute dtype"
+SCORED = {"dpo": "N = scored tokens (every token of the 2 × pairs sequences but each one's last); ",
+          "grpo": "N = scored tokens (the completions' tokens, batch × max_completion_length); "}
+
+
+def head_symbols(setup: Setup) -> str:
+    """The head's symbols, N as the recipe scores it."""
+    return SCORED[setup.finetune.recipe] + HEAD_SYMBOLS
 
 
 def has_reference_forward(setup: Setup) -> bool:
     """Whether the step runs a reference forward: a frozen copy, or the policy with its adapters disabled."""
-    return setup.finetune.recipe == "dpo" and setup.finetune.reference in ("copy", "adapters-off")
+    return setup.finetune.recipe in ("dpo", "grpo") and setup.finetune.reference in ("copy", "adapters-off")
 
 
 def scored(setup: Setup, tokens: int) -> int:
-    """N: the tokens the head scores, every token but each row's last (labels[:, 1:])."""
+    """N: the tokens the head scores: under DPO every token but each row's last (labels[:, 1:]); under GRPO the
+    completion's (GRPOTrainer._get_per_token_logps_and_entropies: labels[:, :-logits_to_keep] = -100)."""
+    if setup.finetune.recipe == "grpo":
+        return max(setup.workload.batch * setup.finetune.completion, 1)
     return max(tokens - setup.workload.batch, 1)
+
+
+def _statistics(setup: Setup) -> int:
+    """fp32 values per scored token of the head's forward: seven running statistics, log_z and the log-prob, and one
+    per extra output (DPOTrainer asks for entropy, mean logits and top-1; GRPOTrainer for entropy)."""
+    return 11 if setup.finetune.recipe == "dpo" else 10
 
 
 def _tile(setup: Setup, tokens: int) -> Q:
@@ -77,12 +99,13 @@ def head_pools(setup: Setup, tokens: int) -> "list[Pool]":
     N, h, eh = sym("N", scored(setup, tokens)), sym("h", arch.hidden), _hidden_bytes(setup)
     tile_symbols = "n = tokens per tile, min(N, 4,096); c = vocabulary columns per tile (32,768; fewer with autocast's " \
                    "weight-row copy where the vocabulary is narrower)"
-    forward = _tile(setup, tokens) + sym("T", tokens) * h * num(eh) + N * num(4 * 11) + _casts(setup, tokens)
+    forward = _tile(setup, tokens) + sym("T", tokens) * h * num(eh) + N * num(4 * _statistics(setup)) + \
+        _casts(setup, tokens)
     pools = [make("fused_head_forward", "Fused log-prob head: tile, last hidden states, per-token statistics",
                   rnd(forward), ("forward end",),
                   HEAD_SOURCE + ".forward: mm_buf, the backbone's last_hidden_state, seven fp32 statistics and the "
                   "log-prob, entropy, mean-logit and top-1 outputs of each token; under autocast the tile's weight rows "
-                  "and hidden states cast to bf16", tile_symbols + "; " + HEAD_SYMBOLS, group="logits_and_loss")]
+                  "and hidden states cast to bf16", tile_symbols + "; " + head_symbols(setup), group="logits_and_loss")]
     # each gradient accumulates in fp32 and is cast to its tensor's dtype (no copy where that is fp32)
     backward = _tile(setup, tokens) + N * h * num(4 + (eh if eh != 4 else 0)) + _casts(setup, tokens)
     what = "mm_buf, the hidden states' gradient in fp32 and cast"
@@ -91,7 +114,7 @@ def head_pools(setup: Setup, tokens: int) -> "list[Pool]":
         backward = backward + sym("V", arch.output_width) * h * num(4 + (weight if weight != 4 else 0))
         what += "; the head weight's gradient accumulated in fp32, then cast"
     pools.append(make("fused_head_backward", "Fused log-prob head's backward", rnd(backward), ("backward start",),
-                      HEAD_SOURCE + ".backward: " + what, tile_symbols + "; " + HEAD_SYMBOLS,
+                      HEAD_SOURCE + ".backward: " + what, tile_symbols + "; " + head_symbols(setup),
                       group="logits_and_loss"))
     # The gathered hidden states are saved in the residual stream's dtype; pycore.memory.activations counts the final
     # norm's output as the plain head's input, autocast's 16-bit copy of it: under autocast 2 bytes more a token.
@@ -100,7 +123,7 @@ def head_pools(setup: Setup, tokens: int) -> "list[Pool]":
                       (", the gathered hidden states in fp32" if policy.autocast else ""), rnd(saved),
                       SAVED_THROUGH + ("backward, first layer",),
                       HEAD_SOURCE + ": log_z and entropy saved for backward, the outputs scattered to the batch's shape",
-                      HEAD_SYMBOLS, group="logits_and_loss"))
+                      head_symbols(setup), group="logits_and_loss"))
     return pools
 
 
@@ -115,8 +138,8 @@ def _layer_working(setup: Setup, tokens: int) -> Q:
     return sym("w", per_token) * sym("T", tokens)
 
 
-def reference_pools(setup: Setup, stage: parallel.Stage, tokens: int) -> "list[Pool]":
-    """The reference model's weights (a frozen copy) and what its forward holds, under no_grad."""
+def reference_pools(setup: Setup, stage: parallel.Stage, tokens: int, moment: str = REFERENCE) -> "list[Pool]":
+    """The reference model's weights (a frozen copy) and what its forward holds, under no_grad, in ``moment``."""
     if not has_reference_forward(setup):
         return []
     lay = setup.layout
@@ -130,28 +153,36 @@ def reference_pools(setup: Setup, stage: parallel.Stage, tokens: int) -> "list[P
         offloaded = lay.offload == "params" and sharded3
         pools.append(make("reference_weights", "Reference model weights (" + ("in CPU memory" if offloaded else
                                                                                setup.policy.weight) + ")",
-                          weights, () if offloaded else STATIC + (REFERENCE,),
-                          SOURCE + "DPOTrainer.__init__ L908-929: create_model_from_path in the policy's dtype, frozen; "
+                          weights, () if offloaded else STATIC + (moment,),
+                          SOURCE + INIT[setup.finetune.recipe] + ": create_model_from_path in the policy's dtype, frozen; "
                           "prepare_deepspeed keeps ZeRO-3 (and its offload_param), prepare_fsdp shards it as the policy",
                           "S = parameters on this GPU; g = GPUs one shard spans", group="reference_model"))
+    pools.append(make("reference_forward", "Reference forward under no_grad (one layer, or the fused head)",
+                      no_grad_working(setup, stage, tokens), (moment,), SOURCE + PASS[setup.finetune.recipe] +
+                      ", so only the layer it computes holds tensors (its residual stream, norm and MLP), then its "
+                      "fused head (mm_buf, the last hidden states and their gathered copy)", WORKING_SYMBOLS +
+                      head_symbols(setup), group="reference_model"))
+    return pools
+
+
+WORKING_SYMBOLS = "w = working bytes per token of one layer; T = tokens per micro-batch; Pl = parameters of the " \
+                  "largest layer (gathered under ZeRO-3/FSDP, dequantized under QLoRA); "
+
+
+def no_grad_working(setup: Setup, stage: parallel.Stage, tokens: int) -> Q:
+    """What a forward under no_grad holds at its widest: one layer's working tensors, or the fused head's tile with
+    the last hidden states and their gathered copy."""
     working = _layer_working(setup, tokens)
     if setup.quant != "none" and setup.finetune.adapters:
         # bitsandbytes dequantizes one layer's weights to compute in 16 bit, as in the policy's own passes
         working = working + sym("Pl", stage.largest_layer) * 2
-    if sharded3:
+    if setup.layout.zero == 3 and setup.layout.shard_group > 1:
         working = working + sym("Pl", stage.largest_layer) * num(setup.policy.bytes("gather"))
     if stage.has_head:
         h, eh = sym("h", setup.arch.hidden), num(_hidden_bytes(setup))
         head = _tile(setup, tokens) + (sym("T", tokens) + sym("N", scored(setup, tokens))) * h * eh + _casts(setup, tokens)
         working = maximum(working, head)
-    pools.append(make("reference_forward", "Reference forward under no_grad (one layer, or the fused head)",
-                      rnd(working), (REFERENCE,),
-                      SOURCE + "DPOTrainer._compute_loss: the reference runs under torch.no_grad() after the policy's "
-                      "forward, so only the layer it computes holds tensors (its residual stream, norm and MLP), then "
-                      "its fused head (mm_buf, the last hidden states and their gathered copy)",
-                      "w = working bytes per token of one layer; T = tokens per micro-batch; Pl = parameters of the "
-                      "largest layer (gathered under ZeRO-3/FSDP, dequantized under QLoRA); " + HEAD_SYMBOLS, group="reference_model"))
-    return pools
+    return rnd(working)
 
 
 def with_reference_moment(pools: "list[Pool]", per_microbatch: "tuple[str, ...]") -> \
@@ -174,6 +205,32 @@ def dpo_step(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: i
     return with_reference_moment(pools + reference_pools(setup, stage, tokens), per_microbatch)
 
 
+def grpo_step(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: int) -> \
+        "tuple[list[Pool], tuple[str, ...]]":
+    """A GRPO step's pools named by model, and the moments before its update (pycore.memory.rollout): the rollout,
+    then the reference's log-probs where beta > 0, each beside the pools live through the whole step."""
+    pools = [replace(p, label="Policy " + p.label[0].lower() + p.label[1:]) for p in _autocast_copies(setup, stage, pools)]
+    pools = pools + reference_pools(setup, stage, tokens, REFERENCE_PASS)
+    pools, before = with_rollout(setup, stage, pools)
+    if old_policy_pass(setup):
+        pools = _with_pass(pools, OLD_PASS) + [make(
+            "old_policy_forward", "Old-policy log-probs under no_grad (one layer, or the fused head)",
+            no_grad_working(setup, stage, tokens), (OLD_PASS,), SOURCE + "GRPOTrainer._generate_and_score_completions "
+            "L2642-2657: under vLLM the policy scores the completions under torch.no_grad() for the importance "
+            "sampling correction, a micro-batch of rows at a time", WORKING_SYMBOLS + head_symbols(setup))]
+        before += (OLD_PASS,)
+    if has_reference_forward(setup):
+        pools = _with_pass(pools, REFERENCE_PASS)
+        before += (REFERENCE_PASS,)
+    return pools, before
+
+
+def _with_pass(pools: "list[Pool]", moment: str) -> "list[Pool]":
+    """Every pool live through the whole step is live in a no_grad pass before the update."""
+    return [replace(p, moments=p.moments + (moment,)) if all(m in p.moments for m in STATIC) and moment not in p.moments
+            else p for p in pools]
+
+
 def _autocast_copies(setup: Setup, stage: parallel.Stage, pools: "list[Pool]") -> "list[Pool]":
     """Autocast's 16-bit weight copies as a DPO step keeps them: none of the head (the fused head casts its weight a
     tile at a time); under full recompute the layers' copies live in autocast's cache until the forward ends (the
@@ -185,7 +242,8 @@ def _autocast_copies(setup: Setup, stage: parallel.Stage, pools: "list[Pool]") -
                                      if stage.has_head else num(0))
             moments = p.moments
             if setup.workload.recompute == "full":
-                moments = () if setup.finetune.adapters else ("forward end", REFERENCE)
+                moments = () if setup.finetune.adapters else ("forward end",) + \
+                    ((REFERENCE,) if setup.finetune.recipe == "dpo" else ())
             p = make(p.key, p.label, quantity, moments, p.source + "; TRL's fused head casts its weight a tile at a "
                      "time", p.symbols + "; V = vocabulary; h = hidden size", p.group)
         out.append(p)

@@ -57,9 +57,15 @@ class FineTune:
     rank: int
     targets: str
     dtype: str                  # adapters, their gradients and states
-    recipe: str = "sft"         # sft (plain fine-tuning) | dpo (TRL's DPOTrainer: pycore.memory.posttraining)
-    reference: str = "none"     # DPO's reference: copy (a frozen model) | adapters-off (the base) | precomputed | none
+    recipe: str = "sft"         # sft (plain fine-tuning) | dpo | grpo (TRL's trainers: pycore.memory.posttraining)
+    reference: str = "none"     # the reference: copy (a frozen model) | adapters-off (the base) | precomputed | none
     dropout: float = 0.0        # PEFT's lora_dropout
+    prompt: int = 0             # GRPO: the prompt's tokens (seq); the workload's seq is prompt + completion
+    completion: int = 0         # GRPO: max_completion_length, tokens generated per completion
+    generations: int = 0        # GRPO: num_generations, completions per prompt
+    rollout: str = "generate"   # GRPO: generate | vllm-colocate | vllm-server (pycore.memory.rollout)
+    vllm_util: float = 0.3      # GRPO: vllm_gpu_memory_utilization of a colocated engine
+    vllm_sleep: bool = False    # GRPO: vllm_enable_sleep_mode
 
     @property
     def adapters(self) -> bool:
@@ -203,15 +209,18 @@ def _syncs_every_microbatch(values: "Values") -> bool:
 
 
 def _recipe(values: "Values") -> "tuple[Values, str, str]":
-    """(values with method the policy's own: full, lora or qlora; the recipe; DPO's reference model). TRL 1.16
+    """(values with method the policy's own: full, lora or qlora; the recipe; its reference model). TRL 1.16
     DPOTrainer.__init__ (trl/trainer/dpo_trainer.py L908-929): with no ref_model given it loads a frozen copy of the
     model, none when the policy is a PEFT model (its adapters are disabled for the reference forward) or with
-    precompute_ref_log_probs."""
+    precompute_ref_log_probs. GRPOTrainer.__init__ (trl/trainer/grpo_trainer.py L984-1003): none when beta == 0.0,
+    the base with its adapters disabled for a PEFT policy, else a frozen copy."""
     recipe = frameworks.recipe_of(values)
     if recipe == "sft" or values["mode"] != "train":
         return values, "sft", "none"
     policy = values["method"].partition("-")[2] or "full"
     reference = values.get("ref_model", "auto")
+    if recipe == "grpo":
+        reference = "auto" if values.get("beta") else "none"
     if reference == "auto":
         reference = "copy" if policy == "full" else "adapters-off"
     return {**values, "method": policy}, recipe, reference
@@ -241,7 +250,8 @@ def resolve(values: "Values") -> Setup:
     if mode == "train" and values["method"] != "full" and arch.kind != "decoder":
         raise FieldError("method", "LoRA is modelled for decoder transformers (the presets' causal LMs)")
     if recipe != "sft" and (arch.kind != "decoder" or not arch.output_width):
-        raise FieldError("method", "DPO is modelled for decoder transformers with a causal-LM head (TRL's DPOTrainer)")
+        raise FieldError("method", f"{recipe.upper()} is modelled for decoder transformers with a causal-LM head "
+                         f"(TRL's {recipe.upper()}Trainer)")
     if mode == "infer" or arch.kind == "generic":
         # What pycore.inputs.applies reports as ignored changes nothing: serving replicas (dp, cp) hold nothing
         # more per GPU, and a generic network has no sequence to split (cp).
@@ -252,7 +262,9 @@ def resolve(values: "Values") -> Setup:
     image_tokens = _image_tokens(arch, values)
     # DPO's batch counts preference pairs: chosen and rejected rows go through one forward (DataCollatorForPreference)
     sequences = values["batch"] * (2 if recipe == "dpo" else 1)
-    workload = Workload(mode, sequences, values["seq"] + image_tokens, values["new_tokens"],
+    # GRPO's update runs over prompt + completion (GRPOTrainer._compute_loss: torch.cat([prompt_ids, completion_ids]))
+    completion = values.get("max_completion_length") or 0 if recipe == "grpo" else 0
+    workload = Workload(mode, sequences, values["seq"] + image_tokens + completion, values["new_tokens"],
                         values["recompute"], "eager" if arch.kind == "encoder-decoder" else values["attention"],
                         activation_model, values["act_multiplier"], values["act_per_sample"],
                         values["loss_chunks"], values.get("engine", "hf"), values.get("gpu_util", 0.9),
@@ -260,7 +272,9 @@ def resolve(values: "Values") -> Setup:
                         values.get("scan_kernels") or "reference")
     finetune = FineTune(values["method"] if mode == "train" else "full", values["lora_rank"],
                         values["lora_targets"], values["lora_dtype"], recipe, reference,
-                        values.get("lora_dropout") or 0.0)
+                        values.get("lora_dropout") or 0.0, values["seq"] + image_tokens if completion else 0, completion,
+                        values.get("num_generations") or 0 if recipe == "grpo" else 0, values.get("rollout") or "generate",
+                        values.get("vllm_gpu_memory_utilization") or 0.3, values.get("vllm_enable_sleep_mode") == "yes")
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
                  values["optimizer"], values["optimizer_impl"], values["gpu"],
                  values["overhead"], values.get("expandable_segments", "no"),

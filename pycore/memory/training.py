@@ -70,8 +70,9 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken
     pools += _activations(setup, stage, tokens, per_token)
     pools += vision_activations.pools(setup, stage, SAVED + WORKING)     # freed by the tower's backward, the last
     if not generic and stage.has_head and work.mode == "train" and arch.output_width:
-        # DPO's policy scores its tokens through TRL's fused head, not the logits (pycore.memory.posttraining)
-        pools += posttraining.head_pools(setup, tokens) if setup.finetune.recipe == "dpo" else _loss_pools(setup, tokens)
+        # DPO's and GRPO's policy scores its tokens through TRL's fused head, not the logits (pycore.memory.posttraining)
+        pools += posttraining.head_pools(setup, tokens) if setup.finetune.recipe in ("dpo", "grpo") else \
+            _loss_pools(setup, tokens)
     pools += _gradient_buffers(setup, stage, states.grad_bytes)
     pools += _weight_copies(setup, stage)
     pools += _pipeline_buffers(setup, stage, tokens)
@@ -79,14 +80,17 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken
     per_microbatch, once = (GENERIC_MOMENTS[:2], GENERIC_MOMENTS[2:]) if generic else (MOMENTS[:-1], MOMENTS[-1:])
     if generic:
         pools = [_generic_moments(p) for p in pools]
+    before: "tuple[str, ...]" = ()       # GRPO's rollout and reference pass, once before the micro-batches
     if setup.finetune.recipe == "dpo":
         pools, per_microbatch = posttraining.dpo_step(setup, stage, pools, tokens, per_microbatch)
-    moments = per_microbatch + once
+    elif setup.finetune.recipe == "grpo":
+        pools, before = posttraining.grpo_step(setup, stage, pools, tokens)
+    moments = before + per_microbatch + once
     if lay.microbatches > 1:
         pools = accumulation.with_later_moments(pools, per_microbatch, lay.offload == "none",
                                                 _later_activations(setup, stage, tokens, per_token),
                                                 _unsynced_gradients(setup, stage, states.grad_bytes))
-        moments = accumulation.moments(per_microbatch, once)
+        moments = before + accumulation.moments(per_microbatch, once)
     peak = peak_of(pools, moments)
     return {"pools": pools, "host": list(states.host), "moments": peak["moments"], "phases": peak["phases"],
             "peak_moment": peak["peak_moment"], "peak_phase": peak["peak_phase"], "peak_bytes": peak["peak_bytes"],
