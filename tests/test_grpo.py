@@ -165,6 +165,14 @@ def test_vllm_rollouts_score_the_old_policy(rollout, old_pass, engine):
     assert any(p.group == "rollout_engine" for p in result.pools) == engine
 
 
+def test_a_colocated_engine_without_room_for_its_cache_is_named():
+    """vLLM refuses to start when its share of the GPU leaves no KV cache (determine_available_memory)."""
+    small = {**QWEN7B, "vllm_gpu_memory_utilization": "0.15"}
+    assert pools(estimate(small))["vllm_kv_cache"].bytes == 0
+    assert any("vLLM would not start" in w for w in estimate(small).warnings)
+    assert not any("vLLM would not start" in w for w in estimate(QWEN7B).warnings)
+
+
 def test_deepspeed_zero3_gathers_every_weight_for_generate():
     """unwrap_model_for_generation under ZeRO-3 with ds3_gather_for_generation (default True): the whole model
     gathered for generate()."""

@@ -51,6 +51,11 @@ SOURCE = "huggingface/trl 1.16.0 trl/trainer/grpo_trainer.py "
 RENAMED = {"prefill": PREFILL, "decode": DECODE}
 
 
+def _lower_first(label: str) -> str:
+    """A pool's label after a colon: "KV cache" stays, "Prefill working set" becomes "prefill working set"."""
+    return label if label[1:2].isupper() else label[0].lower() + label[1:]
+
+
 def sequences(setup: Setup) -> int:
     """Rows the rollout generates at once: a micro-batch of completions for each of steps_per_generation micro-batches
     (GRPOConfig's default, gradient_accumulation_steps)."""
@@ -79,7 +84,7 @@ def rollout_pools(setup: Setup, stage: parallel.Stage) -> "list[Pool]":
     for p in served:
         if p.key == "weights":
             continue
-        pools.append(replace(p, key="rollout_" + p.key, label="Rollout: " + p.label[0].lower() + p.label[1:],
+        pools.append(replace(p, key="rollout_" + p.key, label="Rollout: " + _lower_first(p.label),
                              moments=tuple(RENAMED[m] for m in p.moments), source=source + p.source,
                              group="rollout"))
     lay = setup.layout
@@ -121,7 +126,7 @@ def vllm_pools(setup: Setup) -> "list[Pool]":
     out = []
     for p in served:
         moments = (VLLM_ROLLOUT,) if setup.finetune.vllm_sleep and p.key != "non_torch" else whole
-        out.append(replace(p, key="vllm_" + p.key, label="vLLM engine: " + p.label[0].lower() + p.label[1:],
+        out.append(replace(p, key="vllm_" + p.key, label="vLLM engine: " + _lower_first(p.label),
                            moments=moments, source=VLLM_SOURCE + p.source, group="rollout_engine"))
     return out
 
@@ -154,6 +159,10 @@ def notes(setup: Setup) -> "list[str]":
     out = [f"GRPO: batch counts completions (TRL's per_device_train_batch_size); the rollout generates "
            f"{sequences(setup):,} of them at once, each of seq {ft.prompt:,} + max_completion_length "
            f"{ft.completion:,} tokens, every completion taken to the limit"]
+    if ft.rollout == "vllm-colocate" and not next(p.bytes for p in vllm_pools(setup) if p.key == "vllm_kv_cache"):
+        out.append(f"vLLM would not start: at vllm_gpu_memory_utilization = {ft.vllm_util:g} of this GPU nothing is "
+                   "left for its KV cache once its weights and profiling run are counted (vllm/v1/worker/gpu_worker.py "
+                   "determine_available_memory); raise vllm_gpu_memory_utilization or use a larger GPU")
     if generation % ft.generations:
         out.append(f"TRL 1.16 refuses this GRPO setup: the generation batch, batch × dp × micro-batches = "
                    f"{generation:,}, must be a multiple of num_generations = {ft.generations:,} "
