@@ -153,6 +153,11 @@ CHECKPOINT_PANEL = """<details class="more import" id="checkpoint"><summary>Read
 file's header is read, in this page; the weights' exact bytes then replace the estimate from parameters (weight_bytes).</p>
 <div class="control"><input type="file" id="checkpoint-files" multiple accept=".safetensors,.gguf,.json"
   aria-label="Checkpoint files" disabled></div>
+<div class="control"><input type="text" id="checkpoint-hub" placeholder="meta-llama/Llama-3.1-8B" disabled
+  aria-label="Hugging Face model id whose checkpoint headers to read" autocomplete="off" spellcheck="false"><button
+  type="button" id="checkpoint-fetch" disabled>Read from the hub</button></div>
+<p class="hint">From the hub: model.safetensors.index.json, then only each shard's header, by HTTP range requests to
+huggingface.co, when you click.</p>
 <p class="import-status" id="checkpoint-status" role="status"></p>
 <table id="checkpoint-table" class="checkpoint-table" hidden><thead><tr><th>Weights</th><th class="num">Bytes</th>
 <th class="num">GiB</th></tr></thead><tbody></tbody></table>

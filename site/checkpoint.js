@@ -32,6 +32,85 @@ async function readCheckpoint(files) {
   } catch (error) {
     answer = { error: `Checkpoint: the files could not be read (${String(error).slice(0, 200)}).` };
   }
+  show(answer);
+}
+
+// --- the same from the Hugging Face hub, on the user's click only ----------------------------------------------
+
+const HUB = "https://huggingface.co";
+
+class HubRefused extends Error {}
+
+/** The first ``end`` bytes of a hub file by an HTTP range request, and the file's size from Content-Range (-1 when
+ * not given). A server that ignores the range is read no further than ``end`` bytes: the rest is cancelled. */
+async function hubRange(url, end) {
+  const response = await fetch(url, { headers: { Range: `bytes=0-${end - 1}` } });
+  if (!response.ok) throw new HubRefused(String(response.status));
+  const total = /\/(\d+)$/.exec(response.headers.get("Content-Range") || "");
+  const data = new Uint8Array(end);
+  let have = 0;
+  const reader = response.body.getReader();
+  while (have < end) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    const take = value.subarray(0, end - have);
+    data.set(take, have);
+    have += take.length;
+  }
+  if (have >= end) reader.cancel().catch(() => {});
+  return { data: data.subarray(0, have), size: total ? Number(total[1]) : -1 };
+}
+
+/** One shard's header bytes: ranges of the lengths pycore asks for, as for a local file. */
+async function hubHeader(base, name) {
+  let data = new Uint8Array(0);
+  let size = -1;
+  for (let i = 0; i < MAX_READS; i++) {
+    const need = window.pycoreHeaderNeed(name, size, data);
+    if (!need || need <= data.length) break;
+    ({ data, size } = await hubRange(`${base}/${encodeURIComponent(name)}`, need));
+  }
+  return [name, size, data];
+}
+
+/** The hub's index and every shard's header (all shards at once), or the single model.safetensors; {error} when
+ * pycore refuses the index. */
+async function hubFiles(id) {
+  const base = `${HUB}/${id}/resolve/main`;
+  const index = await fetch(`${base}/model.safetensors.index.json`);
+  if (index.status === 404) return [await hubHeader(base, "model.safetensors")];
+  if (!index.ok) throw new HubRefused(String(index.status));
+  const text = new Uint8Array(await index.arrayBuffer());
+  const listed = JSON.parse(window.pycoreHeaderShards(text));
+  if (listed.error) return listed;
+  const headers = await Promise.all(listed.shards.map((name) => hubHeader(base, name)));
+  return [["model.safetensors.index.json", text.length, text], ...headers];
+}
+
+async function readFromHub() {
+  const id = $("checkpoint-hub").value.trim();
+  if (!/^[A-Za-z0-9][\w.-]*\/[\w.-]+$/.test(id)) {
+    say("Hub id: expected owner/name, such as meta-llama/Llama-3.1-8B.", true);
+    return;
+  }
+  say(`Reading ${id}'s checkpoint headers from the Hugging Face hub…`);
+  let answer;
+  try {
+    const files = await hubFiles(id);
+    answer = files.error ? files : JSON.parse(window.pycoreHeaderSummary(files, id));
+  } catch (error) {
+    const status = error instanceof HubRefused ? error.message : "";
+    const why = !status ? "no answer (offline, or blocked)" : status === "401" || status === "403"
+      ? `status ${status}: a gated or private model` : `status ${status}`;
+    answer = { error: `The hub refused ${id}'s checkpoint (${why}). Download its shards where you are signed in and choose them above.` };
+  }
+  show(answer);
+}
+
+$("checkpoint-fetch").addEventListener("click", readFromHub);
+
+/** pycore's answer on the page: its rows and message, and weight_bytes / weight_files in the form and link. */
+function show(answer) {
   $("checkpoint-table").hidden = !!answer.error;
   $("checkpoint-notes").hidden = true;
   if (answer.error) { say(answer.error, true); return; }
@@ -56,7 +135,8 @@ $("checkpoint-files").addEventListener("change", (event) => {
 });
 
 function ready() {
-  if (window.pycoreHeaderNeed) $("checkpoint-files").disabled = false;
+  if (!window.pycoreHeaderNeed) return;
+  for (const id of ["checkpoint-files", "checkpoint-hub", "checkpoint-fetch"]) $(id).disabled = false;
 }
 
 window.addEventListener("pycore-ready", ready);

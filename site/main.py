@@ -58,9 +58,9 @@ def header_need(name: str, size: int, data) -> int:
     return web.header_need(str(name), int(size), _bytes(data))
 
 
-def header_summary(files) -> str:
+def header_summary(files, origin: str = "") -> str:
     """``files``: a JavaScript array of [name, size, Uint8Array of the header bytes read]."""
-    return web.header_summary([(str(f[0]), int(f[1]), _bytes(f[2])) for f in files])
+    return web.header_summary([(str(f[0]), int(f[1]), _bytes(f[2])) for f in files], str(origin))
 
 
 random.seed()  # after a start from the build's memory snapshot (pyodide/start.mjs), random would repeat its state
@@ -79,6 +79,7 @@ window.pycoreLaunchRead = create_proxy(web.launch_read)
 window.pycoreCalibrate = create_proxy(web.calibration)
 window.pycoreHeaderNeed = create_proxy(header_need)
 window.pycoreHeaderSummary = create_proxy(header_summary)
+window.pycoreHeaderShards = create_proxy(lambda index: web.header_shards(_bytes(index)))
 # Everything imported so far lives as long as the page: kept out of the collector's full passes, which
 # otherwise walk it all every so many keystrokes (a slow keystroke in twenty, measured in Chromium).
 gc.freeze()

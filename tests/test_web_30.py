@@ -169,3 +169,23 @@ def test_weight_bytes_replace_the_weights_estimate_and_say_where_they_come_from(
             assert row["formula"] == "round(W × S / P)"
     plain = json.loads(web.run("model=llama-3.1-8b"))
     assert "checkpoint" not in next(f for f in plain["formulas"] if f["key"] == "weights")["source"]
+
+
+def test_the_hubs_index_names_the_shards_and_a_bad_one_is_named():
+    index = json.dumps({"weight_map": {"a": "m-1.safetensors", "b": "m-2.safetensors", "c": "m-1.safetensors"}})
+    assert json.loads(web.header_shards(index.encode())) == {"shards": ["m-1.safetensors", "m-2.safetensors"]}
+    bad = json.loads(web.header_shards(json.dumps({"weight_map": {"a": "../x"}}).encode()))["error"]
+    assert bad.startswith("Checkpoint: model.safetensors.index.json: the index maps 'a' to '../x'")
+
+
+def test_a_hub_file_of_unknown_size_is_read_and_named_by_its_repository(tmp_path):
+    # the hub's first range answer may come without Content-Range: the size is then not known (-1) nor checked
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(safetensors_bytes(llama()))
+    data, read = path.read_bytes(), b""
+    while need := web.header_need("model.safetensors", -1, read):
+        read = data[:need]
+    assert len(read) == 8 + int.from_bytes(data[:8], "little")
+    answer = json.loads(web.header_summary([("model.safetensors", -1, read)], "acme/tiny"))
+    assert dict(answer["set"]) == {"weight_bytes": str(read_path(str(path)).total_bytes),
+                                   "weight_files": "acme/tiny: model.safetensors"}

@@ -341,8 +341,11 @@ def calibration(text: str, query: str) -> str:
 def header_need(name: str, size: int, data: bytes) -> int:
     """How many bytes from the start of the file ``name`` (``size`` bytes in all) the page must read for its header,
     given the first bytes it has read (``data``): 0 once they hold the header, or when the file is refused
-    (``header_summary`` then says why). The page slices the file to that length and asks again."""
+    (``header_summary`` then says why). The page slices the file (or asks the hub for a range) to that length
+    and asks again. ``size`` < 0: not known yet (the hub's first answer gives it)."""
     from pycore.model.checkpoint import GGUF_FIRST_READ, MAX_HEADER, Truncated, read_gguf, safetensors_length
+    if size < 0:
+        size = 2**62
     if name.endswith(".json"):
         return size if len(data) < size <= MAX_HEADER else 0
     if len(data) < min(8, size):
@@ -351,7 +354,7 @@ def header_need(name: str, size: int, data: bytes) -> int:
         if data[:4] == b"GGUF":
             if len(data) == 8:
                 return min(size, GGUF_FIRST_READ)
-            read_gguf(data, name, size)
+            read_gguf(data, name, size if size < 2**62 else None)
             return 0
         need = 8 + safetensors_length(data[:8])
     except Truncated as short:
@@ -360,6 +363,17 @@ def header_need(name: str, size: int, data: bytes) -> int:
     except FieldError:
         return 0
     return need if len(data) < need <= size else 0
+
+
+def header_shards(index: bytes) -> str:
+    """The shard files a model.safetensors.index.json names, in order (the page then reads each one's header from
+    the hub): JSON ``{"shards": [...]}`` or ``{"error"}`` naming what is wrong."""
+    from pycore.model.checkpoint import read_index
+    try:
+        weight_map, _ = read_index(index)
+    except FieldError as error:
+        return _dumps({"error": f"Checkpoint: model.safetensors.index.json: {printable(error.message, 400)}."})
+    return _dumps({"shards": list(dict.fromkeys(weight_map.values()))})
 
 
 def _checkpoint_files(files: "list[tuple[str, int, bytes]]") -> "Checkpoint":
@@ -385,20 +399,22 @@ def _checkpoint_files(files: "list[tuple[str, int, bytes]]") -> "Checkpoint":
     raise FieldError("header", "no .safetensors, .gguf or model.safetensors.index.json file among those chosen")
 
 
-def _read_one(reader: "Callable[[bytes, str, int], Checkpoint]", name: str, size: int, data: bytes) -> "Checkpoint":
-    """One file's Checkpoint; a refusal names the file."""
+def _read_one(reader: "Callable[[bytes, str, int | None], Checkpoint]", name: str, size: int,
+              data: bytes) -> "Checkpoint":
+    """One file's Checkpoint (``size`` < 0: not known, so not checked); a refusal names the file."""
     try:
-        return reader(data, name, size)
+        return reader(data, name, size if size >= 0 else None)
     except FieldError as error:
         if name in error.message:
             raise
         raise FieldError("header", f"{printable(name, 80)}: {error.message}") from None
 
 
-def header_summary(files: "list[tuple[str, int, bytes]]") -> str:
+def header_summary(files: "list[tuple[str, int, bytes]]", origin: str = "") -> str:
     """The weights' exact bytes from the header bytes the page read of each chosen file ((name, size, first
-    bytes)): JSON ``{"rows": [{label, bytes, text}]`` by pool then dtype, ``"message"``, ``"notes"``, ``"set"``
-    (weight_bytes and weight_files for the form)``}``, or ``{"error"}`` naming what is wrong."""
+    bytes); ``origin``: the hub id they came from, which then names them): JSON ``{"rows": [{label, bytes,
+    text}]`` by pool then dtype, ``"message"``, ``"notes"``, ``"set"`` (weight_bytes and weight_files for the
+    form)``}``, or ``{"error"}`` naming what is wrong."""
     from pycore.output.cli import POOL_LABELS
     try:
         found = _checkpoint_files(files)
@@ -406,12 +422,14 @@ def header_summary(files: "list[tuple[str, int, bytes]]") -> str:
         return _dumps({"error": f"Checkpoint: {printable(error.message, 400)}."})
     names = [printable(name, 80) for name in found.files]
     named = names[0] if len(names) == 1 else f"{len(names)} files, {names[0]} ... {names[-1]}"
+    if origin:
+        named = f"{printable(origin, 100)}: {named}"
     rows = [{"label": POOL_LABELS.get(pool, pool), "bytes": f"{size:,}", "text": f"{size / GIB:,.3f} GiB"}
             for pool, size in found.by_pool.items()]
     rows += [{"label": f"stored as {printable(dtype, 20)}", "bytes": f"{size:,}", "text": f"{size / GIB:,.3f} GiB"}
              for dtype, size in found.by_dtype.items()]
     message = (f"{named} ({found.format}): {len(found.tensors):,} tensors, {found.total_bytes:,} bytes = "
                f"{found.total_bytes / GIB:,.3f} GiB of weights (GiB = 2^30 bytes), from {found.header_bytes:,} header "
-               "bytes read in this page. The estimate now takes these bytes for the weights (weight_bytes).")
+               "bytes read. The estimate now takes these bytes for the weights (weight_bytes).")
     return _dumps({"rows": rows, "message": message, "notes": [printable(n, 300) for n in found.notes],
                    "set": [["weight_bytes", str(found.total_bytes)], ["weight_files", named[:200]]]})

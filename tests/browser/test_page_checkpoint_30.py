@@ -357,3 +357,44 @@ def test_the_checkpoint_panel_fits_phones_and_wide_screens(browser, base_url, tm
         assert box["x"] >= 0 and box["x"] + box["width"] <= width
     finally:
         context.close()
+
+
+# --- the same from the hub, by range requests to a local stand-in ------------------------------------------------
+
+def test_reading_from_the_hub_fetches_the_index_then_only_each_shards_header(watched, base_url, tmp_path):
+    from hub_standin import StandInHub
+    paths, headers = sharded_checkpoint(tmp_path)
+    expected = sum(path.stat().st_size - headers[path.name] for path in paths[1:])
+    with StandInHub(tmp_path) as hub:
+        hub.forward(watched.context)
+        page = watched.open(base_url, "?batch=2")
+        page.locator("#checkpoint > summary").click()
+        assert hub.requests == 0                                 # nothing before the click
+        page.locator("#checkpoint-hub").fill("acme/tiny-model")
+        page.locator("#checkpoint-fetch").click()
+        wait_query(page, "weight_bytes", str(expected))
+        # transferred: the index whole, then per shard its 8 bytes and then its 8 bytes and JSON (two ranges)
+        assert hub.sent == paths[0].stat().st_size + sum(8 + headers[name] for name in headers)
+        assert hub.requests == 1 + 2 * len(headers)
+    query = query_of(page)
+    assert query["weight_files"].startswith("acme/tiny-model: 2 files, model-00001-of-00002.safetensors")
+    assert query["batch"] == "2"
+    assert "from the checkpoint's headers (acme/tiny-model: 2 files" in \
+        next(r for r in weights_row(page) if r[0].startswith("Weights"))[3]
+    assert watched.errors == []
+
+
+def test_a_gated_model_on_the_hub_is_named_and_nothing_changes(watched, base_url):
+    watched.context.route("https://huggingface.co/**", lambda route: route.fulfill(status=401, body="gated"))
+    page = watched.open(base_url, "?batch=2")
+    before = page.url
+    page.locator("#checkpoint > summary").click()
+    page.locator("#checkpoint-hub").fill("meta-llama/Llama-3.1-8B")
+    page.locator("#checkpoint-fetch").click()
+    page.wait_for_function("document.getElementById('checkpoint-status').className.includes('failed')")
+    status = page.locator("#checkpoint-status").text_content()
+    assert "status 401: a gated or private model" in status and "choose them above" in status
+    page.locator("#checkpoint-hub").fill("not an id")
+    page.locator("#checkpoint-fetch").click()
+    page.wait_for_function("document.getElementById('checkpoint-status').textContent.startsWith('Hub id:')")
+    assert page.url == before

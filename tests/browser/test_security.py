@@ -11,8 +11,11 @@ from pycore.inputs.schema import FIELDS
 
 pytestmark = pytest.mark.browser
 
+# connect-src: the hub and the CDNs its checkpoint files redirect to (site/index.html says which), for issue 30's
+# range requests
 POLICY = ("default-src 'none'; script-src 'self' 'wasm-unsafe-eval' 'unsafe-eval'; style-src 'self'; "
-          "img-src 'self' data:; connect-src 'self' https://huggingface.co; worker-src 'self' blob:; "
+          "img-src 'self' data:; connect-src 'self' https://huggingface.co https://*.huggingface.co https://*.hf.co; "
+          "worker-src 'self' blob:; "
           "base-uri 'none'; form-action 'none'; object-src 'none'")
 
 # Records every policy violation and every query the page hands to pycore, from before any script runs.
