@@ -22,7 +22,8 @@ function drawFits() {
   const rows = [...fitsRows].sort((x, y) => fitsSort === "id" ? x.id.localeCompare(y.id)
     : fitsSort === "params" ? y.params - x.params : (y.headroom_bytes ?? -Infinity) - (x.headroom_bytes ?? -Infinity));
   const workload = new URLSearchParams(formQuery());
-  for (const key of ["model", "tp", "pp", "dp", "fsdp", "zero"]) workload.delete(key);
+  // each row's link is its own model's: no layout, and no checkpoint bytes read for the model in the form
+  for (const key of ["model", "tp", "pp", "dp", "fsdp", "zero", "weight_bytes", "weight_files"]) workload.delete(key);
   for (const row of rows) {
     const tr = el("tr", undefined, `fits-${row.status}`);
     const link = el("a", row.id);

@@ -189,3 +189,10 @@ def test_a_hub_file_of_unknown_size_is_read_and_named_by_its_repository(tmp_path
     answer = json.loads(web.header_summary([("model.safetensors", -1, read)], "acme/tiny"))
     assert dict(answer["set"]) == {"weight_bytes": str(read_path(str(path)).total_bytes),
                                    "weight_files": "acme/tiny: model.safetensors"}
+
+
+def test_what_fits_estimates_every_other_preset_from_its_own_parameters():
+    plain = {row["id"]: row["total_bytes"] for row in json.loads(web.fits("gpu=h100-sxm-80gb&gpus=8"))["rows"]}
+    read = {row["id"]: row["total_bytes"] for row in
+            json.loads(web.fits("gpu=h100-sxm-80gb&gpus=8&weight_bytes=1000&weight_files=x.safetensors"))["rows"]}
+    assert read == plain

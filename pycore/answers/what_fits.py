@@ -46,7 +46,9 @@ def what_fits(values: dict[str, Any], count: int) -> "list[dict[str, Any]]":
             continue
         layout = layout_for(values, arch, count) if arch.kind != "generic" or values["mode"] == "train" else {}
         try:
-            result = totals_only({**values, "model": model_id, "config": None, "params": None, **layout})
+            # a checkpoint's bytes (weight_bytes) are its own model's: every other preset is estimated from its parameters
+            result = totals_only({**values, "model": model_id, "config": None, "params": None, "weight_bytes": 0,
+                                  "weight_files": None, **layout})
         except FieldError as error:
             rows.append({"id": model_id, "params": entry["params"], "layout": layout, "total_bytes": None,
                          "error": str(error), "status": "no", "headroom_bytes": None})
