@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from pycore.inputs.schema import BY_KEY
 from pycore.output import export, web
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -196,3 +197,52 @@ def test_what_fits_estimates_every_other_preset_from_its_own_parameters():
     read = {row["id"]: row["total_bytes"] for row in
             json.loads(web.fits("gpu=h100-sxm-80gb&gpus=8&weight_bytes=1000&weight_files=x.safetensors"))["rows"]}
     assert read == plain
+
+
+# --- fuzz: truncated, oversized and malformed headers and pasted text never raise, hang or lose the inputs --------
+
+from fuzz_counts import count_fuzz  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+GOOD = safetensors_bytes(llama())
+
+
+def _prefix_and_noise(data):
+    """A real header cut anywhere, with bytes changed or appended: truncated and malformed headers alike."""
+    return st.tuples(st.integers(0, len(data)), st.binary(max_size=64), st.integers(0, len(data))).map(
+        lambda t: data[:t[0]] + t[1] + data[t[0] + len(t[1]):t[2]] if t[2] > t[0] else data[:t[0]] + t[1])
+
+
+@settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.binary(max_size=200), _prefix_and_noise(GOOD), _prefix_and_noise(gguf_bytes(GGUF_METADATA,
+                                                                                                 GGUF_TENSORS))),
+       st.sampled_from(["model.safetensors", "model.gguf", "model.safetensors.index.json"]),
+       st.integers(-1, 2**40))
+def test_any_header_bytes_give_a_length_or_a_message(data, name, size):
+    count_fuzz("web.header_need / header_summary")
+    reads = 0
+    read = b""
+    while (need := web.header_need(name, size, read)) and reads < 64:
+        assert need > len(read)                      # every read asks for more: the page's loop ends
+        read = data[:need]
+        reads += 1
+        if len(read) < need:                         # the file (here, the data) ends first
+            break
+    answer = json.loads(web.header_summary([(name, size, read)]))
+    assert set(answer) == {"error"} or set(answer) == {"rows", "message", "notes", "set"}
+    if "error" in answer:
+        assert answer["error"].startswith("Checkpoint: ") and answer["error"].isprintable()
+
+
+@settings(max_examples=200, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.text(max_size=300), st.builds(lambda w: "vllm serve " + " ".join(w), st.lists(st.text(max_size=12),
+                                                                                                   max_size=8)),
+                 st.builds(json.dumps, st.dictionaries(st.text(max_size=30), st.one_of(
+                     st.integers(), st.text(max_size=10), st.booleans(), st.none()), max_size=6))))
+def test_any_pasted_launch_settings_give_settings_or_a_message(text):
+    count_fuzz("web.launch_read")
+    answer = json.loads(web.launch_read(text))
+    assert set(answer) in ({"error"}, {"set", "message"})
+    for key, _ in answer.get("set", []):
+        assert key in BY_KEY
