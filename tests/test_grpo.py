@@ -234,3 +234,14 @@ def test_grpo_peak_in_the_phase_measured(case):
     phase = {"rollout": "rollout", "reference log-probs": "reference", "policy forward": "forward",
              "backward": "backward", "optimizer step": "optimizer"}[case["measured_phase"]]
     assert case["phase"].split()[0].rstrip(",") == phase
+
+
+def test_the_largest_batch_is_found_when_a_batch_free_moment_peaks_at_small_batches():
+    """At batch 1 and 2 a GRPO step's peak can be a moment the batch does not change (the optimizer step, beside the
+    colocated engine); the batch still bounds the memory, so the answers give its largest value, not "unbounded"."""
+    from pycore.answers.answer import answer
+    values = schema.parse({**QWEN7B, "batch": "8"})
+    found = answer(values, estimate(QWEN7B))
+    assert found["max_batch"] and found["max_batch"] >= 8 and "max_batch_unbounded" not in found
+    assert estimate({**QWEN7B, "batch": str(found["max_batch"] + 1)}).total_bytes > \
+        estimate({**QWEN7B, "batch": str(found["max_batch"])}).total_bytes

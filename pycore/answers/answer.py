@@ -430,8 +430,10 @@ def _searched_answers(values: dict[str, Any], result: Estimate, usable: int,
     """The largest batch and sequence that fit (for serving: concurrency and context), by search."""
     out: dict[str, Any] = {"notes": []}
     out["max_batch"] = yield from _largest(values, "batch", usable)
-    if out["max_batch"] is not None and (yield from _total(values, batch=1)) == (yield from _total(values, batch=2)):
-        # The memory counted does not grow with the batch: no largest batch follows from it.
+    if out["max_batch"] == SEARCH_LIMIT and (yield from _total(values, batch=1)) == (yield from _total(values, batch=2)):
+        # The memory counted does not grow with the batch: no largest batch follows from it. (A batch-free moment,
+        # the optimizer step's or a GRPO rollout engine's, can be the peak at batch 1 and 2 and the search still find
+        # a largest batch.)
         out["max_batch"] = None
         out["max_batch_unbounded"] = "not bounded by the memory counted: activations are not counted"
     kind = result.model.kind
