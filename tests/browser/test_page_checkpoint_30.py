@@ -398,3 +398,25 @@ def test_a_gated_model_on_the_hub_is_named_and_nothing_changes(watched, base_url
     page.locator("#checkpoint-fetch").click()
     page.wait_for_function("document.getElementById('checkpoint-status').textContent.startsWith('Hub id:')")
     assert page.url == before
+
+
+def test_a_gguf_file_is_read_in_growing_slices_never_whole(watched, base_url, tmp_path):
+    # tests/test_checkpoint.py's GGUF (its bytes per tensor from gguf-py's GGML_QUANT_SIZES), with a 200,000-string
+    # metadata array that puts the header past the page's first 1 MiB read, and a 4 MiB F32 tensor after it
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_checkpoint import F32, GGUF_BYTES, GGUF_METADATA, GGUF_TENSORS, gguf_bytes
+    merges = ("tokenizer.ggml.merges", 9, (8, [f"merge {i} {i + 1}" for i in range(200_000)]))
+    data = gguf_bytes(GGUF_METADATA + [merges], GGUF_TENSORS + [("blk.0.extra.weight", F32, (1024 * 1024,))])
+    path = tmp_path / "model-Q4_K_M.gguf"
+    path.write_bytes(data)
+    expected = sum(GGUF_BYTES.values()) + 1024 * 1024 * 4
+    watched.page.add_init_script(RECORD_SLICES)
+    page = watched.open(base_url)
+    page.locator("#checkpoint > summary").click()
+    page.locator("#checkpoint-files").set_input_files(str(path))
+    wait_query(page, "weight_bytes", str(expected))
+    assert query_of(page)["weight_files"] == "model-Q4_K_M.gguf"
+    ends = [end for name, _, _, end in page.evaluate("window.__slices") if name == path.name]
+    assert len(ends) >= 3 and ends == sorted(ends)          # 8 bytes, 1 MiB, then more until the header fits
+    assert ends[-1] < len(data)                              # never the whole file
+    assert "(gguf)" in page.locator("#checkpoint-status").text_content()
