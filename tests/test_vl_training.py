@@ -48,3 +48,13 @@ def test_other_towers_are_said_to_be_left_out():
     result = estimate({"model": "llama-4-scout-17b-16e-instruct", "seq": "512", "images": "1", "tp": "8"})
     assert "vision_activations" not in result.components
     assert any("saved activations are not modelled for this tower yet" in w for w in result.warnings)
+
+
+def test_a_chunked_scan_counts_its_sequence_padded_to_whole_chunks():
+    # transformers' torch_chunk_gated_delta_rule pads to 64 tokens, Mamba-2's torch scan to chunk_size; Mamba-1's
+    # token-by-token scan and the fused kernels do not (pycore/memory/scan_activations.py padding)
+    from pycore.memory.scan_activations import padding
+    from pycore.model import catalog
+    qwen = catalog.architecture("qwen3.5-9b")
+    assert padding(qwen, "L", 200) == 256 / 200 and padding(qwen, "L", 256) == 1.0
+    assert padding(qwen, "L", 200, fused=True) == 1.0 and padding(qwen, "m", 200) == 1.0

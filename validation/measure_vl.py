@@ -1,4 +1,4 @@
-"""Measure training steps of small vision-language models with images: Qwen2.5-VL and Gemma 3 (SigLIP).
+"""Measure training steps of small vision-language models with images: Qwen2.5-VL, Qwen3.5 and Gemma 3 (SigLIP).
 
 Dev-only: needs torch and transformers (never dependencies of pycore). Each case builds a small config that keeps
 its family's structure (a 2-layer text decoder, a 4-block vision tower; Qwen2.5-VL's window attention with one
@@ -10,7 +10,8 @@ left out, each rounded to 512 bytes), per patch and block, at two image sizes.
 
 The image tokens follow pycore/model/vision.py (which tests/test_vision.py checks against transformers' own
 processors): Qwen2.5-VL's smart_resize grid (an image of W x H pixels is (H/14) x (W/14) patches, one token per
-2 x 2), Gemma 3's mm_tokens_per_image for any size.
+2 x 2; Qwen3.5's the same with 16-pixel patches), Gemma 3's mm_tokens_per_image for any size. Qwen3.5's M-RoPE
+reads mm_token_type_ids, which its processor returns with the ids (1 on image tokens).
 
 Usage:
     /tmp/hf/bin/python validation/measure_vl.py              # all cases -> validation/measured_vl.json
@@ -62,7 +63,22 @@ GEMMA3 = {
                       "num_hidden_layers": 4, "num_attention_heads": 4, "image_size": 224, "patch_size": 14,
                       "vision_use_head": False},
 }
-FAMILIES = {"qwen2_5_vl": QWEN_VL, "gemma3": GEMMA3,
+QWEN3_5 = {
+    "model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"], "image_token_id": IMAGE,
+    "video_token_id": 996, "vision_start_token_id": START, "vision_end_token_id": END, "tie_word_embeddings": False,
+    "text_config": {"model_type": "qwen3_5_text", "vocab_size": 1000, "hidden_size": 256, "intermediate_size": 512,
+                    "num_hidden_layers": 4, "full_attention_interval": 4, "num_attention_heads": 4,
+                    "num_key_value_heads": 2, "head_dim": 64, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+                    "linear_key_head_dim": 32, "linear_value_head_dim": 32, "max_position_embeddings": 4096,
+                    "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "mrope_section": [4, 6, 6],
+                                        "mrope_interleaved": True, "partial_rotary_factor": 0.25}},
+    "vision_config": {"model_type": "qwen3_5", "depth": 4, "hidden_size": 128, "intermediate_size": 256,
+                      "num_heads": 4, "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                      "num_position_embeddings": 256, "out_hidden_size": 256, "in_channels": 3,
+                      "deepstack_visual_indexes": [], "hidden_act": "gelu_pytorch_tanh"},
+}
+FAMILIES = {"qwen2_5_vl": QWEN_VL, "gemma3": GEMMA3, "qwen3_5": QWEN3_5,
             # a wider, shallower tower of each: the per-patch terms checked at a second width
             "qwen2_5_vl-w": {**QWEN_VL, "vision_config": {**QWEN_VL["vision_config"], "depth": 2, "hidden_size": 256,
                                                            "intermediate_size": 640, "num_heads": 8,
@@ -77,6 +93,8 @@ CASES = [
     ("qwen2_5_vl", "amp-bf16", 1, 128, 1, 448, 336),
     ("gemma3", "bf16", 1, 128, 1, 224, 224), ("gemma3", "bf16", 2, 128, 2, 224, 224),
     ("gemma3", "fp32", 1, 128, 1, 224, 224), ("gemma3", "amp-bf16", 2, 64, 1, 224, 224),
+    ("qwen3_5", "bf16", 1, 64, 1, 448, 320), ("qwen3_5", "bf16", 2, 128, 1, 320, 320),
+    ("qwen3_5", "fp32", 1, 64, 2, 320, 320), ("qwen3_5", "amp-bf16", 1, 128, 1, 448, 320),
     ("qwen2_5_vl-w", "bf16", 1, 128, 1, 448, 336), ("qwen2_5_vl-w", "amp-bf16", 1, 128, 1, 448, 336),
     ("gemma3-w", "bf16", 2, 128, 1, 224, 224), ("gemma3-w", "fp32", 1, 128, 2, 224, 224),
 ]
@@ -110,6 +128,8 @@ def make_batch(family, config, batch, text, images, width, height):
     inputs = {"input_ids": ids, "labels": labels, **pictures}
     if family.startswith("gemma3"):
         inputs["token_type_ids"] = (ids == IMAGE).long()      # Gemma 3 needs them in training
+    if family.startswith("qwen3_5"):
+        inputs["mm_token_type_ids"] = (ids == IMAGE).int()    # Qwen3.5's M-RoPE: 1 marks image tokens
     return inputs, per_image
 
 

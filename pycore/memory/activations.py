@@ -250,9 +250,11 @@ def _mixed_layer_terms(arch: "Architecture", e: float, amp: bool, attention: str
         if mixer in "ASCP":
             kind += _attention_terms(arch, e, amp, attention, recompute, seq)
         if mixer in STATEFUL:
+            padded = scan_activations.padding(arch, mixer, seq, fused)
             kind.append(Term(f"{MIXERS[mixer]} saved tensors ({'fused' if fused else 'reference'} kernels)",
-                             mixer_saved(arch, mixer, e, amp, fused),
-                             "the kernels' source" if fused else "validation/measure_hybrid.py fit"))
+                             mixer_saved(arch, mixer, e, amp, fused) * padded,
+                             "the kernels' source" if fused else "validation/measure_hybrid.py fit" +
+                             (f" × {padded:.3g} (the sequence padded to whole chunks)" if padded != 1 else "")))
         if mlp != "-":
             if arch.norms_per_layer > 1 or mixer == "-":
                 kind += _norm_terms(arch, e, amp, 2 if arch.mlp == "gated" else 1, "MLP norm", "gate_up")

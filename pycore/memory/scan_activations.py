@@ -114,6 +114,18 @@ def fused_saved(arch: "Architecture", mixer: str, e: float) -> float:
     return 6 * arch.hidden * e
 
 
+def padding(arch: "Architecture", mixer: str, seq: int, fused: bool = False) -> float:
+    """How much longer the reference chunked scans make a sequence of ``seq`` tokens: transformers pads it to whole
+    chunks (torch_chunk_gated_delta_rule's 64, Mamba-2's chunk_size) before splitting it, and every padded tensor
+    is saved at that length. The whole mixer is counted at the padded length, an upper bound: 70% of a DeltaNet
+    mixer's and 64% of a Mamba-2 mixer's saved bytes grow with the padding (measured at 200 tokens against whole
+    chunks, validation/measure_vl.py's Qwen3.5 cases). 1 for unchunked mixers and the fused kernels."""
+    chunk = DELTANET_CHUNK if mixer == "L" else arch.ssm_chunk if mixer in "MP" else 0
+    if fused or not chunk or seq <= 0:
+        return 1.0
+    return -(-seq // chunk) * chunk / seq
+
+
 def mixer_saved(arch: "Architecture", mixer: str, e: float, amp: bool, fused: bool = False) -> float:
     """Bytes per token one layer of ``mixer`` (M, P's Mamba-2 half, m, L, V) saves for backward, with the
     reference torch kernels (measured) or the fused ones (``fused``: from their source)."""

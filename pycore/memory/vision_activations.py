@@ -10,6 +10,8 @@ square of the patches), and what the family's code does differently, read off th
   (2·e·h more); each window's SDPA output is kept and so is their concatenation, o_proj's input (counted). Once a
   tower: rotary cos and sin in fp32 (2·4·h/heads), the window permutation (two int64 per merged token), and the
   merger's RMSNorm, its two linears' inputs and GELU's input (3·e·h a patch: merge² patches make one m²·h token).
+- Qwen3-VL (Qwen3.5's tower, ``Qwen3_5VisionBlock``): the same, with LayerNorm and a GELU fc1/fc2 MLP, no window
+  permutation, and learned positions interpolated per patch (four int64 indices and four fp32 weights).
 - Gemma 3 (SigLIP, ``SiglipEncoderLayer``): o_proj reads SDPA's output itself (e·h less than layer_terms, which
   counts both); under autocast q, k and v_proj each keep their own 16-bit copy of the LayerNorm's fp32 output
   (2·e·h more). Once a tower: the position ids (int64), the post-LayerNorm, the average pool's input (e·h), per
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from pycore.memory.parallel import Stage
     from pycore.memory.setup import Setup
 
-MEASURED = ("qwen2_5_vl", "siglip")                 # the towers validation/measure_vl.py measures
+MEASURED = ("qwen2_5_vl", "qwen3_vl", "siglip")     # the towers validation/measure_vl.py measures
 SOURCE = "vision tower blocks as pycore.memory.activations.layer_terms (flash) with the family's differences, " \
          "pycore/memory/vision_activations.py; checked in docs/validation.md (validation/measure_vl.py)"
 
@@ -48,6 +50,16 @@ def block_shape(arch: Architecture) -> Architecture:
                         activation="silu" if qwen else "gelu_tanh", qkv_bias=True, out_bias=True, mlp_bias=True)
 
 
+def _qwen_rest(arch: Architecture, block: Architecture, e: float, amp: bool) -> float:
+    """Once a Qwen tower: rotary cos and sin (fp32), the merger's norm, its two linears' inputs and GELU's input;
+    Qwen2.5-VL's window permutation (two int64 per merged token), Qwen3-VL's interpolated learned positions (four
+    int64 indices and four fp32 weights a patch)."""
+    h, merge = arch.vision_hidden, arch.vision_merge * arch.vision_merge
+    norm = sum(t.bytes_per_token for t in _norm_terms(block, e, amp, 1, "merger norm"))
+    placed = 16 / merge if arch.vision_family == "qwen2_5_vl" else 4 * 8 + 4 * 4
+    return 2 * 4 * h / block.heads + placed + norm + 3 * e * h
+
+
 def per_patch(setup: "Setup") -> "tuple[float, float]":
     """(bytes one block saves per patch, bytes the rest of the tower saves per patch)."""
     arch, policy = setup.arch, setup.policy
@@ -55,11 +67,10 @@ def per_patch(setup: "Setup") -> "tuple[float, float]":
     h, merge = arch.vision_hidden, arch.vision_merge * arch.vision_merge
     full = setup.workload.recompute == "full"
     saved = e * h if full else sum(t.bytes_per_token for t in layer_terms(block, policy, "flash", "none", 1))
-    if arch.vision_family == "qwen2_5_vl":
+    if arch.vision_family in ("qwen2_5_vl", "qwen3_vl"):
         if not full:
             saved += 2 * e * h                                      # the fused qkv output v keeps alive
-        norm = sum(t.bytes_per_token for t in _norm_terms(block, e, amp, 1, "merger norm"))
-        rest = 2 * 4 * h / block.heads + 16 / merge + norm + 3 * e * h
+        rest = _qwen_rest(arch, block, e, amp)
     else:
         if not full:
             saved -= e * h                                          # o_proj reads SDPA's output itself
@@ -96,6 +107,6 @@ def note(setup: "Setup") -> str:
     if setup.finetune.adapters:
         return "the vision tower is taken as frozen, without adapters, so it keeps nothing for backward"
     if arch.vision_family not in MEASURED:
-        return "the vision tower's saved activations are not modelled for this tower yet (Qwen2.5-VL's and " \
-            "Gemma 3's are, measured by validation/measure_vl.py)"
+        return "the vision tower's saved activations are not modelled for this tower yet (Qwen2.5-VL's, Qwen3.5's " \
+            "and Gemma 3's are, measured by validation/measure_vl.py)"
     return "the vision tower's saved activations are counted per image patch (Vision tower activations)"

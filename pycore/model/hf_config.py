@@ -58,8 +58,10 @@ FAMILIES: "dict[str, tuple[str, Traits]]" = {
                                "norms_per_layer": 1, "parallel_block": True}),
     "starcoder2": ("Starcoder2ForCausalLM", {**LAYERNORM_PLAIN, **BIASED, "activation": "gelu_tanh"}),
     # layers that differ by index: read by pycore/model/hf_layers.py
-    "qwen3_next": ("Qwen3NextForCausalLM", {"qk_norm": "head", "attn_output_gate": True, "shared_expert_gate": True}),
-    "qwen3_5_text": ("Qwen3_5ForCausalLM", {"qk_norm": "head", "shared_expert_gate": True}),
+    # Qwen3NextRMSNorm / Qwen3_5RMSNorm multiply by (1 + weight) in fp32, as Gemma's do
+    "qwen3_next": ("Qwen3NextForCausalLM", {"qk_norm": "head", "attn_output_gate": True, "shared_expert_gate": True,
+                                            "norm_weight_fp32": True}),
+    "qwen3_5_text": ("Qwen3_5ForCausalLM", {"qk_norm": "head", "shared_expert_gate": True, "norm_weight_fp32": True}),
     "granitemoehybrid": ("GraniteMoeHybridForCausalLM", {}),
     "nemotron_h": ("NemotronHForCausalLM", {}),
     "falcon_h1": ("FalconH1ForCausalLM", {}),

@@ -290,7 +290,7 @@ def _qwen_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
     if vision.get("deepstack_visual_indexes"):
         raise InputError("config", "vision_config.deepstack_visual_indexes: pycore counts Qwen3.5's tower without "
                                    "deepstack mergers")
-    extra["vision_family"] = "qwen3_vl"
+    extra.update(vision_family="qwen3_vl", vision_heads=inner.integer("vision_heads", ("num_heads",)) or 16)
 
 
 # SiglipVisionConfig / Siglip2VisionConfig key -> (Architecture field, the class's default), transformers 5.24
