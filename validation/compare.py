@@ -492,7 +492,7 @@ def lora_section():
     from pycore.inputs import schema
     record, cases = lora_rows()
     errors = [abs(r["error"]) for r in cases]
-    plain = [abs(r["saved_error"]) for r in cases if not r["dropout"]]
+    plain = [abs(r["saved_error"]) for r in cases if not r["dropout"] and "dora" not in r["label"]]
     dropout = "lora_dropout" in schema.BY_KEY
     lines = ["", "## LoRA through PEFT", "",
              "`validation/measure_lora.py` wraps small Llama and Qwen2 configs with `peft.get_peft_model` as users",
@@ -508,6 +508,11 @@ def lora_section():
              "The saved column is what a block keeps for backward per token (saved_tensors_hooks over one forward,",
              "the blocks' mean) beside the estimate's per-layer activations: "
              f"{100 * statistics.median(plain):.1f}% median, {100 * max(plain):.1f}% worst without dropout.",
+             "DoRA (`lora_variant=dora`, PEFT's use_dora) keeps the base layer's and lora_B's outputs per adapted",
+             "layer (the record's dora_study: exactly 6·out bytes a token in bf16, 4·out under autocast) and builds",
+             "the largest adapted weight's column norm in its forward, (in² + 4·in·out) values in the adapters'",
+             "dtype (peft/tuners/lora/dora.py); the hooks also record those forward-only tensors, so the saved",
+             "column of the DoRA rows is above what backward keeps, and they are left out of that figure.",
              ("Dropout is the case's `lora_dropout`." if dropout else
               "The schema has no `lora_dropout` input yet: the estimate assumes PEFT's default 0.0, so the dropout "
               "cases miss one byte per element of each adapted layer's input (the masks)."),

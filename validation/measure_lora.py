@@ -30,7 +30,7 @@ autograd keeps, with the base frozen:
   ``weight * x`` saves for the weight's gradient. Nothing before the first adapted layer needs a gradient (the
   embedding is frozen), so the first block's input norm keeps nothing.
 
-DoRA (``use_dora=True``; ``--dora``, the record's ``dora_study``; not an input of the estimate yet). PEFT 0.21's
+DoRA (``use_dora=True``, the estimate's ``lora_variant=dora``; ``--dora``, the record's ``dora_study``). PEFT 0.21's
 ``DoraLinearVariant.forward`` (variants.py) hands ``result`` to ``DoraLinearLayer.forward`` (dora.py lines 132-165):
 ``(mag_norm_scale - 1) * base_result + mag_norm_scale * lora_result * scaling``. The magnitude vector is trained, so
 autograd keeps, beside everything LoRA keeps, the base layer's output (its dtype: 2·out bytes a token on a bf16 base,
@@ -114,6 +114,14 @@ CASES = [
     # adapters in the input's dtype, no dropout: lora_A keeps the input itself, once for the layers reading it
     case(QWEN, "attention", "bf16", 16, 4, 512, 0.0, lora_dtype="bf16"),
     case(LLAMA, "all-linear", "fp32", 16, 2, 512, 0.0),
+    # DoRA (use_dora=True): the outputs it multiplies per token, and its column-norm working set, which the last
+    # case (a wide MLP, 64 tokens) makes the peak
+    case(LLAMA, "qv", "bf16", 16, 4, 512, 0.0, lora_variant="dora"),
+    case(LLAMA, "all-linear", "bf16", 16, 2, 512, 0.0, lora_variant="dora"),
+    case(LLAMA, "all-linear", "amp-bf16", 16, 2, 512, 0.0, lora_variant="dora"),
+    case(QWEN, "attention", "bf16", 16, 4, 512, 0.0, lora_variant="dora"),
+    case(LLAMA4, "all-linear", "bf16", 16, 4, 512, 0.0, recompute="full", lora_variant="dora"),
+    case({**LLAMA, "ffn": "5632"}, "all-linear", "bf16", 8, 1, 64, 0.0, lora_variant="dora"),
 ]
 
 
@@ -122,7 +130,8 @@ def with_peft(model, values, dropout):
     from peft import LoraConfig, get_peft_model
 
     config = LoraConfig(r=values["lora_rank"], lora_alpha=2 * values["lora_rank"], lora_dropout=dropout,
-                        target_modules=measure.LORA_MODULES[values["lora_targets"]])
+                        target_modules=measure.LORA_MODULES[values["lora_targets"]],
+                        use_dora=values.get("lora_variant") == "dora")
     # lora_dtype=bf16 on a bf16 base: the adapters left in the base's dtype (autocast_adapter_dtype=False)
     upcast = values["lora_dtype"] == "fp32"
     return get_peft_model(model, config, autocast_adapter_dtype=upcast)
@@ -272,7 +281,11 @@ def main():
         import peft
         about = ("LoRA training steps through PEFT (validation/measure_lora.py): peak of live tensor bytes of one "
                  f"step after a warm-up step, MemTracker; peft {peft.__version__}")
+        study = json.loads(OUT.read_text()).get("dora_study") if OUT.exists() else None
         measure.write_record(OUT, about, results)
+        if study:                                   # the --dora study is kept beside the cases
+            record = json.loads(OUT.read_text())
+            OUT.write_text(json.dumps({**record, "dora_study": study}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ GRPO: Condition = {"method": ["grpo", "grpo-lora"]}                     # TRL GR
 # Inputs that mean nothing for a generic network (params only).
 TRANSFORMER_ONLY = ("heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", "experts_per_token", "expert_ffn",
                     "tied", "new_tokens", "images", "mode", "kv_dtype", "attention", "method", "lora_rank",
-                    "lora_targets", "lora_dtype", "lora_dropout", "quant", "group_size", "tp", "pp", "cp", "ep", "sp",
+                    "lora_targets", "lora_dtype", "lora_dropout", "lora_variant", "quant", "group_size", "tp", "pp", "cp", "ep", "sp",
                     "interleave", "loss_chunks")
 
 APPLIES: "dict[str, Condition]" = {
@@ -59,6 +59,7 @@ APPLIES: "dict[str, Condition]" = {
     "lora_targets": {**ADAPTERS, **TRANSFORMER},
     "lora_dtype": {**ADAPTERS, **TRANSFORMER},
     "lora_dropout": {**ADAPTERS, **TRANSFORMER},
+    "lora_variant": {**ADAPTERS, **TRANSFORMER},
     # DPO's reference model (pycore.memory.posttraining).
     "ref_model": {**TRAIN, **TRANSFORMER, **PREFERENCE},
     # GRPO's rollout and reference model (pycore.memory.rollout, pycore.memory.posttraining).

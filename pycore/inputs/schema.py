@@ -298,6 +298,10 @@ FIELDS = (
             "PEFT's default target modules for Llama (q_proj, v_proj)"),
     _choice("lora_dtype", "fp32", ("fp32", "bf16", "fp16"), "dtype of the adapters, their gradients and states",
             "finetune", "PEFT upcasts 16-bit adapters to fp32 (autocast_adapter_dtype=True)"),
+    _choice("lora_variant", "lora", ("lora", "dora"), "PEFT's adapter: lora, or dora (use_dora=True): a trained "
+            "magnitude per output of each adapted layer, which keeps the base layer's and lora_B's outputs for "
+            "backward and builds each adapted weight's column norm in its forward", "finetune",
+            "PEFT LoraConfig's default (use_dora=False)"),
     Field("lora_dropout", "float", 0.0, "dropout on each adapter's input: a 1-byte mask per adapted layer, and lora_A "
           "keeps the dropped copy", "a number from 0 to 1", (), "PEFT LoraConfig's default (lora_dropout=0.0)",
           "finetune", "", 0, 1),
@@ -398,7 +402,8 @@ LABELS = {
     "max_completion_length": "Completion length (GRPO)", "beta": "KL coefficient beta (GRPO)",
     "rollout": "Rollout engine (GRPO)", "vllm_gpu_memory_utilization": "vLLM GPU memory share (GRPO)",
     "vllm_enable_sleep_mode": "vLLM sleep mode (GRPO)",
-    "lora_dtype": "Adapter dtype", "lora_dropout": "LoRA dropout", "quant": "Weight quantization", "group_size": "Quantization group size",
+    "lora_dtype": "Adapter dtype", "lora_dropout": "LoRA dropout", "lora_variant": "LoRA variant (DoRA)",
+    "quant": "Weight quantization", "group_size": "Quantization group size",
     "dp": "Data parallel (dp)", "tp": "Tensor parallel (tp)", "pp": "Pipeline stages (pp)",
     "cp": "Context parallel (cp)", "ep": "Expert parallel (ep)", "zero": "ZeRO stage", "fsdp": "FSDP strategy",
     "shard_group": "Shard group", "sp": "Sequence parallel", "microbatches": "Micro-batches per step",

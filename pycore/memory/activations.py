@@ -365,6 +365,10 @@ def _adapter_terms(setup: "Setup", terms: "list[Term]") -> "list[Term]":
         masks = saved.masks - saved.first_masks * (1 - share)
         out.append(Term("LoRA: dropout masks, one per adapted layer", masks, saved.masks_formula))
     out.append(Term("LoRA: lora_A outputs (kept by lora_B)", saved.a_outputs, saved.a_formula))
+    if ft.dora:
+        kept = finetune.dora_outputs(arch, ft.targets, BITS[ft.dtype] / 8, policy.bytes("act"), amp)
+        out.append(Term("DoRA: the base layer's and lora_B's outputs, one each per adapted layer", kept,
+                        "(2 + 2)·Σ out" if amp else f"({policy.bytes('act'):g} + {BITS[ft.dtype] / 8:g})·Σ out"))
     return out
 
 

@@ -4,7 +4,9 @@ LoRA (Hu et al. 2021) adds, beside each adapted linear layer W (in × out), two 
 B (r × out): r·(in + out) parameters. Gradients and optimizer state exist for the adapters only. PEFT
 keeps adapters in fp32 when the base is 16-bit (its autocast_adapter_dtype default). The frozen base
 still stores what backward needs through it, except the inputs of frozen linear layers, whose weight
-gradient is never computed. QLoRA (Dettmers et al. 2023) stores the base in NF4 and computes in bf16.
+gradient is never computed. QLoRA (Dettmers et al. 2023) stores the base in NF4 and computes in bf16. DoRA
+(Liu et al. 2024, PEFT's use_dora) adds a trained magnitude per output, the outputs it multiplies, and a
+column-norm working set in every adapted layer's forward.
 """
 
 from dataclasses import dataclass
@@ -36,12 +38,36 @@ def _linears(arch: "Architecture") -> "list[tuple[str, int, int, int]]":
     return rows
 
 
-def adapter_params(arch: "Architecture", rank: int, targets: str) -> int:
-    """Trainable LoRA parameters of the whole model."""
+def adapter_params(arch: "Architecture", rank: int, targets: str, dora: bool = False) -> int:
+    """Trainable LoRA parameters of the whole model; DoRA adds a magnitude per output of each adapted layer
+    (peft/tuners/lora/dora.py DoraLinearLayer.weight)."""
     chosen = TARGETS[targets]
-    per_layer = sum(copies * rank * (fan_in + fan_out) for name, fan_in, fan_out, copies in _linears(arch)
-                    if name in chosen)
+    per_layer = sum(copies * (rank * (fan_in + fan_out) + (fan_out if dora else 0))
+                    for name, fan_in, fan_out, copies in _linears(arch) if name in chosen)
     return arch.layers * per_layer
+
+
+def dora_outputs(arch: "Architecture", targets: str, adapter_bytes: float, act_bytes: float, amp: bool) -> float:
+    """Bytes per token DoRA keeps beside LoRA's, per layer (peft 0.21 dora.py DoraLinearLayer.forward:
+    ``(mag_norm_scale - 1) * base_result + mag_norm_scale * lora_result * scaling`` with a trained magnitude): the
+    base layer's output (the activations' dtype, 16-bit under autocast) and lora_B's (the adapters' dtype, 16-bit
+    under autocast), out values each, for every adapted layer (validation/measured_lora.json's dora_study: 6·out
+    in bf16 with fp32 adapters, 4·out under amp-bf16)."""
+    chosen, routed = TARGETS[targets], max(arch.experts_per_token, 1)
+    base, lora = (2.0, 2.0) if amp else (act_bytes, adapter_bytes)
+    return sum(min(copies, routed) * fan_out * (base + lora) for name, _, fan_out, copies in _linears(arch)
+               if name in chosen)
+
+
+def dora_norm_working(arch: "Architecture", targets: str, adapter_bytes: float) -> "tuple[int, str]":
+    """(bytes, the layer) of DoRA's column-norm working set, the largest adapted layer's (peft 0.21 dora.py
+    get_lora_weight and get_weight_norm, built in every adapted layer's forward and freed when it ends):
+    torch.eye(in) and lora_B(lora_A(eye)) in the adapters' dtype, the frozen weight cast to it, scaling·ΔW and
+    their sum: in² + 4·in·out values at once."""
+    chosen = TARGETS[targets]
+    sizes = [(int((fan_in * fan_in + 4 * fan_in * fan_out) * adapter_bytes), name)
+             for name, fan_in, fan_out, _ in _linears(arch) if name in chosen]
+    return max(sizes) if sizes else (0, "")
 
 
 # The input each linear layer reads: one norm's output feeds q, k and v, another's gate and up.

@@ -93,7 +93,7 @@ def trainable(setup: Setup, stage: Stage) -> Trainable:
         grad_bytes = 4 if (policy.master != "none" and setup.layout.microbatches > 1) else policy.bytes("grad")
         return Trainable(stage.params, sym("S", stage.params), grad_bytes, policy.bytes("opt"),
                          policy.bytes("master"))
-    whole = finetune.adapter_params(setup.arch, setup.finetune.rank, setup.finetune.targets)
+    whole = finetune.adapter_params(setup.arch, setup.finetune.rank, setup.finetune.targets, setup.finetune.dora)
     count = round(whole * stage.params / setup.counts.total)
     adapter_bytes = BITS[setup.finetune.dtype] / 8
     return Trainable(count, sym("A", count), adapter_bytes, adapter_bytes, 0)

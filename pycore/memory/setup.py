@@ -66,6 +66,7 @@ class FineTune:
     rollout: str = "generate"   # GRPO: generate | vllm-colocate | vllm-server (pycore.memory.rollout)
     vllm_util: float = 0.3      # GRPO: vllm_gpu_memory_utilization of a colocated engine
     vllm_sleep: bool = False    # GRPO: vllm_enable_sleep_mode
+    dora: bool = False          # PEFT's use_dora (pycore.memory.finetune)
 
     @property
     def adapters(self) -> bool:
@@ -274,7 +275,8 @@ def resolve(values: "Values") -> Setup:
                         values["lora_targets"], values["lora_dtype"], recipe, reference,
                         values.get("lora_dropout") or 0.0, values["seq"] + image_tokens if completion else 0, completion,
                         values.get("num_generations") or 0 if recipe == "grpo" else 0, values.get("rollout") or "generate",
-                        values.get("vllm_gpu_memory_utilization") or 0.3, values.get("vllm_enable_sleep_mode") == "yes")
+                        values.get("vllm_gpu_memory_utilization") or 0.3, values.get("vllm_enable_sleep_mode") == "yes",
+                        values.get("lora_variant") == "dora")
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
                  values["optimizer"], values["optimizer_impl"], values["gpu"],
                  values["overhead"], values.get("expandable_segments", "no"),

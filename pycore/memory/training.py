@@ -19,11 +19,11 @@ the four backward moments. Every pipeline stage is estimated and the worst one r
 from dataclasses import replace
 
 from pycore.base.expr import floor, maximum, num, rnd, split, sym
-from pycore.memory import accumulation, parallel, posttraining, vision_activations
+from pycore.memory import accumulation, finetune, parallel, posttraining, vision_activations
 from pycore.memory import activations as act
 from pycore.memory.model_states import STATIC, model_states, trainable
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
-from pycore.memory.precision import dtype_name
+from pycore.memory.precision import BITS, dtype_name
 from pycore.memory.setup import Setup
 
 MOMENTS = STATIC
@@ -75,6 +75,7 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken
             _loss_pools(setup, tokens)
     pools += _gradient_buffers(setup, stage, states.grad_bytes)
     pools += _weight_copies(setup, stage)
+    pools += _dora_norm(setup, stage)
     pools += _pipeline_buffers(setup, stage, tokens)
     per_microbatch: "tuple[str, ...]"
     per_microbatch, once = (GENERIC_MOMENTS[:2], GENERIC_MOMENTS[2:]) if generic else (MOMENTS[:-1], MOMENTS[-1:])
@@ -263,6 +264,20 @@ def _ddp_buckets(setup: Setup, stage: parallel.Stage, grad_bytes: float) -> "lis
                  "torch DistributedDataParallel, gradient_as_bucket_view=False (its default): "
                  "Reducer::initialize_buckets allocates buckets as large as every gradient",
                  "S = trainable parameters on this GPU", group="gradient_buffers")]
+
+
+def _dora_norm(setup: Setup, stage: parallel.Stage) -> "list[Pool]":
+    """DoRA's column-norm working set of the largest adapted layer (pycore.memory.finetune.dora_norm_working),
+    counted at the forward's end (its last adapted layer's forward has every earlier activation beside it) and,
+    under full recompute, in backward's re-forward too."""
+    ft = setup.finetune
+    if not ft.dora or not ft.adapters or not stage.layers:
+        return []
+    size, layer = finetune.dora_norm_working(setup.arch, ft.targets, BITS[ft.dtype] / 8)
+    moments = ("forward end",) + (WORKING if setup.workload.recompute == "full" else ())
+    return [make("dora_norm_working", f"DoRA weight-norm working set ({layer} projection)", sym("D", size), moments,
+                 "peft 0.21 tuners/lora/dora.py get_lora_weight, get_weight_norm: built in each adapted layer's forward",
+                 "D = (in² + 4·in·out) × the adapters' bytes, the largest adapted layer's")]
 
 
 def _weight_copies(setup: Setup, stage: parallel.Stage) -> "list[Pool]":
