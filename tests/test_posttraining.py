@@ -162,3 +162,20 @@ def test_the_plain_baseline_of_a_dpo_qlora_run_is_dpo_lora_on_a_16_bit_base():
     values = parse({"model": "llama-3.1-8b", "method": "dpo-qlora", "compare": "baseline"})
     assert baseline_values(values, {})["method"] == "dpo-lora"
     assert baseline_values(parse({"model": "llama-3.1-8b", "method": "qlora", "compare": "baseline"}), {})["method"] == "lora"
+
+
+def test_the_answers_count_what_the_batch_counts_and_name_the_method():
+    # TRL's DPOConfig.per_device_train_batch_size counts preference pairs (a chosen and a rejected sequence in one
+    # forward), GRPOConfig's counts completions; the summary names the method estimated
+    from pycore.answers.answer import answer
+    from pycore.memory.estimate import estimate_values
+    from pycore.output.report import display_answers, summary
+    for method, unit in (("dpo", "preference pairs"), ("grpo", "completions"), ("full", "sequences")):
+        values = schema.parse({"model": "qwen2.5-0.5b", "method": method, "batch": "2", "seq": "512"})
+        result = estimate_values(values)
+        rows = {row["key"]: row["text"] for row in display_answers(result, answer(values, result))}
+        assert unit in rows["max_batch"]
+        assert (f"method {method}," in summary(result)["model"]) == (method != "full")
+    dpo = schema.parse({"model": "qwen2.5-0.5b", "method": "dpo", "batch": "2", "seq": "512"})
+    found = answer(dpo, estimate_values(dpo))
+    assert display_answers(estimate_values(dpo), found)[1]["text"].endswith(f"({2 * found['max_batch']:,} sequences)")

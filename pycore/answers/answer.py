@@ -425,10 +425,17 @@ def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[
     return out
 
 
+# What the batch counts under each post-training method (the schema's method): TRL's DPOTrainer takes pairs of a
+# chosen and a rejected sequence, GRPOTrainer completions
+BATCH_UNITS = {"dpo": "preference pair", "dpo-lora": "preference pair", "dpo-qlora": "preference pair",
+               "grpo": "completion", "grpo-lora": "completion"}
+
+
 def _searched_answers(values: dict[str, Any], result: Estimate, usable: int,
                       limit: int) -> "Steps[dict[str, Any]]":
     """The largest batch and sequence that fit (for serving: concurrency and context), by search."""
-    out: dict[str, Any] = {"notes": []}
+    out: dict[str, Any] = {"notes": [], "batch_unit": BATCH_UNITS.get(str(values.get("method")), "sequence")
+                           if values["mode"] == "train" else "sequence"}
     out["max_batch"] = yield from _largest(values, "batch", usable)
     if out["max_batch"] == SEARCH_LIMIT and (yield from _total(values, batch=1)) == (yield from _total(values, batch=2)):
         # The memory counted does not grow with the batch: no largest batch follows from it. (A batch-free moment,

@@ -37,6 +37,8 @@ class SetupInfo:
     kv_dtype: str
     engine: "str | None"        # serving engine; None when training
     optimizer_impl: "str | None"  # foreach | fused | for-loop; None when serving
+    method: "str | None" = None   # what is trained (the schema's method: lora, dpo, grpo, ...); None for full
+                                  # fine-tuning and serving
 
 
 @dataclass(frozen=True)

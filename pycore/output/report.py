@@ -142,7 +142,7 @@ def summary(result: Estimate) -> dict[str, Any]:
     """The sentences under the total, the same on the page and in the table."""
     peak, overhead = format_bytes(result.peak_bytes)["text"], format_bytes(result.overhead_bytes)["text"]
     setup = result.setup
-    how = ", ".join(f"{k} {v}" for k, v in (("precision", setup.precision),
+    how = ", ".join(f"{k} {v}" for k, v in (("method", setup.method), ("precision", setup.precision),
                                             ("optimizer kernel", setup.optimizer_impl),
                                             ("engine", setup.engine)) if v)
     nccl = any(pool.key == "nccl_buffers" for pool in result.breakdown)
@@ -244,6 +244,13 @@ def field_defaults(values: dict[str, Any]) -> "dict[str, dict[str, str]]":
     return {"price": {"placeholder": f"{listed:g}" if listed is not None else "no catalog price", "text": text}}
 
 
+def _batch_text(answers: dict[str, Any]) -> str:
+    """"12 sequences", or under DPO "12 preference pairs (24 sequences)": what the batch counts."""
+    unit, count = answers.get("batch_unit", "sequence"), answers["max_batch"]
+    shown = plural(count, unit)
+    return f"{shown} ({plural(2 * count, 'sequence')})" if unit == "preference pair" else shown
+
+
 def display_answers(result: Estimate, answers: dict[str, Any], host: bool = False) -> "list[dict[str, Any]]":
     """The answers as labelled sentences (key, label, text): what the page and the table show. ``host``
     adds the host RAM offload needs (the page's row; the table has its own line for it)."""
@@ -256,7 +263,7 @@ def display_answers(result: Estimate, answers: dict[str, Any], host: bool = Fals
          lambda: f"{answers['kv_cache_tokens']:,} tokens"),
         ("max_batch", "Largest micro-batch" if "cost" in answers else "Most sequences at once",
          known("max_batch") or known("max_batch_unbounded"),
-         lambda: answers.get("max_batch_unbounded") or plural(answers["max_batch"], "sequence")),
+         lambda: answers.get("max_batch_unbounded") or _batch_text(answers)),
         ("max_concurrency", "Maximum concurrency (vLLM)", known("max_concurrency") and "vllm_context" in answers,
          lambda: _concurrency_text(answers)),
         ("max_seq", "Longest sequence", known("max_seq"), lambda: f"{answers['max_seq']:,} tokens at this batch"),
