@@ -179,3 +179,25 @@ def test_the_answers_count_what_the_batch_counts_and_name_the_method():
     dpo = schema.parse({"model": "qwen2.5-0.5b", "method": "dpo", "batch": "2", "seq": "512"})
     found = answer(dpo, estimate_values(dpo))
     assert display_answers(estimate_values(dpo), found)[1]["text"].endswith(f"({2 * found['max_batch']:,} sequences)")
+
+
+def test_reward_model_steps_against_trl():
+    # validation/measure_reward.py (validation/measured_reward.json): TRL 1.16's RewardTrainer.compute_loss on small
+    # one-label classifiers; docs/validation.md's reward section. Without checkpointing within 3%; with it up to
+    # 17% over (on the safe side), as the section says
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "validation"))
+    import compare
+    rows = compare.reward_rows()[1]
+    assert all(row["params_match"] for row in rows)
+    assert all(abs(row["error"]) <= 0.03 for row in rows if " gc " not in row["label"])
+    assert all(0 <= row["error"] <= 0.20 for row in rows if " gc " in row["label"])
+    # the nearest plain fine-tuning estimate (the LM head's logits over the vocabulary) is far off
+    assert min(row["plain_error"] for row in rows) > 0.5
+
+
+def test_a_reward_model_has_a_one_output_head_and_counts_pairs():
+    result = estimate({"model": "llama-3.1-8b", "method": "reward", "batch": "2", "seq": "1024"})
+    # LlamaForSequenceClassification, num_labels=1: the decoder and a 4,096 x 1 score in place of lm_head
+    # (8,030,261,248 - 128,256 x 4,096 + 4,096)
+    assert result.params_total == 8_030_261_248 - 128_256 * 4_096 + 4_096
+    assert result.tokens == 2 * 2 * 1024

@@ -428,7 +428,8 @@ def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[
 # What the batch counts under each post-training method (the schema's method): TRL's DPOTrainer takes pairs of a
 # chosen and a rejected sequence, GRPOTrainer completions
 BATCH_UNITS = {"dpo": "preference pair", "dpo-lora": "preference pair", "dpo-qlora": "preference pair",
-               "grpo": "completion", "grpo-lora": "completion"}
+               "grpo": "completion", "grpo-lora": "completion", "reward": "preference pair",
+               "reward-lora": "preference pair"}
 
 
 def _searched_answers(values: dict[str, Any], result: Estimate, usable: int,

@@ -20,7 +20,7 @@ Condition = dict[str, Allowed]                 # every other key -> what it must
 TRAIN: Condition = {"mode": ["train"]}
 INFER: Condition = {"mode": ["infer"]}
 TRANSFORMER: Condition = {"kind": ["transformer"]}
-ADAPTERS: Condition = {"method": ["lora", "qlora", "dpo-lora", "dpo-qlora", "grpo-lora"]}
+ADAPTERS: Condition = {"method": ["lora", "qlora", "dpo-lora", "dpo-qlora", "grpo-lora", "reward-lora"]}
 PREFERENCE: Condition = {"method": ["dpo", "dpo-lora", "dpo-qlora"]}     # TRL DPOTrainer recipes
 GRPO: Condition = {"method": ["grpo", "grpo-lora"]}                     # TRL GRPOTrainer recipes
 

@@ -317,7 +317,7 @@ NO_SYNC_UNTIL_LAST = {"hf-trainer", "accelerate", "axolotl"}
 # output in fwd_cache until backward_one_chunk pops it (L913, L966), and Schedule1F1B holds the latest output
 # until the next forward (schedules.py L1070, L1130), so the last stage's logits live through its backward.
 OWN_PIPELINE = {"megatron", "deepspeed"}
-# Post-training recipes (schema method dpo, dpo-lora, dpo-qlora, grpo, grpo-lora) run on the Hugging Face Trainer
+# Post-training recipes (schema method dpo*, grpo*, reward*) run on the Hugging Face Trainer
 # through TRL, whose configs change some of the Trainer's defaults; pycore.memory.posttraining models the step.
 RECIPES = {
     "dpo": Framework(
@@ -342,6 +342,17 @@ RECIPES["grpo"] = Framework(
                   "the reference (L1003) in the policy's dtype; base_config.py L68-75, L108: bf16 defaults to True, so "
                   "the Trainer autocasts to bf16: fp32 weights and AdamW states, bf16 compute (precision=bf16 for a "
                   "model loaded in bf16)"})
+
+
+RECIPES["reward"] = Framework(
+    "TRL RewardTrainer", "1.16.0", {"recompute": "full", "precision": "amp-bf16"},
+    {"recompute": "huggingface/trl trl/trainer/reward_config.py@v1.16.0 L90: gradient_checkpointing defaults to True "
+                  "instead of False; " + HF_CHECKPOINT,
+     "precision": "huggingface/trl trl/trainer/reward_trainer.py@v1.16.0 L396-400: a model given by name is loaded "
+                  "by create_model_from_path as AutoModelForSequenceClassification with num_labels=1 (float32 unless "
+                  "model_init_kwargs names a dtype); reward_config.py L91: bf16 defaults to True, so the Trainer "
+                  "autocasts to bf16: fp32 weights and AdamW states, bf16 compute (precision=bf16 for a model loaded "
+                  "in bf16)"})
 
 
 def recipe_of(values: "Mapping[str, object]") -> str:

@@ -250,13 +250,16 @@ FIELDS = (
             "training framework whose defaults fill every input left at auto: precision, optimizer kernel, "
             "attention, recomputation, loss chunks", "precision",
             "the Hugging Face Trainer, transformers 5.23 (pycore/inputs/frameworks.py cites each default)"),
-    _choice("method", "full", ("full", "lora", "qlora", "dpo", "dpo-lora", "dpo-qlora", "grpo", "grpo-lora"),
+    _choice("method", "full", ("full", "lora", "qlora", "dpo", "dpo-lora", "dpo-qlora", "grpo", "grpo-lora", "reward",
+                               "reward-lora"),
             "what is trained: every weight, LoRA adapters, or LoRA adapters on an NF4-quantized base (QLoRA); dpo*: "
             "one step of TRL's DPOTrainer (chosen and rejected sequences in one forward, batch counting pairs, a "
             "reference model's forward under no_grad), its policy trained as full, lora or qlora; grpo*: one step of "
             "TRL's GRPOTrainer (a rollout by generate(), the reference's log-probs when beta > 0, the policy's update "
-            "over prompt + completion; batch counts completions, seq is the prompt)", "finetune",
-            "plain fine-tuning; dpo and grpo follow TRL 1.16's DPOTrainer and GRPOTrainer "
+            "over prompt + completion; batch counts completions, seq is the prompt); reward*: one step of TRL's "
+            "RewardTrainer (a one-label sequence-classification head, chosen and rejected sequences in one forward, "
+            "batch counting pairs)", "finetune",
+            "plain fine-tuning; dpo, grpo and reward follow TRL 1.16's DPOTrainer, GRPOTrainer and RewardTrainer "
             "(pycore/memory/posttraining.py, pycore/memory/rollout.py)"),
     _choice("ref_model", "auto", ("auto", "none", "precomputed"),
             "DPO's reference model: auto (a frozen copy of the model for a full policy, the base with its adapters "

@@ -57,7 +57,7 @@ class FineTune:
     rank: int
     targets: str
     dtype: str                  # adapters, their gradients and states
-    recipe: str = "sft"         # sft (plain fine-tuning) | dpo | grpo (TRL's trainers: pycore.memory.posttraining)
+    recipe: str = "sft"         # sft (plain fine-tuning) | dpo | grpo | reward (TRL's trainers: memory.posttraining)
     reference: str = "none"     # the reference: copy (a frozen model) | adapters-off (the base) | precomputed | none
     dropout: float = 0.0        # PEFT's lora_dropout
     prompt: int = 0             # GRPO: the prompt's tokens (seq); the workload's seq is prompt + completion
@@ -222,6 +222,10 @@ def _recipe(values: "Values") -> "tuple[Values, str, str]":
     reference = values.get("ref_model", "auto")
     if recipe == "grpo":
         reference = "auto" if values.get("beta") else "none"
+    if recipe == "reward":
+        # RewardTrainer: AutoModelForSequenceClassification with num_labels=1 (reward_trainer.py L396), no reference
+        head = {"head": "classification", "num_labels": 1} if values.get("head") is None else {}
+        return {**values, **head, "method": policy}, recipe, "none"
     if reference == "auto":
         reference = "copy" if policy == "full" else "adapters-off"
     return {**values, "method": policy}, recipe, reference
@@ -262,7 +266,7 @@ def resolve(values: "Values") -> Setup:
     policy = precision_policy(values, arch)
     image_tokens = _image_tokens(arch, values)
     # DPO's batch counts preference pairs: chosen and rejected rows go through one forward (DataCollatorForPreference)
-    sequences = values["batch"] * (2 if recipe == "dpo" else 1)
+    sequences = values["batch"] * (2 if recipe in ("dpo", "reward") else 1)     # RewardTrainer's collator too
     # GRPO's update runs over prompt + completion (GRPOTrainer._compute_loss: torch.cat([prompt_ids, completion_ids]))
     completion = values.get("max_completion_length") or 0 if recipe == "grpo" else 0
     workload = Workload(mode, sequences, values["seq"] + image_tokens + completion, values["new_tokens"],
