@@ -20,6 +20,9 @@ attributes ``GRPOTrainer.__init__`` sets for GRPOConfig's defaults. What it runs
   (``add_fused_lm_head(..., outputs=("log_probs", "entropy"))``), scoring only the completion's tokens; the old-policy
   log-probs are ``per_token_logps.detach()`` (GRPOConfig defaults: num_iterations 1, steps_per_generation =
   gradient_accumulation_steps, so ``_generate_and_score_completions`` computes none);
+- gradient accumulation (``ga`` cases): GRPOConfig's steps_per_generation defaults to gradient_accumulation_steps, so
+  the rollout generates every micro-batch's rows at once, the reference scores them a micro-batch at a time, then
+  each micro-batch runs ``_compute_loss`` and backward into the same gradients before the optimizer step;
 - gradient checkpointing where recompute=full (GRPOConfig's default gradient_checkpointing=True), use_reentrant=False,
   ``enable_input_require_grads()`` for a PEFT policy;
 - amp-bf16 (TRL's default for a model it loads by name: fp32 weights, bf16=True): accelerate's prepare_model wraps the
@@ -101,6 +104,12 @@ CASES = [
      case(QWEN, "grpo", "bf16", "full", 4, 64, 448, 0.04, 2)),
     ("qwen small grpo lora attention bf16 beta0.04 g4 b4 p64 c448",
      case(QWEN, "grpo-lora", "bf16", "none", 4, 64, 448, 0.04, 4, lora_targets="attention")),
+    # gradient accumulation: steps_per_generation = gradient_accumulation_steps micro-batches generated at once, the
+    # reference scoring them a micro-batch at a time, each micro-batch's backward adding to the gradients
+    ("llama MHA grpo lora qv bf16 beta0 gc g8 b2 ga8 p64 c448",
+     case(MHA, "grpo-lora", "bf16", "full", 2, 64, 448, 0.0, 8, lora_targets="qv", microbatches="8")),
+    ("qwen small grpo full bf16 beta0.04 gc g4 b2 ga2 p64 c192",
+     case(QWEN, "grpo", "bf16", "full", 2, 64, 192, 0.04, 4, microbatches="2")),
 ]
 
 
@@ -149,19 +158,20 @@ def build(inputs):
     return values, arch, model, ref
 
 
-def trainer(model, ref, beta, autocast):
+def trainer(model, ref, beta, autocast, steps=1):
     """The attributes GRPOTrainer's _compute_loss and _get_per_token_logps_and_entropies read, as GRPOTrainer.__init__
     sets them for GRPOConfig's defaults (loss_type dapo, epsilon 0.2, token-level importance sampling)."""
     from accelerate import Accelerator
     from trl.trainer.grpo_trainer import GRPOTrainer
 
-    args = types.SimpleNamespace(use_bias_correction_kl=True, delta=None, steps_per_generation=1,
+    args = types.SimpleNamespace(use_bias_correction_kl=True, delta=None, steps_per_generation=steps,
                                  gradient_checkpointing_kwargs={"use_reentrant": False})
     grpo = types.SimpleNamespace(
         autocast=autocast,              # not GRPOTrainer's: what accelerator.autocast() does under bf16=True, run below
         model=model, ref_model=ref, accelerator=Accelerator(cpu=True), args=args, beta=beta, top_entropy_quantile=1.0,
         off_policy_mask_threshold=None, importance_sampling_level="token", loss_type="dapo", epsilon_low=0.2,
-        epsilon_high=0.2, use_vllm=False, vllm_importance_sampling_correction=True, current_gradient_accumulation_steps=1,
+        epsilon_high=0.2, use_vllm=False, vllm_importance_sampling_correction=True,
+        current_gradient_accumulation_steps=steps,
         _entropy_bonus_enabled=False, aux_loss_enabled=False, _metrics={"train": defaultdict(list)})
     grpo._get_per_token_logps_and_entropies = functools.partial(GRPOTrainer._get_per_token_logps_and_entropies, grpo)
     return grpo
@@ -172,11 +182,12 @@ def autocast_if(enabled):
 
 
 def rollout(grpo, values, arch, completion):
-    """GRPOTrainer._generate_single_turn's transformers path: generate() under no_grad, checkpointing off."""
+    """GRPOTrainer._generate_single_turn's transformers path: generate() under no_grad, checkpointing off, for the rows
+    of steps_per_generation (GRPOConfig's default: gradient_accumulation_steps) micro-batches at once."""
     from transformers import GenerationConfig
 
     model = grpo.model
-    prompt_ids = torch.randint(1, arch.vocab, (values["batch"], values["seq"]))
+    prompt_ids = torch.randint(1, arch.vocab, (values["batch"] * values["microbatches"], values["seq"]))
     config = GenerationConfig(max_new_tokens=completion, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
                               pad_token_id=0, eos_token_id=None, bos_token_id=None)
     was = model.is_gradient_checkpointing
@@ -190,8 +201,9 @@ def rollout(grpo, values, arch, completion):
     return prompt_ids, out[:, prompt_ids.size(1):].contiguous()
 
 
-def reference_logps(grpo, input_ids, attention_mask, completion):
-    """GRPOTrainer._generate_and_score_completions: the reference's log-probs under no_grad, checkpointing off."""
+def reference_logps(grpo, input_ids, attention_mask, completion, batch):
+    """GRPOTrainer._generate_and_score_completions: the reference's log-probs under no_grad, checkpointing off, a
+    micro-batch of rows at a time (batch_size=per_device_train_batch_size)."""
     from trl.models.utils import disable_gradient_checkpointing
     from trl.trainer.utils import use_adapter
 
@@ -199,11 +211,11 @@ def reference_logps(grpo, input_ids, attention_mask, completion):
             autocast_if(grpo.autocast):
         if grpo.ref_model is not None:
             logps, _, _ = grpo._get_per_token_logps_and_entropies(grpo.ref_model, input_ids, attention_mask,
-                                                                  completion, batch_size=input_ids.size(0))
+                                                                  completion, batch_size=batch)
         else:
             with use_adapter(grpo.model, adapter_name=None):
                 logps, _, _ = grpo._get_per_token_logps_and_entropies(grpo.model, input_ids, attention_mask,
-                                                                      completion, batch_size=input_ids.size(0))
+                                                                      completion, batch_size=batch)
     return logps
 
 
@@ -217,22 +229,30 @@ def step(grpo, values, arch, optimizer, completion, phases=None):
     prompt_ids, completion_ids = rollout(grpo, values, arch, completion)
     mark("rollout")
     prompt_mask, completion_mask = torch.ones_like(prompt_ids), torch.ones_like(completion_ids)
-    inputs = {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
-              "completion_mask": completion_mask, "advantages": torch.randn(prompt_ids.size(0)),
-              "num_items_in_batch": completion_mask.sum()}
+    generated = {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
+                 "completion_mask": completion_mask, "advantages": torch.randn(prompt_ids.size(0))}
     if grpo.beta:
-        inputs["ref_per_token_logps"] = reference_logps(grpo, torch.cat([prompt_ids, completion_ids], 1),
-                                                        torch.cat([prompt_mask, completion_mask], 1), completion)
+        generated["ref_per_token_logps"] = reference_logps(
+            grpo, torch.cat([prompt_ids, completion_ids], 1), torch.cat([prompt_mask, completion_mask], 1), completion,
+            values["batch"])
         mark("reference log-probs")
-    hooks = phases.hooks(grpo.model) if phases else ()
-    with autocast_if(grpo.autocast):            # accelerator.autocast() under bf16=True
-        loss = GRPOTrainer._compute_loss(grpo, grpo.model, inputs)
-    for handle in hooks:
-        handle.remove()
-    mark("loss")
-    loss.backward()
-    del loss
-    mark("backward")
+    # _prepare_inputs: the generation batch split into steps_per_generation micro-batches, each a training_step
+    batch = values["batch"]
+    for start in range(0, prompt_ids.size(0), batch):
+        if phases and start:
+            # MemTracker's per-module statistics allow one forward and backward of each module (not read here)
+            phases.tracker.reset_mod_stats()
+        inputs = {k: v[start:start + batch] for k, v in generated.items()}
+        inputs["num_items_in_batch"] = completion_mask.sum()
+        hooks = phases.hooks(grpo.model) if phases else ()
+        with autocast_if(grpo.autocast):            # accelerator.autocast() under bf16=True
+            loss = GRPOTrainer._compute_loss(grpo, grpo.model, inputs)
+        for handle in hooks:
+            handle.remove()
+        mark("loss")
+        loss.backward()
+        del loss, inputs
+        mark("backward")
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     mark("optimizer step")
@@ -246,7 +266,7 @@ def run_case(label, inputs):
     plain = {k: v for k, v in inputs.items() if k not in GRPO_KEYS} | {"method": "full"}
     impl = measure.optimizer_impl(plain)
     optimizer = measure.make_optimizer([p for p in model.parameters() if p.requires_grad], values["optimizer"], impl)
-    grpo = trainer(model, ref, float(inputs["beta"]), values["precision"].startswith("amp-"))
+    grpo = trainer(model, ref, float(inputs["beta"]), values["precision"].startswith("amp-"), values["microbatches"])
     with cuda_autocast(True):
         step(grpo, values, arch, optimizer, completion)            # warm-up: optimizer state
     tracker = MemTracker()

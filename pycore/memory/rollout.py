@@ -97,11 +97,14 @@ def rollout_pools(setup: Setup, stage: parallel.Stage) -> "list[Pool]":
                           "W = the weights' bytes, unsharded; g = GPUs one shard spans (this GPU's own shard is "
                           "counted with the weights)", group="rollout"))
     if setup.policy.autocast and not setup.finetune.adapters:
+        # FSDP gathers (and frees) a layer at a time even in generate(), so its copies are one layer's
+        fsdp = lay.zero == 3 and lay.shard_group > 1 and lay.fsdp != "none"
         pools.append(make("rollout_autocast_copies", "Rollout: autocast 16-bit weight copies",
-                          sym("Pm", stage.matrix_params) * num(2), ROLLOUT,
-                          "accelerate prepare_model wraps the forward generate() calls in torch.autocast, which casts "
-                          "each weight once per forward and keeps the copy until the forward returns",
-                          "Pm = parameters in matrices on this GPU", group="rollout"))
+                          sym("Pl" if fsdp else "Pm", stage.largest_layer if fsdp else stage.matrix_params) * num(2),
+                          ROLLOUT, "accelerate prepare_model wraps the forward generate() calls in torch.autocast, "
+                          "which casts each weight once per forward and keeps the copy until the forward returns",
+                          "Pm = parameters in matrices on this GPU; Pl = parameters of the largest layer (FSDP)",
+                          group="rollout"))
     return pools
 
 
