@@ -292,9 +292,9 @@ def launch(query: str) -> str:
 
 
 def launch_read(text: str) -> str:
-    """Pasted launch settings (a ``vllm serve`` line, TrainingArguments or DeepSpeed JSON) as the inputs they set:
-    JSON ``{"set": [[key, value]], "message"}``, or ``{"error"}``. A value the schema refuses is left out and
-    named with the reason; the flags and keys no input takes are listed."""
+    """Pasted launch settings (any block export.read takes, export_pytorch.NOT_A_BLOCK names them) as the inputs
+    they set: JSON ``{"set": [[key, value]], "message"}``, or ``{"error"}``. A value the schema refuses is left out
+    and named with the reason; the flags and keys no input takes are listed."""
     if len(text) > MAX_PASTE:
         return _dumps({"error": f"Pasted settings: {len(text):,} characters, over the {MAX_PASTE:,} read; paste "
                                 "the vllm serve line or the JSON alone."})
