@@ -149,6 +149,12 @@ KINDS = {   # the README's row -> the section of docs/validation.md and which of
     "DDP, one rank": ("Data parallelism through torch DDP", None),
     "pipeline stages (1F1B, interleaved)": ("Pipeline parallelism (1F1B)", None),
     "torchtitan's selective checkpointing": ("torchtitan's selective activation checkpointing", None),
+    "hybrid layers (Mamba, DeltaNet, short conv), training": (
+        "Hybrid families (Mamba, gated DeltaNet, short convolution)", lambda head, row: " train " in row[0]),
+    "vision-language training with images": ("Vision-language training with images", None),
+    "LoRA and DoRA through PEFT": ("LoRA through PEFT", None),
+    "DPO (TRL's DPOTrainer)": ("DPO (TRL's DPOTrainer)", None),
+    "reward models (TRL's RewardTrainer)": ("Reward models (TRL's RewardTrainer)", None),
 }
 
 
