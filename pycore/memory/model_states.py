@@ -123,7 +123,17 @@ def model_states(setup: Setup, stage: Stage) -> States:
     pools += _gathered_weights(setup, stage, stored)
     # The fp32 master weights receive fp32 copies of the gradients before the step; the 16-bit
     # gradients are not needed then. Offloaded steps run on the CPU.
-    pools.append(_gradients(setup, train, gradients, in_step=master is None and not offloaded))
+    late = _embedding_gradient(setup, stage, train)
+    if late:
+        # the input embedding's gradient is made when backward reaches it, after the first layer's
+        embedding = _sharded(rnd(sym("Ve", late) * train.grad_bytes), lay.shard_group, 2, lay.zero)
+        pools.append(_gradients(setup, train, gradients - embedding, in_step=master is None and not offloaded))
+        pools.append(make("embedding_gradient", f"Embedding gradient ({dtype_name(train.grad_bytes)})", embedding,
+                          ("backward end",) + (("optimizer step",) if master is None and not offloaded else ()),
+                          "made when backward reaches the input embedding, after the first layer",
+                          "Ve = the input embedding's parameters", group="gradients"))
+    else:
+        pools.append(_gradients(setup, train, gradients, in_step=master is None and not offloaded))
     optimizer_pools = host if offloaded else pools
     if master is not None:
         optimizer_pools.append(_master_weights(master, offloaded))
@@ -170,6 +180,16 @@ def _gathered_weights(setup: Setup, stage: Stage, stored: Q) -> "list[Pool]":
                      "validation/measured_fsdp.json (FSDP2)",
                      "R = parameters of the root group (embeddings, final norm, head)", group="weights")]
     return []
+
+
+def _embedding_gradient(setup: Setup, stage: Stage, train: Trainable) -> int:
+    """Parameters of an untied input embedding trained on this stage, in a step of one micro-batch (0 otherwise:
+    tied to the head, whose gradient comes first, frozen, on another stage, or made by an earlier micro-batch)."""
+    arch, lay = setup.arch, setup.layout
+    if setup.finetune.adapters or not stage.has_embedding or arch.tied_embeddings or arch.kind != "decoder" \
+            or lay.microbatches > 1:       # a later micro-batch's backward has the first's embedding gradient beside
+        return 0
+    return arch.vocab * arch.hidden
 
 
 def _gradients(setup: Setup, train: Trainable, gradients: Q, in_step: bool) -> Pool:
