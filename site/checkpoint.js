@@ -2,6 +2,7 @@
 // file), as many as pycore asks for (web.header_need); pycore sums the tensors' bytes by pool (web.header_summary)
 // and the page sets weight_bytes and weight_files from its answer. Nothing is sent anywhere; all is textContent.
 import { editDone, el, fillForm, formQuery, update } from "./app.js";
+import { importConfig } from "./import.js";
 
 const $ = (id) => document.getElementById(id);
 const MAX_READS = 64;        // a GGUF header doubles its read each time: 1 MiB to 100 MB is 7 reads
@@ -104,7 +105,23 @@ async function readFromHub() {
       ? `status ${status}: a gated or private model` : `status ${status}`;
     answer = { error: `The hub refused ${id}'s checkpoint (${why}). Download its shards where you are signed in and choose them above.` };
   }
-  show(answer);
+  show(answer.error ? answer : { ...answer, message: `${answer.message} ${await hubConfig(id)}`.trim() });
+}
+
+/** The repository's config.json, imported first so that the weights read belong to the model in the form; what
+ * became of it, in words for the status line. */
+async function hubConfig(id) {
+  let response;
+  try {
+    response = await fetch(`${HUB}/${id}/resolve/main/config.json`);
+  } catch {
+    response = null;
+  }
+  if (!response || !response.ok) {
+    return `Its config.json could not be read (${response ? "status " + response.status : "no answer"}): the model in the form is estimated with these weights.`;
+  }
+  const refused = importConfig(await response.text(), `${id} config.json`, id);
+  return refused ? `${refused}; the model in the form is estimated with these weights.` : `Model read from its config.json.`;
 }
 
 $("checkpoint-fetch").addEventListener("click", readFromHub);

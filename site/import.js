@@ -4,12 +4,13 @@ import { rememberImport } from "./picker.js";
 
 const importStatus = document.getElementById("import-status");
 
-function importConfig(text, origin, hub = "") {
+/** A config.json's text into the form as pycore expresses it (web.import_config); its message, or its refusal. */
+export function importConfig(text, origin, hub = "") {
   const answer = JSON.parse(window.pycoreImport(text, hub));
   if (answer.error) {
     importStatus.textContent = `${origin}: ${answer.error}`;
     importStatus.className = "import-status failed";
-    return;
+    return `${origin}: ${answer.error}`;
   }
   const params = new URLSearchParams(formQuery());
   for (const el of form.querySelectorAll('[data-field] [data-key]')) {
@@ -22,6 +23,7 @@ function importConfig(text, origin, hub = "") {
   importStatus.className = "import-status";
   update("push");
   editDone();
+  return "";
 }
 
 document.getElementById("import-apply").addEventListener("click", () =>

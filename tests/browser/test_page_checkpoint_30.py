@@ -376,12 +376,13 @@ def test_reading_from_the_hub_fetches_the_index_then_only_each_shards_header(wat
         # transferred: the index whole, then per shard its 8 bytes and then its 8 bytes and JSON (two ranges)
         assert hub.sent == paths[0].stat().st_size + sum(8 + headers[name] for name in headers)
         assert hub.requests == 1 + 2 * len(headers)
+    assert "config.json could not be read (status 404)" in page.locator("#checkpoint-status").text_content()
     query = query_of(page)
     assert query["weight_files"].startswith("acme/tiny-model: 2 files, model-00001-of-00002.safetensors")
     assert query["batch"] == "2"
     assert "from the checkpoint's headers (acme/tiny-model: 2 files" in \
         next(r for r in weights_row(page) if r[0].startswith("Weights"))[3]
-    assert watched.errors == []
+    assert [e for e in watched.errors if "404" not in e] == []         # the browser logs the missing config.json
 
 
 def test_a_gated_model_on_the_hub_is_named_and_nothing_changes(watched, base_url):
@@ -420,3 +421,25 @@ def test_a_gguf_file_is_read_in_growing_slices_never_whole(watched, base_url, tm
     assert len(ends) >= 3 and ends == sorted(ends)          # 8 bytes, 1 MiB, then more until the header fits
     assert ends[-1] < len(data)                              # never the whole file
     assert "(gguf)" in page.locator("#checkpoint-status").text_content()
+
+
+def test_reading_from_the_hub_imports_its_config_json_first(watched, base_url, tmp_path):
+    # issue 30: a hub id's checkpoint is read with its config.json, so that the weights belong to the model in the
+    # form; the config is tests/configs/qwen2.5-0.5b.json (transformers' own), the shards the tests write
+    from hub_standin import StandInHub
+    paths, headers = sharded_checkpoint(tmp_path)
+    expected = sum(path.stat().st_size - headers[path.name] for path in paths[1:])
+    config = Path(__file__).resolve().parent.parent / "configs" / "qwen2.5-0.5b.json"
+    (tmp_path / "config.json").write_text(config.read_text())
+    with StandInHub(tmp_path) as hub:
+        hub.forward(watched.context)
+        page = watched.open(base_url, "?batch=2")
+        page.locator("#checkpoint > summary").click()
+        page.locator("#checkpoint-hub").fill("acme/tiny-model")
+        page.locator("#checkpoint-fetch").click()
+        wait_query(page, "weight_bytes", str(expected))
+    query = query_of(page)
+    imported = dict(json.loads(web.import_config(config.read_text(), "acme/tiny-model"))["query"])
+    assert {key: query.get(key) for key in imported} == imported and query["batch"] == "2"
+    assert "Model read from its config.json." in page.locator("#checkpoint-status").text_content()
+    assert watched.errors == []
