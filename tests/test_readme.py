@@ -154,6 +154,7 @@ KINDS = {   # the README's row -> the section of docs/validation.md and which of
     "vision-language training with images": ("Vision-language training with images", None),
     "LoRA and DoRA through PEFT": ("LoRA through PEFT", None),
     "DPO (TRL's DPOTrainer)": ("DPO (TRL's DPOTrainer)", None),
+    "GRPO (TRL's GRPOTrainer, `generate()` rollout)": ("GRPO (TRL's GRPOTrainer, rollout by generate())", None),
     "reward models (TRL's RewardTrainer)": ("Reward models (TRL's RewardTrainer)", None),
 }
 
