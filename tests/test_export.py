@@ -177,3 +177,26 @@ def test_a_torchtune_recipe_config_reads_as_its_overrides_do():
                                       "seq": "2048", "lora_rank": "8", "recompute": "full", "precision": "bf16",
                                       "method": "lora"}
     assert export.unread(TORCHTUNE) == ["tokenizer._component_"]
+
+
+def test_review_findings_on_pasted_and_exported_settings():
+    # a torchtitan batch of 0 or of words, an optim that is no string: refused by name, never an exception
+    message = json.loads(web.launch_read("[training]\nlocal_batch_size = 0\nglobal_batch_size = 8"))["message"]
+    assert "Refused: batch: got '0'" in message
+    assert "optim" in json.loads(web.launch_read('{"per_device_train_batch_size": 2, "optim": [1]}'))["message"]
+    # with pipeline stages torchtitan's local batch holds the schedule's micro-batches (pipeline_parallel_microbatch_size
+    # rows each), and the block reads back to the same setup
+    query = {"model": "llama-3.1-8b", "framework": "torchtitan", "pp": "4", "microbatches": "8", "batch": "2"}
+    values = parse(query)
+    block = export.export("torchtitan", values, estimate_values(values))
+    assert "local_batch_size = 16" in block and "pipeline_parallel_microbatch_size = 2" in block
+    back = export.read(block)
+    assert (back["batch"], back["microbatches"], back["pp"]) == ("2", "8", "4")
+    # a training launcher for a serving setup is refused, and DoRA reaches torchtune's LoRA recipe
+    with pytest.raises(InputError, match="torchtitan does not fit mode=infer"):
+        export.export("torchtitan", parse({"model": "llama-3.1-8b", "mode": "infer"}),
+                      estimate_values(parse({"model": "llama-3.1-8b", "mode": "infer"})))
+    dora = parse({"model": "llama-3.1-8b", "method": "dpo-lora", "lora_variant": "dora", "framework": "torchtune"})
+    line = export.export("torchtune", dora, estimate_values(dora))
+    assert "lora_finetune_distributed" in line and "model.use_dora=True" in line
+    assert export.read(line)["lora_variant"] == "dora"

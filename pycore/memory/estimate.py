@@ -144,6 +144,9 @@ def _warnings(setup: Setup) -> "list[str]":
     if work.training and work.activation_model == "per-sample" and not work.act_per_sample:
         notes.append("activations=per-sample with act_per_sample=0 counts no activations: set act_per_sample")
     notes += _hybrid_notes(setup)
+    if setup.checkpoint_unused:
+        notes.append(f"weight_bytes (a checkpoint's headers) is not used: {setup.checkpoint_unused}; the weights are "
+                     "counted from the parameters")
     notes += grpo_notes(setup)
     runtime = runtime_note(gpu_catalog()[setup.gpu].get("runtime", "CUDA"))
     if runtime and setup.overhead is None:

@@ -189,7 +189,7 @@ def _embedding_gradient(setup: Setup, stage: Stage, train: Trainable) -> int:
     if setup.finetune.adapters or not stage.has_embedding or arch.tied_embeddings or arch.kind != "decoder" \
             or lay.microbatches > 1:       # a later micro-batch's backward has the first's embedding gradient beside
         return 0
-    return arch.vocab * arch.hidden
+    return -(-arch.vocab * arch.hidden // lay.tp)      # split t ways, as parallel._place stores it
 
 
 def _gradients(setup: Setup, train: Trainable, gradients: Q, in_step: bool) -> Pool:

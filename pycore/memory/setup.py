@@ -94,6 +94,26 @@ class Setup:
     torch_pipelining: bool = False      # pp > 1 through torch.distributed.pipelining (frameworks.OWN_PIPELINE)
     weight_bytes: int = 0               # the whole model's weights from its checkpoint's headers; 0: from parameters
     weight_files: str = ""              # the files they were read from (named in the weights' source)
+    checkpoint_unused: str = ""         # why a weight_bytes given does not give the weights held ("": it does)
+
+
+# Quantizations made as the weights load, from a 16-bit checkpoint (bitsandbytes, vLLM's fp8): the bytes held are not
+# the checkpoint's
+ON_THE_FLY = ("int8", "fp8", "fp8-channel", "nf4", "nf4-dq")
+
+
+def _checkpoint_bytes(values: "Values", policy: Policy, quant: str) -> "tuple[int, str, str]":
+    """(weight_bytes, weight_files, why they are not used): a checkpoint's bytes are the weights held when they are
+    held as stored, not when the precision policy keeps fp32 weights (autocast and fp32 training load a 16-bit
+    checkpoint in fp32) or the weights are quantized as they load."""
+    given, files = values.get("weight_bytes") or 0, values.get("weight_files") or ""
+    why = ""
+    if given and policy.bytes("weight") == 4:
+        why = "the precision policy holds fp32 weights (autocast or fp32 training), converted from the checkpoint's " \
+            "as they load"
+    elif given and quant in ON_THE_FLY:
+        why = f"quant={quant} quantizes the checkpoint's weights as they load"
+    return (0 if why else given), files, why
 
 
 def resolve_architecture(values: "Values") -> Architecture:
@@ -255,8 +275,9 @@ def resolve(values: "Values") -> Setup:
     if mode == "train" and values["method"] != "full" and arch.kind != "decoder":
         raise FieldError("method", "LoRA is modelled for decoder transformers (the presets' causal LMs)")
     if recipe != "sft" and (arch.kind != "decoder" or not arch.output_width):
-        raise FieldError("method", f"{recipe.upper()} is modelled for decoder transformers with a causal-LM head "
-                         f"(TRL's {recipe.upper()}Trainer)")
+        trainer = {"dpo": "DPOTrainer", "grpo": "GRPOTrainer", "reward": "RewardTrainer"}[recipe]
+        raise FieldError("method", f"{recipe} is modelled for decoder transformers (TRL's {trainer} trains a causal "
+                         "LM or, for reward, its one-label sequence-classification form)")
     if mode == "infer" or arch.kind == "generic":
         # What pycore.inputs.applies reports as ignored changes nothing: serving replicas (dp, cp) hold nothing
         # more per GPU, and a generic network has no sequence to split (cp).
@@ -288,4 +309,4 @@ def resolve(values: "Values") -> Setup:
                  frameworks.framework_name(values) in frameworks.DDP_COPIES_GRADIENTS,
                  _syncs_every_microbatch(values),
                  layout.pp > 1 and frameworks.framework_name(values) not in frameworks.OWN_PIPELINE,
-                 values.get("weight_bytes") or 0, values.get("weight_files") or "")
+                 *_checkpoint_bytes(values, policy, quant))

@@ -20,8 +20,8 @@ square of the patches), and what the family's code does differently, read off th
 
 The tower is trained with the model in a full fine-tune (the Trainer's default: every parameter requires a
 gradient); with adapters (LoRA, QLoRA) it is taken as frozen, which keeps nothing. Under full recompute (transformers'
-gradient_checkpointing_enable checkpoints the vision blocks too) each block keeps its input. Other towers
-(Qwen3-VL, Llama 4, LFM2-VL) are not measured: their activations are said to be left out.
+gradient_checkpointing_enable checkpoints the vision blocks too) each block keeps its input. Llama 4's and LFM2-VL's
+towers are not measured: their activations are said to be left out.
 """
 
 from typing import TYPE_CHECKING
@@ -90,12 +90,13 @@ def pools(setup: "Setup", stage: "Stage", moments: "tuple[str, ...]") -> "list[P
         return []
     block, rest = per_patch(setup)
     patches = work.batch * work.image_tokens * arch.vision_merge * arch.vision_merge
-    q = (sym("v", block) * sym("Lv", arch.vision_layers) + sym("r", rest)) * sym("P", patches)
+    q = (sym("v", block) * sym("Lv", arch.vision_layers) + sym("r", rest)) * sym("P", patches) * \
+        sym("m", stage.in_flight)
     return [make("vision_activations", "Vision tower activations (saved for backward)", q, moments, SOURCE,
                  "v = bytes one vision block saves per patch; Lv = vision blocks; r = the tower's other saved bytes "
                  "per patch (embeddings, merger or projector); P = image patches of the micro-batch "
-                 "(image tokens × merge²)" + ("; full recompute keeps each block's input" if
-                                               work.recompute == "full" else ""))]
+                 "(image tokens × merge²); m = micro-batches in flight (1F1B)" +
+                 ("; full recompute keeps each block's input" if work.recompute == "full" else ""))]
 
 
 def note(setup: "Setup") -> str:

@@ -92,6 +92,9 @@ def export(kind: str, values: "dict[str, Any]", result: Estimate) -> str:
     """The block of ``kind`` (one of KINDS) for this estimate."""
     if kind not in KINDS:
         raise InputError("export", f"one of {', '.join(KINDS)}, got {kind[:40]!r}")
+    if (kind == "vllm") != (values["mode"] == "infer"):
+        raise InputError("export", "vllm serves a model (mode=infer); trainer, deepspeed, accelerate, torchtitan and "
+                                   f"torchtune launch training (mode=train): {kind} does not fit mode={values['mode']}")
     return {"vllm": vllm, "trainer": trainer, "deepspeed": deepspeed, "accelerate": export_pytorch.accelerate,
             "torchtitan": export_pytorch.torchtitan, "torchtune": export_pytorch.torchtune}[kind](values, result)
 
@@ -156,7 +159,7 @@ def _read_trainer(data: "dict[str, Any]") -> "dict[str, str]":
     if "gradient_checkpointing" in data:
         out["recompute"] = "full" if data["gradient_checkpointing"] else "none"
     optimizers = {v: k for k, v in _OPTIM.items()}
-    if data.get("optim") in optimizers:
+    if isinstance(data.get("optim"), str) and data["optim"] in optimizers:
         out["optimizer"], impl = optimizers[data["optim"]]
         if impl:
             out["optimizer_impl"] = impl
@@ -196,8 +199,9 @@ def unread(text: str) -> "list[str]":
         return list(dict.fromkeys(w for w in _vllm_words(text)[3:] if w.startswith("--") and w not in known))
     data = json.loads(text)
     if "train_micro_batch_size_per_gpu" not in data:
+        optimizers = {v: k for k, v in _OPTIM.items()}
         return [key for key in data if key not in _TRAINER_READ or key == "optim" and
-                data[key] not in {v: k for k, v in _OPTIM.items()}]
+                (not isinstance(data[key], str) or data[key] not in optimizers)]
     zero = data.get("zero_optimization")
     inner = [f"zero_optimization.{key}" for key in zero if key not in _ZERO_READ] if isinstance(zero, dict) else []
     return [key for key in data if key not in _DEEPSPEED_READ] + inner

@@ -13,7 +13,7 @@
 - ``torchtune``: a ``tune run`` line with the recipe's config overrides (torchtune v0.6.1,
   recipes/full_finetune_distributed.py and lora_finetune_distributed.py: batch_size, gradient_accumulation_steps,
   enable_activation_checkpointing, dtype, fsdp_cpu_offload, fsdp_reshard_after_forward, tensor_parallel_dim;
-  tokenizer.max_seq_len; model.lora_rank and model.lora_attn_modules / apply_lora_to_mlp).
+  tokenizer.max_seq_len; model.lora_rank, model.lora_attn_modules / apply_lora_to_mlp and model.use_dora).
 
 ``read`` takes those back, and also a torchtune recipe config (the same keys, nested one level) and an axolotl
 config (v0.18.0, src/axolotl/utils/schemas: micro_batch_size, gradient_accumulation_steps, sequence_len,
@@ -23,7 +23,7 @@ input takes listed by ``unread``.
 
 import shlex
 import tomllib
-from typing import Any
+from typing import Any, TypeGuard
 
 from pycore.base.errors import InputError
 from pycore.inputs import frameworks
@@ -83,14 +83,19 @@ def torchtitan(values: "dict[str, Any]", result: Estimate) -> str:
     sharded = values.get("fsdp", "none") not in ("none", "NO_SHARD")
     mode, option = _AC.get(_recompute(values), ("none", None))
     param = "bfloat16" if "bf16" in result.setup.precision else "float32"
+    # with pipeline stages the micro-batches are the schedule's: local_batch_size holds them all, split into
+    # pipeline_parallel_microbatch_size rows each; without, they are accumulation steps of global_batch_size
+    piped = lay.pp > 1
+    local = values["batch"] * values["microbatches"] if piped else values["batch"]
     return "\n".join([
-        "[training]", f"local_batch_size = {values['batch']}",
+        "[training]", f"local_batch_size = {local}",
         f"global_batch_size = {values['batch'] * values['microbatches'] * lay.dp}", f"seq_len = {values['seq']}",
         f'mixed_precision_param = "{param}"', f"enable_cpu_offload = {str(values.get('offload') != 'none').lower()}",
         "", "[parallelism]", f"data_parallel_shard_degree = {lay.dp if sharded else 1}",
         f"data_parallel_replicate_degree = {1 if sharded else lay.dp}",
         f'fsdp_reshard_after_forward = "{"never" if values.get("fsdp") == "SHARD_GRAD_OP" else "default"}"',
         f"tensor_parallel_degree = {lay.tp}", f"pipeline_parallel_degree = {lay.pp}",
+        *([f"pipeline_parallel_microbatch_size = {values['batch']}"] if piped else []),
         f"context_parallel_degree = {lay.cp}", f"expert_parallel_degree = {lay.ep}",
         "", "[activation_checkpoint]", f'mode = "{mode}"', *([f'selective_ac_option = "{option}"'] if option else []),
         "", "[optimizer]", 'name = "AdamW"', f'implementation = "{result.setup.optimizer_impl or "fused"}"'])
@@ -98,7 +103,7 @@ def torchtitan(values: "dict[str, Any]", result: Estimate) -> str:
 
 def torchtune(values: "dict[str, Any]", result: Estimate) -> str:
     """``tune run`` of the full or LoRA distributed recipe with the overrides this estimate assumes."""
-    lora = values.get("method") in ("lora", "qlora")
+    lora = str(values.get("method", "")).endswith("lora")          # lora, qlora and the recipes' -lora policies
     recipe = "lora_finetune_distributed" if lora else "full_finetune_distributed"
     args = ["tune", "run", "--nproc_per_node", str(result.layout.gpus), recipe, "--config", "CONFIG",
             f"batch_size={values['batch']}", f"gradient_accumulation_steps={values['microbatches']}",
@@ -114,6 +119,8 @@ def torchtune(values: "dict[str, Any]", result: Estimate) -> str:
         args += [f"model.lora_rank={values['lora_rank']}",
                  f"model.lora_attn_modules={_LORA_MODULES[values.get('lora_targets', 'qv')]}",
                  f"model.apply_lora_to_mlp={values.get('lora_targets') == 'all-linear'}"]
+        if values.get("lora_variant") == "dora":
+            args.append("model.use_dora=True")
     return shlex.join(args)
 
 
@@ -204,11 +211,16 @@ def _read_torchtitan(data: "dict[str, Any]") -> "dict[str, str]":
     if isinstance(shard, int) and isinstance(replicate, int) and shard > 0:
         out["dp"] = str(shard * replicate)
         out["fsdp"] = "FULL_SHARD" if shard > 1 else "NO_SHARD"
-    if "local_batch_size" in training:
-        out["batch"] = str(training["local_batch_size"])
-    global_batch = training.get("global_batch_size", -1)
-    if isinstance(global_batch, int) and global_batch > 0 and "dp" in out and "batch" in out:
-        out["microbatches"] = str(max(1, global_batch // (int(out["batch"]) * int(out["dp"]))))
+    local, micro = training.get("local_batch_size"), parallel.get("pipeline_parallel_microbatch_size")
+    if _count(local) and _count(micro) and str(out.get("pp", "1")) != "1":
+        out["batch"], out["microbatches"] = str(micro), str(max(1, local // micro))   # pipeline micro-batches
+    elif _count(local):
+        out["batch"] = str(local)
+        global_batch = training.get("global_batch_size", -1)
+        if _count(global_batch) and "dp" in out:
+            out["microbatches"] = str(max(1, global_batch // (local * int(out["dp"]))))
+    elif local is not None:
+        out["batch"] = str(local)[:40]          # named by the schema as refused: a count is expected
     if "seq_len" in training:
         out["seq"] = str(training["seq_len"])
     out.update(_titan_settings(data, out.get("fsdp")))
@@ -218,6 +230,11 @@ def _read_torchtitan(data: "dict[str, Any]") -> "dict[str, str]":
     elif mode == "selective":
         out["recompute"] = "op" if option == "op" else "layer"
     return out
+
+
+def _count(value: object) -> "TypeGuard[int]":
+    """A TOML value that is a whole number above zero (booleans are ints in Python, and are not)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _titan_settings(data: "dict[str, Any]", fsdp: "str | None") -> "dict[str, str]":
@@ -267,6 +284,8 @@ def _tune_pairs(pairs: "dict[str, str]", words: "list[str]") -> "dict[str, str]"
         out["precision"] = pairs["dtype"]
     if any("lora" in word for word in words):
         out["method"] = "lora"
+    if pairs.get("model.use_dora", "").lower() == "true":
+        out["lora_variant"] = "dora"
     return out
 
 
@@ -300,10 +319,11 @@ _ACCELERATE_READ = {"distributed_type", "mixed_precision", "fsdp_config", "deeps
 _TITAN_READ = {"local_batch_size", "global_batch_size", "seq_len", "data_parallel_shard_degree",
                "data_parallel_replicate_degree", "tensor_parallel_degree", "pipeline_parallel_degree",
                "context_parallel_degree", "expert_parallel_degree", "mode", "selective_ac_option",
-               "mixed_precision_param", "enable_cpu_offload", "fsdp_reshard_after_forward", "implementation"}
+               "mixed_precision_param", "enable_cpu_offload", "fsdp_reshard_after_forward", "implementation",
+               "pipeline_parallel_microbatch_size"}
 _TUNE_READ = {"batch_size", "gradient_accumulation_steps", "tokenizer.max_seq_len", "tensor_parallel_dim",
               "model.lora_rank", "enable_activation_checkpointing", "fsdp_cpu_offload", "dtype",
-              "fsdp_reshard_after_forward"}
+              "fsdp_reshard_after_forward", "model.use_dora"}
 
 
 def unread(text: str) -> "list[str]":

@@ -1,0 +1,31 @@
+"""Findings of this round's review of the change (each a defect shown by a command), held by tests."""
+
+from pycore import estimate
+from pycore.inputs.schema import parse
+from pycore.memory import parallel, training
+from pycore.memory.setup import resolve
+
+
+def test_the_embedding_gradient_is_split_as_the_embedding_is():
+    # tp=8: the embedding is stored vocab x hidden / 8 a GPU (parallel._place), its gradient too; no pool negative
+    setup = resolve(parse({"model": "llama-3.1-8b", "tp": "8", "pp": "4"}))
+    pools = training.stage_estimate(setup, parallel.stages(setup.arch, setup.layout)[0])["pools"]
+    grads = {p.key: p.bytes for p in pools if "grad" in p.key}
+    assert grads["embedding_gradient"] == -(-128_256 * 4_096 // 8) * 2 and min(grads.values()) >= 0
+
+
+def test_the_vision_tower_keeps_a_micro_batch_in_flight_each():
+    # 1F1B's first stage holds pp micro-batches' activations: the tower's too (stage.in_flight)
+    one = estimate({"model": "gemma-3-27b-it", "images": "1"}).components["vision_activations"]
+    piped = estimate({"model": "gemma-3-27b-it", "images": "1", "pp": "4", "microbatches": "8"})
+    assert piped.stages[0]["components"]["vision_activations"] == 4 * one
+
+
+def test_a_checkpoints_bytes_are_the_weights_only_when_held_as_stored():
+    # a bf16 checkpoint's bytes: the weights of a bf16 step, not of autocast's fp32 weights nor of NF4 storage
+    given = {"model": "llama-3.1-8b", "weight_bytes": "16060522496"}
+    assert estimate({**given, "precision": "bf16"}).components["weights"] == 16_060_522_496
+    amp = estimate({**given, "precision": "amp-bf16"})
+    assert amp.components["weights"] == 4 * 8_030_261_248
+    assert any("weight_bytes (a checkpoint's headers) is not used" in w for w in amp.warnings)
+    assert estimate({**given, "method": "qlora"}).components["weights"] < 16_060_522_496 / 2
