@@ -613,7 +613,7 @@ function renderFixes(a) {
 
 function renderStages(r) {
   const stages = document.getElementById("stages");
-  setHidden(stages, !r.stages);
+  setHidden(stages, !(r.stages && r.stages.length));       // one stage (pp=1) has no table
   syncChildren(stages.querySelector("tbody"), r.stages || [], () => rowOf("", "num", "num", ""), (tr, stage) => {
     const cells = [String(stage.stage), String(stage.layers), stage.text || bytesText(stage.peak_bytes), stage.peak_phase];
     cells.forEach((text, i) => setText(tr.children[i], text));

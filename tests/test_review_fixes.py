@@ -29,3 +29,17 @@ def test_a_checkpoints_bytes_are_the_weights_only_when_held_as_stored():
     assert amp.components["weights"] == 4 * 8_030_261_248
     assert any("weight_bytes (a checkpoint's headers) is not used" in w for w in amp.warnings)
     assert estimate({**given, "method": "qlora"}).components["weights"] < 16_060_522_496 / 2
+
+
+def test_vllm_fits_each_gpu_by_its_own_share_of_memory():
+    # vLLM pre-allocates gpu_util of the GPU it starts on: the list judges every GPU by its own estimate, so an L40S
+    # row says what gpu=l40s says (it reused the chosen H100's pre-allocated total)
+    import json
+
+    from pycore.output import web
+    query = "model=qwen3-next-80b-a3b&mode=infer&engine=vllm&tp=4&seq=32768"
+    rows = {row["id"]: row for row in json.loads(web.run(query))["gpus"]}
+    own = estimate({"model": "qwen3-next-80b-a3b", "mode": "infer", "engine": "vllm", "tp": "4", "seq": "32768",
+                    "gpu": "l40s"})
+    assert rows["l40s"]["headroom_bytes"] == rows["l40s"]["memory_bytes"] - own.total_bytes
+    assert rows["l40s"]["fits"] and not rows["rtx-4090"]["fits"]

@@ -1,10 +1,12 @@
 """Which GPUs an estimate fits on: computed once, after the estimate, from its total bytes."""
 
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from pycore.base.errors import FieldError
 from pycore.base.units import format_bytes
-from pycore.memory.estimate import Estimate
+from pycore.memory.estimate import Estimate, estimate_values
 from pycore.memory.precision import POLICIES
 from pycore.model.catalog import gpus as gpu_catalog
 
@@ -20,13 +22,14 @@ def _usable_text(usable: int) -> str:
 WORDS = {"fits": "fits", "tight": "tight", "no": "does not fit"}
 
 
-def gpu_fit(total_bytes: int, gpu_id: str, chosen: str, refused: str = "") -> dict[str, Any]:
-    """One catalog GPU's status and headroom for a total per GPU. ``refused``: why the chosen GPU's engine
-    would not start (vLLM's start-up check), which makes it not fit whatever its bytes."""
+def gpu_fit(total_bytes: int, gpu_id: str, chosen: str, refused: str = "", own: bool = False) -> dict[str, Any]:
+    """One catalog GPU's status and headroom for a total per GPU. ``refused``: why the engine would not start
+    (vLLM's start-up check) on the chosen GPU, or on this one when ``own`` (its own estimate), which makes it not
+    fit whatever its bytes."""
     gpu = gpu_catalog()[gpu_id]
     usable = gpu["usable_bytes"]
     status = "fits" if total_bytes <= TIGHT * usable else "tight" if total_bytes <= usable else "no"
-    why = refused if gpu_id == chosen else ""
+    why = refused if gpu_id == chosen or own else ""
     if why:
         status = "no"
     headroom = usable - total_bytes
@@ -38,9 +41,28 @@ def gpu_fit(total_bytes: int, gpu_id: str, chosen: str, refused: str = "") -> di
             "headroom_text": f"{format_bytes(abs(headroom))['text']} {'free' if headroom >= 0 else 'short'}"}
 
 
-def gpu_fits(total_bytes: int, chosen: str, refused: str = "") -> "list[dict[str, Any]]":
-    """Every catalog GPU with its status and headroom: the chosen one first, then by headroom."""
-    rows = [gpu_fit(total_bytes, gpu_id, chosen, refused) for gpu_id in gpu_catalog()]
+def _vllm_on_each(values: "Mapping[str, Any]") -> "dict[str, tuple[int, str]]":
+    """vLLM takes gpu_util of each GPU's own memory and gives the rest of it to the KV cache: its total and start-up
+    refusal on every catalog GPU, each its own estimate (empty for any other engine or for training)."""
+    if values.get("mode") != "infer" or values.get("engine") != "vllm":
+        return {}
+    out = {}
+    for gpu_id in gpu_catalog():
+        try:
+            result = estimate_values({**values, "gpu": gpu_id})
+        except FieldError:
+            continue
+        out[gpu_id] = (result.total_bytes, result.refused)
+    return out
+
+
+def gpu_fits(total_bytes: int, chosen: str, refused: str = "",
+             values: "Mapping[str, Any] | None" = None) -> "list[dict[str, Any]]":
+    """Every catalog GPU with its status and headroom: the chosen one first, then by headroom. With ``values`` of a
+    vLLM setup, each GPU is judged by its own estimate (the engine sizes itself to the GPU)."""
+    own = _vllm_on_each(values) if values else {}
+    rows = [gpu_fit(own[gpu_id][0], gpu_id, chosen, own[gpu_id][1], own=True) if gpu_id in own else
+            gpu_fit(total_bytes, gpu_id, chosen, refused) for gpu_id in gpu_catalog()]
     rows.sort(key=lambda r: (not r["chosen"], -r["headroom_bytes"]))
     return rows
 

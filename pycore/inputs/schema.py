@@ -252,13 +252,10 @@ FIELDS = (
             "the Hugging Face Trainer, transformers 5.23 (pycore/inputs/frameworks.py cites each default)"),
     _choice("method", "full", ("full", "lora", "qlora", "dpo", "dpo-lora", "dpo-qlora", "grpo", "grpo-lora", "reward",
                                "reward-lora"),
-            "what is trained: every weight, LoRA adapters, or LoRA adapters on an NF4-quantized base (QLoRA); dpo*: "
-            "one step of TRL's DPOTrainer (chosen and rejected sequences in one forward, batch counting pairs, a "
-            "reference model's forward under no_grad), its policy trained as full, lora or qlora; grpo*: one step of "
-            "TRL's GRPOTrainer (a rollout by generate(), the reference's log-probs when beta > 0, the policy's update "
-            "over prompt + completion; batch counts completions, seq is the prompt); reward*: one step of TRL's "
-            "RewardTrainer (a one-label sequence-classification head, chosen and rejected sequences in one forward, "
-            "batch counting pairs)", "finetune",
+            "what is trained: every weight, LoRA adapters, or LoRA adapters on an NF4-quantized base (QLoRA); dpo*, "
+            "grpo* and reward*: one step of TRL's DPOTrainer (batch counts pairs), GRPOTrainer (a rollout, then the "
+            "update; batch counts completions, seq is the prompt) or RewardTrainer (a one-label score head; batch "
+            "counts pairs), the policy trained as full, lora or qlora", "finetune",
             "plain fine-tuning; dpo, grpo and reward follow TRL 1.16's DPOTrainer, GRPOTrainer and RewardTrainer "
             "(pycore/memory/posttraining.py, pycore/memory/rollout.py)"),
     _choice("ref_model", "auto", ("auto", "none", "precomputed"),

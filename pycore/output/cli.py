@@ -302,7 +302,7 @@ def _main(argv: "list[str] | None" = None) -> int:
     for note in notes + read:
         print(f"note: {_printable(note)}", file=sys.stderr)
     if fmt == "json":
-        gpus = gpu_fits(result.total_bytes, values["gpu"], result.refused)
+        gpus = gpu_fits(result.total_bytes, values["gpu"], result.refused, values)
         shown = report.result_json(result)
         shown["warnings"] = [*shown["warnings"], *read]
         print(json.dumps({**shown, "gpus": gpus, "answers": answers, "ignored": notes}, indent=1,
@@ -312,7 +312,7 @@ def _main(argv: "list[str] | None" = None) -> int:
     elif fmt == "markdown":
         sys.stdout.write(report.share(values, result)["markdown"])     # the page's "Copy results", as is
     else:
-        sys.stdout.write(report.table(result, answers, values["gpu"], every))
+        sys.stdout.write(report.table(result, answers, values["gpu"], every, values))
         if answers["precision_default"]:
             sys.stdout.write(f"\n{answers['precision_default']['text']}\n")
         sys.stdout.write(comparison_text(report.display_comparison(answers["comparison"])))

@@ -395,7 +395,8 @@ def gpu_lines(fits: "list[dict[str, Any]]", every: bool = False) -> "list[str]":
     return lines + ([f"{plural(hidden, 'more GPU')}: --gpus all lists every one."] if hidden else [])
 
 
-def table(result: Estimate, answers: "dict[str, Any] | None" = None, gpu: str = "", every_gpu: bool = False) -> str:
+def table(result: Estimate, answers: "dict[str, Any] | None" = None, gpu: str = "", every_gpu: bool = False,
+          values: "dict[str, Any] | None" = None) -> str:
     """A readable text table in GiB (2**30 bytes); ``every_gpu``: every catalog GPU's fit, not three."""
     total = result.total_bytes
     rows = breakdown(result)
@@ -410,7 +411,7 @@ def table(result: Estimate, answers: "dict[str, Any] | None" = None, gpu: str = 
     lines += list(summary(result).values()) + [UNIT_NOTE]
     lines += [f"note: {w}" for w in result.warnings]
     lines.append("")
-    lines += gpu_lines(gpu_fits(total, gpu, result.refused), every_gpu)
+    lines += gpu_lines(gpu_fits(total, gpu, result.refused, values), every_gpu)
     if answers:
         lines.append("")
         lines += [f"{row['label']:32s} {row['text']}" for row in display_answers(result, answers)]
@@ -458,7 +459,7 @@ def to_csv(values: dict[str, Any], result: Estimate, answers: dict[str, Any]) ->
     for key, size in (("peak_bytes", result.peak_bytes), ("overhead_bytes", result.overhead_bytes),
                       ("total_bytes", result.total_bytes)):
         write("result", key, "", size, f"{size / GIB:.4f}")
-    for fit in gpu_fits(result.total_bytes, values.get("gpu", ""), result.refused):
+    for fit in gpu_fits(result.total_bytes, values.get("gpu", ""), result.refused, values):
         write("gpu", fit["id"], fit["status"], fit["memory_bytes"], f"{fit['memory_bytes'] / GIB:.4f}")
     for key, value in answer_rows(result, answers):
         write("answer", key, value, "", "")
@@ -530,7 +531,7 @@ def _share_parts(values: dict[str, Any], result: Estimate) -> "dict[str, Any]":
             "rows": [(row["label"], f"{row['bytes'] / GIB:,.2f}", f"{row['percent']:.1f}%")
                      for row in result.as_dict(formulas=False)["breakdown"]],
             "total": f"{result.total_bytes / GIB:,.2f}",
-            "after": [f"Fit: {fit_line(gpu_fits(result.total_bytes, values['gpu'], result.refused))}",
+            "after": [f"Fit: {fit_line(gpu_fits(result.total_bytes, values['gpu'], result.refused, values))}",
                       *(f"Note: {warning}" for warning in result.warnings),
                       f"Peak moment: {result.peak_moment}. {UNIT_NOTE}"]}
 

@@ -160,7 +160,7 @@ def run(query: str, formulas: bool = True) -> str:
         payload.update(result=shown, breakdown=shown["breakdown"], summary=report.summary(result),
                        parallel_heading=report.parallel_heading(result, values),
                        total={"bytes": total, **format_bytes(total), "unit_note": report.UNIT_NOTE},
-                       gpus=gpu_fits(total, values["gpu"], result.refused), warnings=list(result.warnings),
+                       gpus=gpu_fits(total, values["gpu"], result.refused, values), warnings=list(result.warnings),
                        share=report.share(values, result))
         if formulas:
             payload["formulas"] = explain_formulas(result)
