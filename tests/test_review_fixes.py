@@ -43,3 +43,9 @@ def test_vllm_fits_each_gpu_by_its_own_share_of_memory():
                     "gpu": "l40s"})
     assert rows["l40s"]["headroom_bytes"] == rows["l40s"]["memory_bytes"] - own.total_bytes
     assert rows["l40s"]["fits"] and not rows["rtx-4090"]["fits"]
+
+
+def test_name_names_an_imported_config_too():
+    # docs/inputs.md: name is what the model is called in the results; it was ignored beside config=
+    result = estimate({"config": "tests/configs/qwen2.5-0.5b.json", "name": "my-qwen"})
+    assert result.model.name == "my-qwen" and result.params_total == 494_032_768

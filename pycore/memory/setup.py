@@ -120,12 +120,13 @@ def resolve_architecture(values: "Values") -> Architecture:
     """The Architecture named by parsed inputs: config file, else preset, else a bare parameter count. A
     preset with overrides is not the preset: it is called by ``name`` (an imported config's own), else
     "<preset> with overrides (keys)"."""
+    given = "".join(c if c.isprintable() else "?" for c in (values.get("name") or "").strip()[:80])
     if values.get("config"):
-        return _with_overrides(architecture_from_file(values["config"]), values)
+        arch = _with_overrides(architecture_from_file(values["config"]), values)
+        return replace(arch, name=given) if given else arch
     overrides = tuple((k, values[k]) for k in ARCH_FIELDS if values.get(k) is not None)
     arch = _named_architecture(values["model"], values.get("params") or 0, values.get("layers") or 0,
                                values.get("hidden") or 0, values.get("heads") or 0, overrides)
-    given = "".join(c if c.isprintable() else "?" for c in (values.get("name") or "").strip()[:80])
     if given:
         return replace(arch, name=given)
     changed = [k for k, v in overrides if v != DEFAULTS.get(k)]

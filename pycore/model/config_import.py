@@ -152,7 +152,8 @@ def import_config(text: str) -> "dict[str, Any]":
     model_type = config.get("model_type")
     shown = model_type if isinstance(model_type, str) else family
     name = config_name(config)
-    message = (f"Imported {name} (a {shown[:40]} config): {expected:,} parameters. Closest preset: {preset.name}, "
+    what = f"a {shown[:40]} config" if name == "imported config" else f"{name} (a {shown[:40]} config)"
+    message = (f"Imported {what}: {expected:,} parameters. Closest preset: {preset.name}, "
                f"with {len(query) - 1} override{'s' if len(query) != 2 else ''}.")
     # The link carries the config's own name: the results call the model what it is, not its closest preset.
     return {"query": query + [["name", name]], "params": expected, "message": message, "warnings": warnings}
