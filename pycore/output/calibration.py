@@ -60,7 +60,7 @@ def _value(figure: str, value: "float | None", signed: bool = False) -> str:
 FOLLOWS = {"kv_cache": "follows the other parts of vLLM's budget", "kv_tokens": "follows the KV cache",
            "kv_blocks": "follows the KV cache", "concurrency": "follows the KV cache",
            "requested": "follows the GPU's memory", "smi_used": "follows the parts above",
-           "peak_allocated": "no key (a serving peak)", "cuda_graphs": "in the overhead"}
+           "peak_allocated": "no key (no input explains the difference)", "cuda_graphs": "in the overhead"}
 
 
 def _override(row: Row) -> str:
