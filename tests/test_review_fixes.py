@@ -49,3 +49,22 @@ def test_name_names_an_imported_config_too():
     # docs/inputs.md: name is what the model is called in the results; it was ignored beside config=
     result = estimate({"config": "tests/configs/qwen2.5-0.5b.json", "name": "my-qwen"})
     assert result.model.name == "my-qwen" and result.params_total == 494_032_768
+
+
+def test_a_gguf_files_metadata_sets_the_model_on_the_page():
+    # issue 30: "the architecture read from the config or the GGUF metadata". tests/test_checkpoint.py's GGUF: llama,
+    # block_count 1, embedding_length 256, feed_forward_length 512, 4 heads, 2 KV heads, a 100-token vocabulary
+    import json
+    import sys
+    from pathlib import Path
+
+    from pycore.output import web
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_checkpoint import GGUF_BYTES, GGUF_METADATA, GGUF_TENSORS, gguf_bytes
+    data = gguf_bytes(GGUF_METADATA, GGUF_TENSORS)
+    answer = json.loads(web.header_summary([("model-Q4_K_M.gguf", len(data), data)]))
+    chosen = dict(answer["set"])
+    assert (chosen["layers"], chosen["hidden"], chosen["ffn"], chosen["heads"], chosen["kv_heads"], chosen["vocab"]) == \
+        ("1", "256", "512", "4", "2", "100")
+    assert chosen["name"] == "model-Q4_K_M.gguf" and chosen["weight_bytes"] == str(sum(GGUF_BYTES.values()))
+    assert "Model read from its GGUF metadata" in answer["message"]

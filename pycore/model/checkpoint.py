@@ -245,6 +245,34 @@ def _architecture(metadata: "dict[str, Any]") -> "dict[str, Any]":
     return found
 
 
+# GGUF's general.architecture -> the Hugging Face model_type of the same layers (llama.cpp's convert_hf_to_gguf.py
+# writes Llama and Mistral checkpoints as "llama"), and GGUF's "<arch>." keys -> config.json's
+GGUF_MODEL_TYPES = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "qwen2moe": "qwen2_moe",
+                    "qwen3moe": "qwen3_moe"}
+GGUF_CONFIG_KEYS = {"block_count": "num_hidden_layers", "embedding_length": "hidden_size",
+                    "feed_forward_length": "intermediate_size", "attention.head_count": "num_attention_heads",
+                    "attention.head_count_kv": "num_key_value_heads", "attention.key_length": "head_dim",
+                    "context_length": "max_position_embeddings", "vocab_size": "vocab_size",
+                    "expert_count": "num_experts", "expert_used_count": "num_experts_per_tok",
+                    "expert_feed_forward_length": "moe_intermediate_size"}
+
+
+def gguf_config(found: "Checkpoint") -> "dict[str, Any] | None":
+    """The config.json a GGUF file's metadata describes, for the families whose layers its keys say whole
+    (GGUF_MODEL_TYPES); its embedding is tied when the file has no separate output.weight. None otherwise."""
+    arch = found.architecture
+    model_type = GGUF_MODEL_TYPES.get(str(arch.get("architecture")))
+    if found.format != "gguf" or model_type is None:
+        return None
+    config: "dict[str, Any]" = {"model_type": model_type, **{GGUF_CONFIG_KEYS[key]: value for key, value in arch.items()
+                                                            if key in GGUF_CONFIG_KEYS}}
+    if model_type == "qwen2_moe" and "num_experts" in config:
+        config["shared_expert_intermediate_size"] = arch.get("expert_shared_feed_forward_length", 0)
+    config["tie_word_embeddings"] = not any(tensor.name == "output.weight" for tensor in found.tensors)
+    config["_name_or_path"] = found.files[0] if found.files else ""       # the model is called by its file
+    return config
+
+
 def _product(shape: "tuple[int, ...]") -> int:
     total = 1
     for size in shape:

@@ -431,5 +431,22 @@ def header_summary(files: "list[tuple[str, int, bytes]]", origin: str = "") -> s
     message = (f"{named} ({found.format}): {len(found.tensors):,} tensors, {found.total_bytes:,} bytes = "
                f"{found.total_bytes / GIB:,.3f} GiB of weights (GiB = 2^30 bytes), from {found.header_bytes:,} header "
                "bytes read. The estimate now takes these bytes for the weights (weight_bytes).")
-    return _dumps({"rows": rows, "message": message, "notes": [printable(n, 300) for n in found.notes],
-                   "set": [["weight_bytes", str(found.total_bytes)], ["weight_files", named[:200]]]})
+    chosen, read = _gguf_model(found)
+    return _dumps({"rows": rows, "message": message + read, "notes": [printable(n, 300) for n in found.notes],
+                   "set": [*chosen, ["weight_bytes", str(found.total_bytes)], ["weight_files", named[:200]]]})
+
+
+def _gguf_model(found: "Checkpoint") -> "tuple[list[list[str]], str]":
+    """A GGUF file's architecture from its metadata, as the config import expresses a config.json (the model and its
+    overrides), and a sentence on it; nothing for a safetensors checkpoint (its config.json says it)."""
+    from pycore.model import checkpoint as ckpt
+    from pycore.model.config_import import import_config
+    config = ckpt.gguf_config(found)
+    if config is None:
+        kind = found.architecture.get("architecture")
+        return [], (f" Its architecture ({printable(str(kind), 40)}) is not read from GGUF metadata: the model in "
+                    "the form is estimated with these weights." if found.format == "gguf" and kind else "")
+    answer = import_config(json.dumps(config))
+    if "error" in answer:
+        return [], f" Its GGUF metadata was not read as a model: {printable(answer['error'], 200)}"
+    return [[key, value] for key, value in answer["query"]], f" Model read from its GGUF metadata: {answer['message']}"
