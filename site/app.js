@@ -200,8 +200,10 @@ async function renderCharts(charts, styles) {
   if (!charts) return;
   const uPlot = await chartLibrary();
   const legend = new Map();
-  for (const [name, unit, one, many] of [["batch", "sequences", "sequence", "sequences"], ["seq", "tokens", "token", "tokens"]]) {
+  for (const name of ["batch", "seq"]) {
     const chart = charts[name];
+    const [one, many] = [chart?.unit_one, chart?.unit_many];      // pycore's words: sequences, completions, tokens
+    const unit = many;
     const holder = document.getElementById(`chart-${name}`);
     const note = document.getElementById(`chart-${name}-note`);
     const table = document.getElementById(`chart-${name}-data`);
@@ -567,10 +569,26 @@ function renderPlans(a) {
     item.append(applyButton(option.label, option.query), el("span", ` → ${option.text}`));
     plans.append(item);
   }
+  renderPlacements(a.placements);
   const log = document.getElementById("vllm-log");
   log.replaceChildren();
   log.hidden = !(a.vllm_log || []).length;
   for (const line of a.vllm_log || []) log.append(el("li", line));
+}
+
+/** GRPO: a colocated vLLM engine or a vLLM server on GPUs of its own, fewest GPUs first, each a button that sets
+ * it where it fits (pycore.answers.rollout_answers.placements' words). */
+function renderPlacements(placements) {
+  const list = document.getElementById("placements");
+  list.replaceChildren();
+  const options = placements?.options || [];
+  if (options.length) list.append(el("li", placements.lead, "lead"));
+  for (const option of options) {
+    const item = el("li", undefined, option.query ? "fix fits" : "fix");
+    if (option.query) item.append(applyButton(option.label, option.query), el("span", ` → ${option.text}`));
+    else item.append(el("span", `${option.label}: ${option.text}`));
+    list.append(item);
+  }
 }
 
 /** The answers as pycore words them (web.answers' display: pycore.output.report.display_answers), drawn

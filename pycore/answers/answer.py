@@ -7,6 +7,7 @@ import math
 from itertools import combinations
 from typing import Any
 
+from pycore.answers import rollout_answers
 from pycore.answers.fit import compute_dtype, matmul_rate
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
@@ -112,6 +113,7 @@ def _smallest_dp(values: dict[str, Any], usable: int, changes: dict[str, Any], m
     unit = 1
     if values["mode"] == "train" and values["ep"] > 1:
         unit = values["ep"] // math.gcd(values["ep"], values["cp"])
+    unit = math.lcm(unit, rollout_answers.dp_unit({**values, **changes}))    # TRL's GRPO generation batch
     first = max(2, unit)
     if most is not None:
         most = most // unit * unit
@@ -197,8 +199,11 @@ def plan(values: dict[str, Any], usable: int, limit: int = 5) -> "Steps[list[dic
         options.append(_option("as given", {}, world, given, values["recompute"], values))
     recomputes = [values["recompute"]] + (["full"] if values["recompute"] != "full" else [])
     tps = [1] if generic else _valid_tp(values, heads, kv_heads)
+    # TRL's trainers (the post-training recipes) run on transformers' Trainer, which has no pipeline schedule (data
+    # parallelism, DeepSpeed or FSDP through accelerate): no pipeline stages are tried for them
+    pps = (1, 2, 4, 8) if frameworks.recipe_of(values) == "sft" else (1,)
     for recompute in recomputes:
-        for pp in (1, 2, 4, 8):
+        for pp in pps:
             if pp > 1 and (generic or pp > layers or any(o["gpus"] <= NODE for o in options)):
                 break
             fewest = None                    # GPUs of this pp's best layout so far
@@ -237,7 +242,8 @@ def _sharded_layout(values: dict[str, Any], usable: int, recompute: str, tp: int
     changes = {"recompute": recompute, "tp": tp, "pp": pp, "zero": "3", "fsdp": "none",
                "offload": "none", "microbatches": max(values["microbatches"], pp)}
     dp: "int | None" = 1
-    if not (tp == 1 and pp == 1 and (yield from _fits(values, usable, **changes, dp=1))):
+    alone = tp == 1 and pp == 1 and rollout_answers.dp_unit({**values, **changes}) == 1
+    if not (alone and (yield from _fits(values, usable, **changes, dp=1))):
         dp = yield from _smallest_dp(values, usable, changes, most)
     if dp is None:
         return None
@@ -445,14 +451,20 @@ def _searched_answers(values: dict[str, Any], result: Estimate, usable: int,
         out["max_batch"] = None
         out["max_batch_unbounded"] = "not bounded by the memory counted: activations are not counted"
     kind = result.model.kind
-    out["max_seq"] = (yield from _largest(values, "seq", usable, high=limit)) if kind != "generic" else None
+    grpo = rollout_answers.is_grpo(values)
+    top = max(limit - values["max_completion_length"], 1) if grpo else limit     # GRPO: seq is the prompt
+    out["max_seq"] = (yield from _largest(values, "seq", usable, high=top)) if kind != "generic" else None
+    if grpo and kind != "generic":
+        out.update((yield from rollout_answers.generation_answers(values, usable, _largest, limit)))
+        out["placements"] = yield from rollout_answers.placements(values, usable, plan, serving_plan)
     if values["mode"] == "infer":
         # Sequences of prompt + new tokens served at once, and the longest context at this batch.
         out["max_concurrency"] = out["max_batch"]
         top = yield from _largest(values, "seq", usable, high=max(limit - values["new_tokens"], 1))
         out["max_context"] = None if top is None else top + values["new_tokens"]
-    if out["max_seq"] is not None and out["max_seq"] == limit and limit != SEARCH_LIMIT:
-        out["notes"].append(f"sequence answers are capped at the model's {limit:,} positions")
+    if out["max_seq"] is not None and out["max_seq"] == top and limit != SEARCH_LIMIT:
+        out["notes"].append(f"sequence answers are capped at the model's {limit:,} positions" +
+                            (f", less max_completion_length {values['max_completion_length']:,}" if grpo else ""))
     return out
 
 

@@ -48,14 +48,15 @@ def charts(values: dict[str, Any], result: Estimate, answers: dict[str, Any], us
     out = {}
     largest_batch = answers.get("max_batch") or 0
     batch_top = max(8, min(4096, 2 * largest_batch), values["batch"])
+    unit = answers.get("batch_unit", "sequence")        # what the batch counts: sequences, completions, pairs
     out["batch"] = {**(yield from _series(values, "batch", _doubling(1, batch_top))), "usable_bytes": usable,
-                    "largest_fitting": answers.get("max_batch"),
+                    "largest_fitting": answers.get("max_batch"), "unit_one": unit, "unit_many": unit + "s",
                     "label": "concurrent sequences" if values["mode"] == "infer" else "micro-batch per GPU"}
     if result.model.kind != "generic":
         limit = result.model.max_positions or 1 << 20
         seq_top = min(limit, max(4 * values["seq"], 2 * (answers.get("max_seq") or 0), 4096))
         start = max(128, seq_top >> (POINTS - 1))
         out["seq"] = {**(yield from _series(values, "seq", _doubling(start, seq_top))), "usable_bytes": usable,
-                      "largest_fitting": answers.get("max_seq"),
+                      "largest_fitting": answers.get("max_seq"), "unit_one": "token", "unit_many": "tokens",
                       "label": "prompt tokens" if values["mode"] == "infer" else "sequence length (tokens)"}
     return out

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pycore.answers.fit import gpu_fits
+from pycore.answers.rollout_answers import generations_text
 from pycore.base.units import GIB, duration_text, format_bytes, format_count, plural, printable
 from pycore.inputs import frameworks
 from pycore.inputs.applies import applies
@@ -107,6 +108,7 @@ def answer_rows(result: Estimate, answers: dict[str, Any]) -> "list[tuple[str, A
     plan = answers.get("plan") or []
     for i, option in enumerate(plan[:5], 1):
         rows.append((f"plan_{i}", f"{option['label']}: {plural(option['gpus'], 'GPU')}, {option['total_text']}"))
+    rows += _grpo_rows(answers)
     for i, line in enumerate(answers.get("vllm_log") or (), 1):
         rows.append((f"vllm_log_{i}", line))
     cost = answers.get("cost")
@@ -126,6 +128,18 @@ def answer_rows(result: Estimate, answers: dict[str, Any]) -> "list[tuple[str, A
     if result.host_bytes:
         rows.append(("host_ram_bytes", result.host_bytes))
     return rows + _comparison_rows(answers.get("comparison"))
+
+
+def _grpo_rows(answers: dict[str, Any]) -> "list[tuple[str, Any]]":
+    """GRPO's answers (pycore.answers.rollout_answers) as table and CSV rows; none for another method."""
+    if "generations" not in answers:
+        return []
+    longest = answers["max_completion"]
+    rows: "list[tuple[str, Any]]" = [("max_completion", "none" if longest is None else longest)]
+    rows += [(f"max_generations_at_{row['completion']}", row["max_generations"] or "none")
+             for row in answers["generations"]["rows"]]
+    return rows + [(f"rollout_placement_{i}", f"{option['label']}: {option['text']}")
+                   for i, option in enumerate(answers["placements"]["options"], 1)]
 
 
 def _comparison_rows(comparison: "dict[str, Any] | None") -> "list[tuple[str, Any]]":
@@ -266,9 +280,15 @@ def display_answers(result: Estimate, answers: dict[str, Any], host: bool = Fals
          lambda: answers.get("max_batch_unbounded") or _batch_text(answers)),
         ("max_concurrency", "Maximum concurrency (vLLM)", known("max_concurrency") and "vllm_context" in answers,
          lambda: _concurrency_text(answers)),
-        ("max_seq", "Longest sequence", known("max_seq"), lambda: f"{answers['max_seq']:,} tokens at this batch"),
+        ("max_seq", "Longest prompt" if "generations" in answers else "Longest sequence", known("max_seq"),
+         lambda: f"{answers['max_seq']:,} tokens at this batch"),
         ("max_context", "Longest context", known("max_context"),
          lambda: f"{answers['max_context']:,} tokens at this batch"),
+        ("max_completion", "Longest completion", "generations" in answers,
+         lambda: "none fits at this batch" if answers["max_completion"] is None else
+         f"{answers['max_completion']:,} tokens at this batch (max_completion_length)"),
+        ("generations", "Most generations per prompt", "generations" in answers,
+         lambda: generations_text(answers["generations"])),
         ("cost", "Time and cost", bool(answers.get("cost")), lambda: _cost_text(answers["cost"])),
     ]
     shown = [{"key": key, "label": label, "text": text()} for key, label, wanted, text in rows if wanted]
@@ -417,6 +437,8 @@ def table(result: Estimate, answers: "dict[str, Any] | None" = None, gpu: str = 
         lines += [f"{row['label']:32s} {row['text']}" for row in display_answers(result, answers)]
         lines += [f"{'Layout that fits':32s} {option['label']}: {plural(option['gpus'], 'GPU')}, {option['total_text']}"
                   for option in (answers.get("plan") or [])[:5]]
+        lines += [f"{'Rollout placement':32s} {option['label']}: {option['text']}"
+                  for option in (answers.get("placements") or {}).get("options", ())]
         lines += [f"{'vLLM would log':32s} {line}" for line in answers.get("vllm_log") or ()]
         lines += [f"{'How to fit':32s} {fix['change']}: {fix.get('text') or fix['total_text']}"
                   for fix in answers.get("how_to_fit", ())[:8]]

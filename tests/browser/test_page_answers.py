@@ -95,3 +95,22 @@ def test_what_fits_on_my_gpus_lists_links(shared):
     page.locator('#fits-table [data-sort="params"]').click()
     biggest = max(expected, key=lambda row: row["params"])["id"]
     assert rows.first.locator("a").inner_text() == biggest
+
+
+def test_grpo_placements_are_buttons_that_set_the_rollout(shared):
+    # Issue 31: which placement of the rollout needs fewer GPUs, colocated vLLM or a vLLM server (pycore's words)
+    page = shared.page
+    query = "model=qwen2.5-7b&method=grpo&rollout=vllm-colocate&dp=8&zero=3"
+    show(page, query)
+    expected = json.loads(web.answers(query))
+    options = expected["answers"]["placements"]["options"]
+    assert page.locator("#placements li").all_inner_texts()[0] == expected["answers"]["placements"]["lead"]
+    buttons = page.locator("#placements button")
+    assert buttons.all_inner_texts() == [o["label"] for o in options if o["query"]]
+    shown = {row["key"]: row["text"] for row in expected["display"]}
+    assert shown["generations"] in page.locator("#answers").inner_text()
+    server = next(o for o in options if o["query"] and o["query"]["rollout"] == "vllm-server")
+    page.locator("#placements button", has_text=server["label"]).click()
+    page.wait_for_function("new URLSearchParams(location.search).get('rollout') === 'vllm-server'")
+    settled(page)
+    assert page.locator('[data-key="rollout"]').input_value() == "vllm-server"

@@ -1,0 +1,131 @@
+"""The questions a GRPO run asks (issue 31), each answered by re-running the estimate: the longest completion that
+fits, the most completions per prompt at each completion length, and whether a vLLM engine colocated on the training
+GPUs or a vLLM server on GPUs of its own needs fewer GPUs in all. TRL's rules are huggingface/trl 1.16.0's:
+
+- GRPOConfig.__post_init__ (trl/trainer/grpo_config.py L1131-1140): the generation batch, per_device_train_batch_size
+  × processes × steps_per_generation (pycore: batch × dp × microbatches), must be a multiple of num_generations, and
+  num_generations at least 2;
+- ``trl vllm-serve`` (trl/scripts/vllm_serve.py ScriptArguments, L92-133) starts ``vllm serve`` with
+  tensor_parallel_size 1, data_parallel_size 1 and gpu_memory_utilization 0.9 unless told otherwise; the answer raises
+  its tensor-parallel degree until vLLM would start, with --max_model_len at the prompt plus the completion.
+"""
+
+import math
+from typing import Any, Callable
+
+from pycore.base.steps import Steps
+from pycore.base.units import plural
+
+GRPO_METHODS = ("grpo", "grpo-lora")
+SERVER_UTIL = 0.9           # trl/scripts/vllm_serve.py@v1.16.0 ScriptArguments.gpu_memory_utilization default
+LADDER = (0.25, 0.5, 1, 2, 4, 8)    # completion lengths tried, as multiples of the one given
+SHORTEST = 64
+
+Largest = Callable[..., "Steps[int | None]"]
+Plan = Callable[..., "Steps[list[dict[str, Any]]]"]
+
+
+def is_grpo(values: dict[str, Any]) -> bool:
+    """Whether the setup is a GRPO step (TRL's GRPOTrainer)."""
+    return values["mode"] == "train" and values.get("method") in GRPO_METHODS
+
+
+def dp_unit(values: dict[str, Any]) -> int:
+    """The data-parallel degrees TRL accepts come in steps of this: batch × dp × microbatches a multiple of
+    num_generations (GRPOConfig.__post_init__); 1 for any other method."""
+    if not is_grpo(values):
+        return 1
+    generations = max(values.get("num_generations") or 1, 1)
+    return generations // math.gcd(generations, values["batch"] * values["microbatches"])
+
+
+def _prompts(values: dict[str, Any]) -> int:
+    """Prompts in one generation batch: its completions over num_generations (at least one)."""
+    completions: int = values["batch"] * values["dp"] * values["microbatches"]
+    return max(completions // max(values.get("num_generations") or 1, 1), 1)
+
+
+def most_generations(values: dict[str, Any], batch: "int | None") -> "int | None":
+    """The most completions per prompt at this many prompts a generation batch, when a micro-batch holds ``batch``
+    completions at most: P × G completions spread over dp × microbatches micro-batches of whole completions, so G a
+    multiple of D / gcd(P, D) with D = dp × microbatches; None under TRL's least, 2."""
+    if not batch:
+        return None
+    prompts, spread = _prompts(values), values["dp"] * values["microbatches"]
+    step = spread // math.gcd(prompts, spread)
+    most = batch * spread // prompts // step * step
+    return most if most >= 2 else None
+
+
+def _ladder(values: dict[str, Any], longest: int) -> "list[int]":
+    """Completion lengths to try: the one given, and multiples of it up to the model's positions."""
+    given = values["max_completion_length"]
+    lengths = {max(int(given * f), SHORTEST) for f in LADDER}
+    return sorted(n for n in lengths if n <= longest)
+
+
+def generation_answers(values: dict[str, Any], usable: int, largest: Largest, positions: int) -> "Steps[dict[str, Any]]":
+    """The longest completion at this batch, and for each completion length the largest micro-batch of completions
+    and the most completions per prompt it allows (``largest`` is pycore.answers.answer._largest)."""
+    longest = max(positions - values["seq"], 1)
+    out: dict[str, Any] = {"max_completion": (yield from largest(values, "max_completion_length", usable,
+                                                                     high=longest))}
+    rows = []
+    for length in _ladder(values, longest):
+        batch = yield from largest({**values, "max_completion_length": length}, "batch", usable)
+        rows.append({"completion": length, "max_batch": batch, "max_generations": most_generations(values, batch)})
+    out["generations"] = {"prompts": _prompts(values), "rows": rows}
+    return out
+
+
+def server_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The vLLM server ``trl vllm-serve`` starts for the policy: the checkpoint in its own dtype on one GPU, at
+    gpu_memory_utilization 0.9, serving the generation batch's prompts and completions."""
+    rows = values["batch"] * values["dp"] * values["microbatches"]
+    return {**values, "mode": "infer", "engine": "vllm", "method": "full", "quant": "none", "gpu_util": SERVER_UTIL,
+            "batch": rows, "new_tokens": values["max_completion_length"], "dp": 1, "pp": 1, "cp": 1, "ep": 1,
+            "zero": "0", "fsdp": "none", "offload": "none"}
+
+
+def placements(values: dict[str, Any], usable: int, plan: Plan, serving_plan: Plan) -> "Steps[dict[str, Any]]":
+    """GPUs in all for a colocated vLLM engine and for a vLLM server on GPUs of its own, fewest first, each with the
+    inputs that set it (``plan`` and ``serving_plan`` are pycore.answers.answer's)."""
+    options = []
+    util = values["vllm_gpu_memory_utilization"]
+    colocated = yield from plan({**values, "rollout": "vllm-colocate"}, usable, limit=1)
+    if colocated:
+        best = colocated[0]
+        options.append({"label": f"vLLM colocated at vllm_gpu_memory_utilization={util:g}", "gpus": best["gpus"],
+                        "text": f"{plural(best['gpus'], 'GPU')} ({best['label']})",
+                        "query": {**best["query"], "rollout": "vllm-colocate"}})
+    else:
+        options.append({"label": f"vLLM colocated at vllm_gpu_memory_utilization={util:g}", "gpus": None,
+                        "text": "fits no layout tried: the engine holds the whole model on every training GPU "
+                                "(vllm_tensor_parallel_size 1, GRPOConfig's default)", "query": None})
+    training = yield from plan({**values, "rollout": "vllm-server"}, usable, limit=1)
+    server = yield from serving_plan(server_values(values), usable)
+    if training and server:
+        best, engine = training[0], server[0]
+        context = values["seq"] + values["max_completion_length"]
+        options.append({"label": "vLLM server on GPUs of its own", "gpus": best["gpus"] + engine["gpus"],
+                        "text": f"{plural(best['gpus'] + engine['gpus'], 'GPU')}: {best['gpus']:,} training "
+                                f"({best['label']}) + {engine['gpus']:,} for trl vllm-serve ({engine['label']}, "
+                                f"gpu_memory_utilization {SERVER_UTIL:g}, --max_model_len {context:,})",
+                        "query": {**best["query"], "rollout": "vllm-server"}})
+    else:
+        options.append({"label": "vLLM server on GPUs of its own", "gpus": None, "query": None,
+                        "text": "the training GPUs fit no layout tried" if server else
+                                "trl vllm-serve fits no tensor-parallel degree up to 8 on this GPU"})
+    options.sort(key=lambda o: (o["gpus"] is None, o["gpus"] or 0))
+    return {"options": options, "lead": "Where the rollout runs, fewest GPUs in all first:"}
+
+
+def generations_text(found: dict[str, Any]) -> str:
+    """"at 1 prompt a generation batch, completion length → most completions per prompt (largest micro-batch): 256 →
+    136 (17); 512 → 112 (14); ...", "none" where no micro-batch fits or fewer than 2 completions would."""
+    parts = []
+    for row in found["rows"]:
+        most = row["max_generations"]
+        parts.append(f"{row['completion']:,} → " + ("none" if most is None else f"{most:,} ({row['max_batch']:,})"))
+    return f"at {plural(found['prompts'], 'prompt')} a generation batch, completion length → most completions per " \
+           "prompt (largest micro-batch): " + "; ".join(parts)

@@ -1,0 +1,129 @@
+"""Issue 31's answers for GRPO: the longest completion, the most completions per prompt at each completion length, and
+whether a colocated vLLM engine or a vLLM server on GPUs of its own needs fewer GPUs. Each answer is checked against the
+estimate it comes from; TRL's rules are huggingface/trl 1.16.0's (GRPOConfig.__post_init__, grpo_config.py L1131-1140:
+the generation batch a multiple of num_generations, num_generations >= 2; trl/scripts/vllm_serve.py: tensor parallel 1,
+gpu_memory_utilization 0.9 by default)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pycore.answers import rollout_answers
+from pycore.answers.answer import answer
+from pycore.inputs import frameworks
+from pycore.inputs.schema import parse
+from pycore.memory.estimate import estimate_values, totals_only
+from pycore.model.catalog import gpus
+from pycore.output import web
+
+QWEN = {"model": "qwen2.5-7b", "method": "grpo", "rollout": "vllm-colocate", "dp": "8", "zero": "3"}   # the issue's
+
+
+def values_of(raw):
+    return frameworks.apply(parse(raw))
+
+
+def answers_of(raw):
+    values = values_of(raw)
+    return values, answer(values, estimate_values(values))
+
+
+def total(values, **changes):
+    return totals_only({**values, **changes}).total_bytes
+
+
+USABLE = gpus()["h100-sxm-80gb"]["usable_bytes"]
+
+
+@pytest.mark.parametrize("batch,microbatches,generations,unit", [
+    (1, 1, 8, 8), (2, 1, 8, 4), (8, 1, 8, 1), (3, 2, 8, 4), (1, 4, 16, 4)])
+def test_dp_steps_keep_the_generation_batch_whole_groups(batch, microbatches, generations, unit):
+    values = values_of({"method": "grpo", "batch": str(batch), "microbatches": str(microbatches),
+                        "num_generations": str(generations)})
+    assert rollout_answers.dp_unit(values) == unit
+    assert batch * unit * microbatches % generations == 0                 # the least dp TRL accepts
+    assert rollout_answers.dp_unit(values_of({"batch": str(batch)})) == 1     # plain fine-tuning: any dp
+
+
+def test_the_plan_offers_only_layouts_trl_would_run():
+    values, found = answers_of({**QWEN, "gpu": "a100-40gb", "num_generations": "16"})
+    assert found["plan"]
+    for option in found["plan"]:
+        layout = {**values, **{k: int(v) if k in ("dp", "pp", "microbatches") else v
+                               for k, v in option["query"].items()}}
+        assert layout["batch"] * layout["dp"] * layout["microbatches"] % 16 == 0
+        assert layout["pp"] == 1                # transformers' Trainer has no pipeline schedule
+
+
+def test_the_longest_completion_is_where_the_estimate_stops_fitting():
+    values, found = answers_of(QWEN)
+    longest = found["max_completion"]
+    assert longest and longest > values["max_completion_length"]
+    assert total(values, max_completion_length=longest) <= USABLE < total(values, max_completion_length=longest + 1)
+
+
+def test_each_completion_length_gives_the_largest_micro_batch_and_the_most_generations():
+    values, found = answers_of(QWEN)
+    table = found["generations"]
+    assert table["prompts"] == 1                       # batch 1 × dp 8 completions in groups of 8: one prompt
+    lengths = [row["completion"] for row in table["rows"]]
+    assert values["max_completion_length"] in lengths and lengths == sorted(lengths)
+    spread = values["dp"] * values["microbatches"]
+    for row in table["rows"]:
+        batch, length = row["max_batch"], row["completion"]
+        assert total(values, batch=batch, max_completion_length=length) <= USABLE
+        assert total(values, batch=batch + 1, max_completion_length=length) > USABLE
+        most = row["max_generations"]
+        assert most * table["prompts"] % spread == 0 and most * table["prompts"] // spread <= batch
+        assert (most + 1) * table["prompts"] // spread > batch or (most + 1) * table["prompts"] % spread
+    batches = [row["max_batch"] for row in table["rows"]]
+    assert batches == sorted(batches, reverse=True)     # longer completions leave room for fewer
+
+
+def test_fewer_than_two_generations_is_none():
+    values = values_of({**QWEN, "batch": "4", "dp": "1", "num_generations": "4"})
+    assert rollout_answers.most_generations(values, 1) is None       # 1 prompt a micro-batch of 1: TRL's least is 2
+    assert rollout_answers.most_generations(values, 8) == 8
+    assert rollout_answers.most_generations(values, None) is None
+
+
+def test_placements_compare_a_colocated_engine_with_a_server():
+    values, found = answers_of(QWEN)
+    options = found["placements"]["options"]
+    assert [o["gpus"] for o in options] == sorted(o["gpus"] for o in options)
+    colocated = next(o for o in options if o["query"]["rollout"] == "vllm-colocate")
+    server = next(o for o in options if o["query"]["rollout"] == "vllm-server")
+    assert colocated["gpus"] == 8 and server["gpus"] == 9     # 8 training + one GPU for the 7B model's server
+    assert total(values, rollout="vllm-colocate") <= USABLE
+    # the server holds vLLM at 0.9 of its GPU: one request of prompt + completion fits beside a 7B model's weights
+    engine = totals_only(rollout_answers.server_values(values))
+    assert not engine.refused and engine.total_bytes <= USABLE
+
+
+def test_a_70b_policy_needs_its_server_across_gpus_and_cannot_colocate():
+    values, found = answers_of({"model": "llama-3.1-70b", "method": "grpo-lora", "rollout": "vllm-server"})
+    colocated, server = (next(o for o in found["placements"]["options"] if o["label"].startswith(kind))
+                         for kind in ("vLLM colocated", "vLLM server"))
+    assert colocated["gpus"] is None and colocated["query"] is None   # the whole 70B model beside the policy: no room
+    assert "tp=4" in server["text"]
+    serving = rollout_answers.server_values(values)
+    for tp in (1, 2):                 # 131 GiB of bf16 weights: more than 0.9 of one or two 80 GB GPUs can hold
+        assert totals_only({**serving, "tp": tp}).refused or totals_only({**serving, "tp": tp}).total_bytes > USABLE
+    assert not totals_only({**serving, "tp": 4}).refused
+
+
+def test_other_methods_get_no_grpo_answers():
+    _, found = answers_of({"method": "dpo"})
+    assert "generations" not in found and "placements" not in found
+
+
+def test_the_page_and_the_table_word_them():
+    display = json.loads(web.answers("model=qwen2.5-7b&method=grpo&rollout=vllm-colocate&dp=8&zero=3"))["display"]
+    texts = {row["key"]: row["text"] for row in display}
+    assert texts["generations"].startswith("at 1 prompt a generation batch")
+    assert "(max_completion_length)" in texts["max_completion"]
+    out = subprocess.run([sys.executable, "-m", "pycore", "model=qwen2.5-7b", "method=grpo", "rollout=vllm-colocate",
+                          "dp=8", "zero=3", "--csv"], capture_output=True, text=True, check=True).stdout
+    assert "answer,rollout_placement_1,vLLM colocated" in out and "answer,max_generations_at_512," in out
