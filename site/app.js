@@ -72,6 +72,14 @@ function setValue(el, value) {
   }
 }
 
+/** Another model chosen: a checkpoint's bytes read for the last one no longer describe it (issue 30). */
+function forgetCheckpoint() {
+  for (const key of ["weight_bytes", "weight_files"]) {
+    const field = form.querySelector(`[data-key="${key}"]`);
+    if (field) setValue(field, defaults[key]);
+  }
+}
+
 function requestQuery() {
   // Only form fields and base.FIELD reach pycore: never config= (a path on the machine running Python)
   // nor any other key a link carries. Unknown <select> values still go, so pycore's message names them.
@@ -797,6 +805,7 @@ form.addEventListener("submit", (event) => event.preventDefault());
 form.addEventListener("input", (event) => {
   if (!event.target.dataset.key) return;
   if (event.target.dataset.pending !== undefined) delete event.target.dataset.pending;
+  if (event.target.dataset.key === "model") forgetCheckpoint();
   const mode = pushNext ? "push" : "replace";
   pushNext = false;
   if (TYPED_NAMES.has(event.target.dataset.key) && run) {
@@ -964,4 +973,4 @@ showApplies();
 ready();
 
 // The panels in their own modules (import.js, fits.js) take what they need from here.
-export { MODELS, editDone, el, fillForm, form, formQuery, requestQuery, update };
+export { MODELS, editDone, el, fillForm, forgetCheckpoint, form, formQuery, requestQuery, update };

@@ -89,10 +89,13 @@ function calibrate() {
   if (answer.error) { say($("calibrate-status"), answer.error, true); return; }
   const shown = answer.display;
   say($("calibrate-status"), "");
+  const headers = [...$("calibrate-table").tHead.rows[0].cells].map((th) => th.textContent);
   $("calibrate-table").tBodies[0].replaceChildren(...shown.rows.map((row) => {
     const tr = el("tr");
     tr.append(el("td", row.label), ...["measured", "estimated", "difference", "calibrated"]
       .map((key) => el("td", row[key], "num")), el("td", row.override));
+    // each cell names its column, which a phone shows beside it in place of the header (style.css)
+    [...tr.cells].forEach((cell, i) => { cell.dataset.label = headers[i]; });
     return tr;
   }));
   $("calibrate-unit").textContent = answer.unit_note;

@@ -299,8 +299,13 @@ def test_calibrated_total_equals_nvidia_smi_exactly():
     assert checks == {"peak_allocated": (peak, peak), "smi_used": (23107 * 2**20, 23107 * 2**20)}
     rows = {row.figure: row for row in cal.rows}
     assert rows["allocator_cache"].measured == 2**30
-    # one overhead key carries the cache and the context together: the reserved view is named as still off
-    assert rows["peak_reserved"].proposed == "allocator_cache"
+    # one overhead key carries the cache and the context together: the reserved view, the cache and the context are
+    # not re-estimated apart (a training run's context row read 0 and its cache row the two together before)
+    for figure in ("peak_reserved", "allocator_cache", "context"):
+        assert (rows[figure].key, rows[figure].calibrated, rows[figure].proposed) == ("overhead", None, "")
+    shown = {row["label"]: row for row in display(cal)["rows"]}
+    assert shown["CUDA context and NCCL (nvidia-smi - reserved)"]["calibrated"] == "-"
+    assert "as one figure" in shown["Allocator cache (reserved - allocated)"]["override"]
 
 
 def test_pytorch_figures_without_nvidia_smi_keep_the_estimated_context():

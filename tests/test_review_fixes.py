@@ -68,3 +68,16 @@ def test_a_gguf_files_metadata_sets_the_model_on_the_page():
         ("1", "256", "512", "4", "2", "100")
     assert chosen["name"] == "model-Q4_K_M.gguf" and chosen["weight_bytes"] == str(sum(GGUF_BYTES.values()))
     assert "Model read from its GGUF metadata" in answer["message"]
+
+
+def test_a_checkpoint_too_large_or_small_for_the_model_is_named():
+    # Llama 3.2 1B: 1,235,814,400 parameters (presets/models.json); its bf16 checkpoint is 2 bytes a parameter, a
+    # 70B one read by mistake ~141 GB (16 bits a parameter of 70.6B), 114 bits a parameter of the 1B
+    def notes(weight_bytes):
+        return [w for w in estimate({"model": "llama-3.2-1b", "mode": "infer", "weight_bytes": str(weight_bytes),
+                                     "weight_files": "model.safetensors"}).warnings if "bits per parameter" in w]
+    assert notes(2 * 1_235_814_400) == []
+    assert notes(1_235_814_400 // 4) == []                 # 2 bits a parameter: a 2-bit GGUF quantization
+    assert "was it read for another model?" in notes(141_107_412_992)[0]
+    assert "(model.safetensors)" in notes(141_107_412_992)[0]
+    assert notes(1_235_814_400 // 8)                       # 1 bit a parameter: below any quantization

@@ -281,6 +281,7 @@ VLLM_FIGURES = frozenset({"non_torch", "activation_peak", "total_gpu_memory", "g
 PROPOSED = {"weights": "weight_bytes", "non_torch": "vllm_non_torch", "activation_peak": "vllm_activation_peak",
             "total_gpu_memory": "gpu_memory", "peak_reserved": "allocator_cache", "allocator_cache": "allocator_cache",
             "context": "cuda_context"}
+LUMPED = ("peak_reserved", "allocator_cache", "context")
 ORDER = ("total_gpu_memory", "gpu_util", "requested", "weights", "non_torch", "activation_peak", "kv_cache",
          "kv_blocks", "kv_tokens", "max_model_len", "concurrency", "cuda_graphs", "allocated", "reserved",
          "peak_allocated", "peak_reserved", "allocator_cache", "context", "outside", "smi_used", "smi_total")
@@ -335,12 +336,15 @@ def calibrate(values: Values, text: str) -> Calibration:
     ours, after = estimated_figures(values, est), estimated_figures(new_values, new_est)
     measured = {figure: (reading.value, reading.source) for figure, reading in found.items()}
     measured.update({figure: (value, "derived") for figure, value in plan.derived.items()})
+    # overhead is one figure for the allocator's cache and the CUDA context: once it is set, the estimate no longer
+    # splits them, and max_memory_reserved holds a share of that one figure: none of the three is re-estimated alone
+    lumped = LUMPED if "overhead" in plan.overrides and not _vllm(values) else ()
     table = []
     for figure in ORDER:
         if figure in measured:
             value, source = measured[figure]
-            key = plan.used.get(figure, "")
-            left = after.get(figure)
+            key = "overhead" if figure in lumped else plan.used.get(figure, "")
+            left = None if figure in lumped else after.get(figure)
             differs = left is not None and abs(value - left) > _resolution(found, figure)
             table.append(Row(figure, value, ours.get(figure), left, source, key,
                              PROPOSED.get(figure, "") if differs else "", differs))

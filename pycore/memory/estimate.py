@@ -13,6 +13,7 @@ from typing import Any
 
 from pycore.base.errors import FieldError, InputError
 from pycore.base.expr import rnd, split, sym
+from pycore.base.units import printable
 from pycore.inputs.schema import Values, parse
 from pycore.memory import vision_activations
 from pycore.memory.device import overhead_pools, runtime_note
@@ -135,6 +136,26 @@ def _term_rows(result: StageResult, setup: Setup) -> "list[JSON]":
     return rows
 
 
+# Bits per parameter a whole checkpoint can plausibly take: from llama.cpp's IQ1_S, 1.56 bits a weight (the table in
+# its tools/quantize/quantize.cpp), to fp32 with per-tensor extras; outside them weight_bytes was read for another model
+BITS_PER_PARAM = (1.5, 33.0)
+
+
+def _checkpoint_mismatch(setup: Setup) -> "list[str]":
+    """A note when weight_bytes cannot be this model's checkpoint: fewer bits per parameter than any quantization
+    stores, or more than fp32 (a checkpoint read, then another model chosen)."""
+    params = setup.counts.total
+    if not setup.weight_bytes or not params:
+        return []
+    bits = 8 * setup.weight_bytes / params
+    if BITS_PER_PARAM[0] <= bits <= BITS_PER_PARAM[1]:
+        return []
+    files = f" ({printable(setup.weight_files, 80)})" if setup.weight_files else ""
+    return [f"weight_bytes {setup.weight_bytes:,}{files} is {bits:.2f} bits per parameter of {setup.arch.name} "
+            f"({params:,} parameters): no checkpoint of this model has that many; was it read for another model? "
+            "Clear weight_bytes to count the weights from the parameters"]
+
+
 def _warnings(setup: Setup) -> "list[str]":
     arch, work = setup.arch, setup.workload
     notes = []
@@ -147,6 +168,7 @@ def _warnings(setup: Setup) -> "list[str]":
     if setup.checkpoint_unused:
         notes.append(f"weight_bytes (a checkpoint's headers) is not used: {setup.checkpoint_unused}; the weights are "
                      "counted from the parameters")
+    notes += _checkpoint_mismatch(setup)
     notes += grpo_notes(setup)
     runtime = runtime_note(gpu_catalog()[setup.gpu].get("runtime", "CUDA"))
     if runtime and setup.overhead is None:

@@ -64,6 +64,8 @@ FOLLOWS = {"kv_cache": "follows the other parts of vLLM's budget", "kv_tokens": 
 
 
 def _override(row: Row) -> str:
+    if row.key == "overhead" and row.calibrated is None:
+        return "overhead (the allocator cache and the CUDA context as one figure: not re-estimated apart)"
     if row.key:
         return f"{row.key}" + (f" (still off: would take {row.proposed})" if row.proposed else "")
     if row.proposed == "weight_bytes":

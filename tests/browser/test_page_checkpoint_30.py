@@ -152,6 +152,12 @@ def test_calibration_applies_its_overrides_to_the_link_and_they_survive_a_reload
     expected = json.loads(web.calibration(pasted, query))
     assert shown_rows(page) == [[r["label"], r["measured"], r["estimated"], r["difference"], r["calibrated"],
                                  r["override"]] for r in expected["display"]["rows"]]
+    # on a phone each row is a card of labelled lines: nothing to scroll sideways
+    page.set_viewport_size({"width": 390, "height": 844})
+    box = page.locator("#calibrate-result .table-scroll")
+    assert box.evaluate("b => b.scrollWidth <= b.clientWidth")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.set_viewport_size({"width": 1280, "height": 800})
     assert "GiB = 2^30 bytes" in page.locator("#calibrate-unit").text_content()
     overrides = dict(expected["overrides"])
     assert overrides["activations"] == "per-sample"
@@ -315,6 +321,20 @@ def test_reading_a_sharded_checkpoint_reads_only_its_headers_and_sets_weight_byt
     page.wait_for_selector("html.py-ready", timeout=READY_MS)
     page.wait_for_function("document.documentElement.dataset.totalBytes !== undefined")
     assert page.locator("#f-weight_bytes").input_value() == str(expected)
+
+
+def test_choosing_another_model_forgets_the_checkpoints_bytes(watched, base_url):
+    # a checkpoint read for Llama 3.1 8B (its bf16 bytes), then another model picked or typed: the weights are that
+    # model's again, not 8B's bytes under its name
+    page = watched.open(base_url, "?model=llama-3.1-8b&batch=2&weight_bytes=16060522496&weight_files=model.safetensors")
+    field = page.locator("#f-model")
+    field.fill("llama-3.2-1b")
+    wait_query(page, "model", "llama-3.2-1b")
+    page.wait_for_function("new URLSearchParams(location.search).get('weight_bytes') === null")
+    query = query_of(page)
+    assert "weight_files" not in query and query["batch"] == "2"         # the other inputs stay
+    assert page.locator("#f-weight_bytes").input_value() == "0"
+    assert total(page) == json.loads(web.run(urlencode(query)))["total"]["bytes"]
 
 
 def test_a_malformed_or_incomplete_checkpoint_is_named_and_nothing_changes(watched, base_url, tmp_path):
