@@ -132,7 +132,7 @@ def test_a_colocated_vllm_engine_is_vllms_own_arithmetic():
     grpo = pools(estimate(QWEN7B))
     served = pools(estimate({"model": "qwen2.5-7b", "mode": "infer", "engine": "vllm", "gpu_util": "0.3",
                              "max_batched_tokens": "4096", "batch": "8", "seq": "512", "new_tokens": "1024",
-                             "gpu": "h100-sxm-80gb"}))
+                             "max_num_seqs": "8", "gpu": "h100-sxm-80gb"}))
     for key in ("weights", "kv_cache", "profile_activations", "non_torch"):
         assert grpo["vllm_" + key].bytes == served[key].bytes, key
         assert grpo["vllm_" + key].group == "rollout_engine"
@@ -169,8 +169,43 @@ def test_a_colocated_engine_without_room_for_its_cache_is_named():
     """vLLM refuses to start when its share of the GPU leaves no KV cache (determine_available_memory)."""
     small = {**QWEN7B, "vllm_gpu_memory_utilization": "0.15"}
     assert pools(estimate(small))["vllm_kv_cache"].bytes == 0
-    assert any("vLLM would not start" in w for w in estimate(small).warnings)
-    assert not any("vLLM would not start" in w for w in estimate(QWEN7B).warnings)
+    assert "colocated vLLM engine would refuse to start: no memory is left" in estimate(small).refused
+    assert "vllm_gpu_memory_utilization" in estimate(small).refused
+    assert not estimate(QWEN7B).refused
+
+
+def test_the_colocated_engine_checks_one_request_of_the_models_positions():
+    """TRL 1.16 leaves vllm_max_model_length None (grpo_config.py L664-670), so vLLM takes the model's positions as
+    max_model_len and refuses to start when one such request does not fit its KV cache (kv_cache_utils.py
+    check_enough_kv_cache_memory). Qwen2.5-7B: 131,072 positions (its config.json), 57,344 bytes a token of bf16 KV
+    (28 layers × 2 × 4 KV heads × 128 × 2 bytes): 7.0 GiB, more than a 0.2 share of an H100 leaves."""
+    tight = {**QWEN7B, "vllm_gpu_memory_utilization": "0.2"}
+    result = estimate(tight)
+    assert result.vllm["context"] == 131072 and result.vllm["kv_bytes_needed"] == 131072 * 57344
+    assert "one request of max_model_len 131,072 tokens" in result.refused
+    assert "the longest vllm_max_model_length it would accept" in result.refused
+    capped = estimate({**tight, "vllm_max_model_length": "1536"})       # seq 512 + max_completion_length 1,024
+    assert not capped.refused and capped.vllm["context"] == 1536
+    assert capped.total_bytes == result.total_bytes         # the cap changes the check, not the memory taken
+
+
+def test_the_engines_sampler_warm_up_holds_trls_max_num_seqs():
+    """TRL passes max_num_seqs = batch × vllm_tensor_parallel_size × steps_per_generation (grpo_trainer.py
+    L1124-1126), and vLLM's sampler warm-up holds three fp32 copies of that many rows of logits: 12 bytes a row and
+    vocabulary entry (Qwen2.5-7B: 152,064), not vLLM's default 1,024 rows."""
+    one, two = (pools(estimate({**QWEN7B, "batch": b}))["vllm_profile_activations"].bytes for b in ("8", "9"))
+    assert two - one == 152064 * 12
+    assert pools(estimate({**QWEN7B, "microbatches": "2"}))["vllm_profile_activations"].bytes - one == 8 * 152064 * 12
+
+
+def test_a_colocated_engine_split_over_gpus_holds_its_share_on_each():
+    """vllm_tensor_parallel_size = 2 (trl/generation/vllm_generation.py L312-355): each GPU holds half the engine's
+    weights, and its KV cache is what the same share of the GPU leaves; the world must be a multiple of it."""
+    one, two = (pools(estimate({**QWEN7B, "vllm_tensor_parallel_size": tp})) for tp in ("1", "2"))
+    assert two["vllm_weights"].bytes < 0.51 * one["vllm_weights"].bytes
+    assert two["vllm_kv_cache"].bytes > one["vllm_kv_cache"].bytes
+    odd = estimate({**QWEN7B, "dp": "3", "vllm_tensor_parallel_size": "2"})
+    assert any("vllm_tensor_parallel_size = 2 must divide the 3 training processes" in w for w in odd.warnings)
 
 
 def test_deepspeed_zero3_gathers_every_weight_for_generate():

@@ -48,7 +48,7 @@ def test_dp_steps_keep_the_generation_batch_whole_groups(batch, microbatches, ge
 
 
 def test_the_plan_offers_only_layouts_trl_would_run():
-    values, found = answers_of({**QWEN, "gpu": "a100-40gb", "num_generations": "16"})
+    values, found = answers_of({**QWEN, "rollout": "generate", "gpu": "a100-40gb", "num_generations": "16"})
     assert found["plan"]
     for option in found["plan"]:
         layout = {**values, **{k: int(v) if k in ("dp", "pp", "microbatches") else v
@@ -126,4 +126,22 @@ def test_the_page_and_the_table_word_them():
     assert "(max_completion_length)" in texts["max_completion"]
     out = subprocess.run([sys.executable, "-m", "pycore", "model=qwen2.5-7b", "method=grpo", "rollout=vllm-colocate",
                           "dp=8", "zero=3", "--csv"], capture_output=True, text=True, check=True).stdout
-    assert "answer,rollout_placement_1,vLLM colocated" in out and "answer,max_generations_at_512," in out
+    assert "answer,rollout_placement_1,\"vLLM colocated" in out and "answer,max_generations_at_512," in out
+
+
+def test_a_colocated_engine_over_gpus_keeps_the_world_a_multiple_of_it():
+    # vllm_tensor_parallel_size 8 over dp=8 × tp=1 ranks: dp in steps of 8 (trl/generation/vllm_generation.py L312-318)
+    values = values_of({**QWEN, "batch": "8", "vllm_tensor_parallel_size": "8"})
+    assert rollout_answers.dp_unit(values) == 8
+    assert rollout_answers.dp_unit({**values, "tp": 2}) == 4
+    assert rollout_answers.dp_unit({**values, "rollout": "vllm-server"}) == 1
+
+
+def test_the_colocated_placement_sets_a_max_model_length_the_engine_can_hold():
+    # left at None, vllm_max_model_length is Qwen2.5-7B's 131,072 positions: the placement sets prompt + completion
+    values, found = answers_of({**QWEN, "vllm_gpu_memory_utilization": "0.2"})
+    assert totals_only(values).refused                       # as typed, the engine would not start
+    colocated = next(o for o in found["placements"]["options"] if o["label"].startswith("vLLM colocated"))
+    assert colocated["query"]["vllm_max_model_length"] == str(2048 + 512)
+    applied = values_of({**QWEN, "vllm_gpu_memory_utilization": "0.2", **colocated["query"]})
+    assert not totals_only(applied).refused and totals_only(applied).total_bytes <= USABLE

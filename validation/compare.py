@@ -263,6 +263,7 @@ def markdown(record, table):
     lines += dpo_section()
     lines += grpo_section()
     lines += reward_section()
+    lines += distill_section()
     lines += published("## Published multi-GPU runs: torchtitan", [
         "torchtitan's docs/performance.md reports per-GPU memory of Llama 3.1 training on H100s (FSDP2 with",
         "bf16 compute and fp32 master weights, here `precision=amp-bf16`; sequence 8192 unless stated). Their",
@@ -753,6 +754,92 @@ def reward_section():
              "| case | measured MiB | estimate MiB | error | plain fine-tuning error |", "|---|---:|---:|---:|---:|"]
     return lines + [f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
                     f"{100 * r['error']:+.1f}% | {100 * r['plain_error']:+.1f}% |" for r in cases]
+
+
+DISTILL = ROOT / "validation" / "measured_distill.json"
+# validation/measure_distill.py's phases, each against the largest of the estimate's moments in it
+DISTILL_PHASES = {"rollout": ("rollout, prefill", "rollout, decode"), "forward": ("forward end",),
+                  "teacher forward": ("teacher forward",), "divergence": ("divergence",),
+                  "backward": ("backward start", "backward, first layer", "backward, last layer", "backward end"),
+                  "optimizer step": ("optimizer step",)}
+
+
+def distill_inputs(case):
+    """A distillation case's inputs as the estimate reads them: a teacher of its own is the config.json
+    validation/measure_distill.py wrote for it (teacher= takes a path on the command line)."""
+    inputs = dpo_inputs(case)
+    if "teacher_config" in case:
+        inputs["teacher"] = str(ROOT / case["teacher_config"])
+    return inputs
+
+
+def distill_rows(path=DISTILL):
+    """validation/measure_distill.py's cases: the step's peak and each phase's, measured against estimated; and the
+    nearest plain fine-tuning estimate (the student over prompt + completion, no rollout, no teacher)."""
+    record = json.loads(path.read_text())
+    out = []
+    for case in record["cases"]:
+        inputs = distill_inputs(case)
+        result = estimate(inputs)
+        phases = {name: max(v for m, v in result.moments.items() if m.removesuffix(LATER) in moments)
+                  for name, moments in DISTILL_PHASES.items() if any(m in result.moments for m in moments)}
+        plain = {k: v for k, v in inputs.items() if k not in ("max_completion_length", "teacher")}
+        plain["method"] = plain["method"].partition("-")[2] or "full"
+        plain["seq"] = str(int(inputs["seq"]) + int(inputs["max_completion_length"]))
+        plain = estimate(plain).peak_bytes
+        out.append({"label": case["label"], "measured": case["peak_bytes"], "estimated": result.peak_bytes,
+                    "error": (result.peak_bytes - case["peak_bytes"]) / case["peak_bytes"],
+                    "plain_error": (plain - case["peak_bytes"]) / case["peak_bytes"], "phase": result.peak_moment,
+                    "measured_phase": max((k for k in case["phase_peaks"] if k in DISTILL_PHASES),
+                                          key=lambda k: case["phase_peaks"][k]),
+                    "phases": {k: (v, phases[k]) for k, v in case["phase_peaks"].items() if k in phases}})
+    return record, out
+
+
+def distill_section():
+    """One on-policy distillation step as TRL's DistillationTrainer runs it, small Llama and Qwen2 configs."""
+    if not DISTILL.exists():
+        return []
+    record, cases = distill_rows()
+    mib = 2 ** 20
+    errors = [abs(r["error"]) for r in cases]
+    phase_errors = [abs(e - m) / m for r in cases for (m, e) in r["phases"].values()]
+    lines = ["", "## On-policy distillation (TRL's DistillationTrainer, rollout by generate())", "",
+             *DISTILL_PROSE,
+             f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
+             f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
+             f"{100 * max(errors):.1f}% worst; every phase of every case: {100 * statistics.median(phase_errors):.1f}% "
+             f"median, {100 * max(phase_errors):.1f}% worst.", "",
+             "| case | measured MiB | estimate MiB | error | plain fine-tuning error | peak: measured / estimated | "
+             "phases, measured / estimated MiB |", "|---|---:|---:|---:|---:|---|---|"]
+    for r in cases:
+        phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
+        lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
+                     f"{100 * r['error']:+.1f}% | {100 * r['plain_error']:+.1f}% | {r['measured_phase']} / {r['phase']} "
+                     f"| {phases} |")
+    return lines
+
+
+DISTILL_PROSE = [
+    "`validation/measure_distill.py` runs one step as TRL 1.16's DistillationTrainer does with transformers",
+    "`generate()` as the rollout: `generate()` under no_grad with checkpointing off for every micro-batch's",
+    "prompts at once (batch is `per_device_train_batch_size` prompts, one completion each; no EOS, so every",
+    "completion runs to `max_completion_length`), then for each micro-batch TRL's own `compute_loss`: the",
+    "student's backbone over prompt + completion, the teacher's under no_grad, and `_chunked_divergence_loss`",
+    "(both heads projected on two fp32 tiles of 4,096 × 32,768, the logits never whole; DistillationConfig's",
+    "beta 1.0, reverse KL), then backward, AdamW and `zero_grad`, with measure_dpo.py's set-up (real tensors,",
+    "CUDA's autocast lists; the divergence's CUDA path: the completion's positions gathered, the tile folds and",
+    "fp32 products untracked as Triton and `mm(out_dtype=float32)` run them). The teacher loads in its",
+    "checkpoint's dtype (bf16) whatever the student's; `teacher 4L` cases give it a larger config of its own",
+    "(`validation/distill_teachers/`, passed as `teacher=` a config.json). amp-bf16 is TRL's default for a",
+    "student it loads (fp32 weights, bf16=True): `compute_loss` reaches `_compute_loss` through",
+    "`_forward_redirection`, which bypasses accelerate's autocast wrapper, so the update runs in fp32 and only",
+    "a full student's `generate()` autocasts (a PEFT student generates through the base model's own forward, in",
+    "fp32). The estimate models each phase as a moment (pycore/memory/distillation.py); each phase's measured",
+    "peak is set against the largest estimated moment in it. `ga` cases accumulate over that many micro-batches,",
+    "generated at once. The plain column is the nearest plain fine-tuning estimate (the student over prompt +",
+    "completion): it misses the rollout and the teacher and charges full logits.",
+]
 
 
 if __name__ == "__main__":

@@ -32,11 +32,16 @@ def is_grpo(values: dict[str, Any]) -> bool:
 
 def dp_unit(values: dict[str, Any]) -> int:
     """The data-parallel degrees TRL accepts come in steps of this: batch × dp × microbatches a multiple of
-    num_generations (GRPOConfig.__post_init__); 1 for any other method."""
+    num_generations (GRPOConfig.__post_init__), and with a colocated engine the training processes a multiple of
+    vllm_tensor_parallel_size (trl/generation/vllm_generation.py L312-318); 1 for any other method."""
     if not is_grpo(values):
         return 1
     generations = max(values.get("num_generations") or 1, 1)
-    return generations // math.gcd(generations, values["batch"] * values["microbatches"])
+    unit = generations // math.gcd(generations, values["batch"] * values["microbatches"])
+    if values.get("rollout") == "vllm-colocate":
+        engine, others = values.get("vllm_tensor_parallel_size") or 1, values["tp"] * values["pp"] * values["cp"]
+        unit = math.lcm(unit, engine // math.gcd(engine, others))
+    return unit
 
 
 def _prompts(values: dict[str, Any]) -> int:
@@ -91,22 +96,26 @@ def placements(values: dict[str, Any], usable: int, plan: Plan, serving_plan: Pl
     """GPUs in all for a colocated vLLM engine and for a vLLM server on GPUs of its own, fewest first, each with the
     inputs that set it (``plan`` and ``serving_plan`` are pycore.answers.answer's)."""
     options = []
-    util = values["vllm_gpu_memory_utilization"]
-    colocated = yield from plan({**values, "rollout": "vllm-colocate"}, usable, limit=1)
+    util, context = values["vllm_gpu_memory_utilization"], values["seq"] + values["max_completion_length"]
+    # left at None, vllm_max_model_length is the model's positions, which the engine must hold one request of
+    longest = {"vllm_max_model_length": values.get("vllm_max_model_length") or context}
+    label = f"vLLM colocated at vllm_gpu_memory_utilization={util:g}"
+    colocated = yield from plan({**values, **longest, "rollout": "vllm-colocate"}, usable, limit=1)
     if colocated:
         best = colocated[0]
-        options.append({"label": f"vLLM colocated at vllm_gpu_memory_utilization={util:g}", "gpus": best["gpus"],
-                        "text": f"{plural(best['gpus'], 'GPU')} ({best['label']})",
-                        "query": {**best["query"], "rollout": "vllm-colocate"}})
+        options.append({"label": label, "gpus": best["gpus"],
+                        "text": f"{plural(best['gpus'], 'GPU')} ({best['label']}, vllm_max_model_length "
+                                f"{longest['vllm_max_model_length']:,})",
+                        "query": {**best["query"], **{k: str(v) for k, v in longest.items()},
+                                  "rollout": "vllm-colocate"}})
     else:
-        options.append({"label": f"vLLM colocated at vllm_gpu_memory_utilization={util:g}", "gpus": None,
-                        "text": "fits no layout tried: the engine holds the whole model on every training GPU "
-                                "(vllm_tensor_parallel_size 1, GRPOConfig's default)", "query": None})
+        options.append({"label": label, "gpus": None, "query": None,
+                        "text": "fits no layout tried: each engine holds the model over vllm_tensor_parallel_size = "
+                                f"{values.get('vllm_tensor_parallel_size') or 1} training GPUs beside the policy"})
     training = yield from plan({**values, "rollout": "vllm-server"}, usable, limit=1)
     server = yield from serving_plan(server_values(values), usable)
     if training and server:
         best, engine = training[0], server[0]
-        context = values["seq"] + values["max_completion_length"]
         options.append({"label": "vLLM server on GPUs of its own", "gpus": best["gpus"] + engine["gpus"],
                         "text": f"{plural(best['gpus'] + engine['gpus'], 'GPU')}: {best['gpus']:,} training "
                                 f"({best['label']}) + {engine['gpus']:,} for trl vllm-serve ({engine['label']}, "

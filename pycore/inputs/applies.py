@@ -20,9 +20,12 @@ Condition = dict[str, Allowed]                 # every other key -> what it must
 TRAIN: Condition = {"mode": ["train"]}
 INFER: Condition = {"mode": ["infer"]}
 TRANSFORMER: Condition = {"kind": ["transformer"]}
-ADAPTERS: Condition = {"method": ["lora", "qlora", "dpo-lora", "dpo-qlora", "grpo-lora", "reward-lora"]}
+ADAPTERS: Condition = {"method": ["lora", "qlora", "dpo-lora", "dpo-qlora", "grpo-lora", "reward-lora", "distill-lora"]}
 PREFERENCE: Condition = {"method": ["dpo", "dpo-lora", "dpo-qlora"]}     # TRL DPOTrainer recipes
 GRPO: Condition = {"method": ["grpo", "grpo-lora"]}                     # TRL GRPOTrainer recipes
+DISTILL: Condition = {"method": ["distill", "distill-lora"]}            # TRL DistillationTrainer recipes
+# the recipes that generate their completions (pycore.memory.rollout)
+ROLLOUTS: Condition = {"method": ["grpo", "grpo-lora", "distill", "distill-lora"]}
 
 # Inputs that mean nothing for a generic network (params only).
 TRANSFORMER_ONLY = ("heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", "experts_per_token", "expert_ffn",
@@ -64,11 +67,14 @@ APPLIES: "dict[str, Condition]" = {
     "ref_model": {**TRAIN, **TRANSFORMER, **PREFERENCE},
     # GRPO's rollout and reference model (pycore.memory.rollout, pycore.memory.posttraining).
     "num_generations": {**TRAIN, **TRANSFORMER, **GRPO},
-    "max_completion_length": {**TRAIN, **TRANSFORMER, **GRPO},
+    "max_completion_length": {**TRAIN, **TRANSFORMER, **ROLLOUTS},
     "beta": {**TRAIN, **TRANSFORMER, **GRPO},
-    "rollout": {**TRAIN, **TRANSFORMER, **GRPO},
-    "vllm_gpu_memory_utilization": {**TRAIN, **TRANSFORMER, **GRPO, "rollout": ["vllm-colocate"]},
-    "vllm_enable_sleep_mode": {**TRAIN, **TRANSFORMER, **GRPO, "rollout": ["vllm-colocate"]},
+    "rollout": {**TRAIN, **TRANSFORMER, **ROLLOUTS},
+    "vllm_gpu_memory_utilization": {**TRAIN, **TRANSFORMER, **ROLLOUTS, "rollout": ["vllm-colocate"]},
+    "vllm_enable_sleep_mode": {**TRAIN, **TRANSFORMER, **ROLLOUTS, "rollout": ["vllm-colocate"]},
+    # Distillation's teacher (pycore.memory.distillation).
+    "teacher": {**TRAIN, **TRANSFORMER, **DISTILL},
+    "teacher_dtype": {**TRAIN, **TRANSFORMER, **DISTILL},
     "group_size": {**TRANSFORMER, "quant": {"not": ["none"]}},
     # The activation model's own parameter: the model in force (``act_model``), which for a generic network
     # left at "detailed" is the multiplier model when layers and hidden are given.

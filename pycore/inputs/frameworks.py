@@ -355,6 +355,18 @@ RECIPES["reward"] = Framework(
                   "in bf16)"})
 
 
+RECIPES["distill"] = Framework(
+    "TRL DistillationTrainer", "1.16.0", {"recompute": "full", "precision": "amp-bf16"},
+    {"recompute": "huggingface/trl trl/trainer/distillation_config.py@v1.16.0 L22, L159: DistillationConfig(_BaseConfig), "
+                  "whose gradient_checkpointing defaults to True (base_config.py L62-63); " + HF_CHECKPOINT,
+     "precision": "huggingface/trl trl/trainer/distillation_trainer.py@v1.16.0 L347-361: a student given by name is "
+                  "loaded by create_model_from_path (trl/trainer/utils.py L1332: float32 unless model_init_kwargs names "
+                  "a dtype); distillation_config.py L160: bf16 defaults to True, so accelerate wraps the forward in "
+                  "bf16 autocast (amp-bf16), which only the rollout's generate() goes through: compute_loss reaches "
+                  "_compute_loss by _forward_redirection (L1803), which swaps that wrapped forward out, so the update "
+                  "computes in fp32 (pycore.memory.distillation)"})
+
+
 def recipe_of(values: "Mapping[str, object]") -> str:
     """The post-training recipe a method names ("dpo" for dpo, dpo-lora, dpo-qlora; "grpo" for grpo, grpo-lora), "sft"
     for plain fine-tuning."""

@@ -251,11 +251,13 @@ FIELDS = (
             "attention, recomputation, loss chunks", "precision",
             "the Hugging Face Trainer, transformers 5.23 (pycore/inputs/frameworks.py cites each default)"),
     _choice("method", "full", ("full", "lora", "qlora", "dpo", "dpo-lora", "dpo-qlora", "grpo", "grpo-lora", "reward",
-                               "reward-lora"),
+                               "reward-lora", "distill", "distill-lora"),
             "what is trained: every weight, LoRA adapters, or LoRA adapters on an NF4-quantized base (QLoRA); dpo*, "
             "grpo* and reward*: one step of TRL's DPOTrainer (batch counts pairs), GRPOTrainer (a rollout, then the "
             "update; batch counts completions, seq is the prompt) or RewardTrainer (a one-label score head; batch "
-            "counts pairs), the policy trained as full, lora or qlora", "finetune",
+            "counts pairs), the policy trained as full, lora or qlora; distill*: TRL's DistillationTrainer (the "
+            "student's rollout, then its update against a frozen teacher's distribution; batch counts prompts, seq is "
+            "the prompt)", "finetune",
             "plain fine-tuning; dpo, grpo and reward follow TRL 1.16's DPOTrainer, GRPOTrainer and RewardTrainer "
             "(pycore/memory/posttraining.py, pycore/memory/rollout.py)"),
     _choice("ref_model", "auto", ("auto", "none", "precomputed"),
@@ -268,21 +270,23 @@ FIELDS = (
          "micro-batches) holds whole groups of them. Per GPU the memory follows batch, which counts completions",
          "finetune", "TRL 1.16 GRPOConfig.num_generations default 8 (trl/trainer/grpo_config.py L480-481)",
          span=(2, 100_000), unit="completions"),
-    _int("max_completion_length", 512, "GRPO: tokens generated per completion; the rollout's KV cache and the "
-         "policy's update run over seq (the prompt) + this", "finetune",
-         "TRL 1.16 GRPOConfig.max_completion_length default 512 (trl/trainer/grpo_config.py L494-495)",
+    _int("max_completion_length", 512, "GRPO and distill: tokens generated per completion; the rollout's KV cache and "
+         "the policy's update run over seq (the prompt) + this", "finetune",
+         "TRL 1.16 GRPOConfig.max_completion_length default 512 (trl/trainer/grpo_config.py L494-495); "
+         "DistillationConfig.max_completion_length default 512 (trl/trainer/distillation_config.py L223-226)",
          span=(1, 100_000_000), unit="tokens"),
     Field("beta", "float", 0.0, "GRPO: the KL coefficient; beta > 0 brings a reference model (a frozen copy for a "
           "full policy, the base with its adapters disabled for a LoRA one) and its log-prob pass; 0 holds none",
           "a number from 0 to 1,000", (), "TRL 1.16 GRPOConfig.beta default 0.0 (trl/trainer/grpo_config.py "
           "L681-682; GRPOTrainer.__init__ creates no ref_model when beta == 0.0)", "finetune", "", 0, 1000),
     _choice("rollout", "generate", ("generate", "vllm-colocate", "vllm-server"),
-            "GRPO: what generates the completions: generate (transformers generate() on the policy), vllm-colocate (a "
+            "GRPO and distill: what generates the completions: generate (transformers generate() on the policy), "
+            "vllm-colocate (a "
             "vLLM engine in each training process, on the same GPU, taking vllm_gpu_memory_utilization of it), "
             "vllm-server (trl vllm-serve on GPUs of its own: nothing of it on the training GPUs); under vLLM the policy "
-            "also scores the completions before its update (importance sampling)", "finetune",
+            "also scores the completions before its update (importance sampling; GRPO only)", "finetune",
             "TRL 1.16 GRPOConfig.use_vllm default False (trl/trainer/grpo_config.py L587-588); vllm_mode default "
-            "colocate (L594-595)"),
+            "colocate (L594-595); DistillationConfig the same (trl/trainer/distillation_config.py L301-308)"),
     Field("vllm_gpu_memory_utilization", "float", 0.3, "GRPO with rollout=vllm-colocate: the share of the GPU the "
           "colocated vLLM engine takes for its weights, KV cache and activations", "a number from 0.05 to 1", (),
           "TRL 1.16 GRPOConfig.vllm_gpu_memory_utilization default 0.3 (trl/trainer/grpo_config.py L656-657)",
@@ -291,6 +295,19 @@ FIELDS = (
             "sleep (level 2: its weights and KV cache freed) after each generation, so the update does not hold it",
             "finetune", "TRL 1.16 GRPOConfig.vllm_enable_sleep_mode default False (trl/trainer/grpo_config.py "
             "L612-613)"),
+    Field("teacher", "text", "auto", "distill: the teacher model: auto (the student's own architecture, as when a "
+          "larger checkpoint of the same shape is not given), or a preset id, alias or hub id; on the command line a "
+          "path to its config.json. It must share the student's vocabulary",
+          "auto, a preset id, an alias or a hub id (python -m pycore models), or a path to a config.json", (),
+          "TRL 1.16 DistillationTrainer's teacher_model (trl/trainer/distillation_trainer.py L253-257: a model id "
+          "or a model; L694-702 refuses another vocab_size); pycore's default is the student's architecture",
+          "finetune"),
+    _choice("teacher_dtype", "auto", ("auto", "bf16", "fp16", "fp32"), "distill: the dtype the teacher is loaded "
+            "in: auto (its checkpoint's own dtype), or teacher_model_init_kwargs' dtype", "finetune",
+            "TRL 1.16 DistillationConfig.teacher_model_init_kwargs default None (trl/trainer/distillation_config.py "
+            "L202-207), so DistillationTrainer.__init__ passes dtype=None (distillation_trainer.py L611-612), which "
+            "transformers 5 reads as 'auto' (modeling_utils.py from_pretrained: the checkpoint's dtype), whatever the "
+            "student's"),
     _int("lora_rank", 16, "LoRA rank r: each adapted layer gains r·(in + out) parameters", "finetune",
          "PEFT LoraConfig default (r=8) doubled, as common recipes use"),
     _choice("lora_targets", "qv", ("qv", "attention", "all-linear"), "which linear layers carry adapters: q and v "
@@ -401,7 +418,8 @@ LABELS = {
     "ref_model": "Reference model", "num_generations": "Generations per prompt (GRPO)",
     "max_completion_length": "Completion length (GRPO)", "beta": "KL coefficient beta (GRPO)",
     "rollout": "Rollout engine (GRPO)", "vllm_gpu_memory_utilization": "vLLM GPU memory share (GRPO)",
-    "vllm_enable_sleep_mode": "vLLM sleep mode (GRPO)",
+    "vllm_enable_sleep_mode": "vLLM sleep mode (GRPO)", "teacher": "Teacher model (distill)",
+    "teacher_dtype": "Teacher dtype (distill)",
     "lora_dtype": "Adapter dtype", "lora_dropout": "LoRA dropout", "lora_variant": "LoRA variant (DoRA)",
     "quant": "Weight quantization", "group_size": "Quantization group size",
     "dp": "Data parallel (dp)", "tp": "Tensor parallel (tp)", "pp": "Pipeline stages (pp)",

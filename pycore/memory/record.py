@@ -87,7 +87,7 @@ class Estimate:
     host_pools: "tuple[Pool, ...]"  # pools in host RAM (offloaded states)
     activation_terms: "tuple[JSON, ...]"  # the saved activations per token and layer, term by term
     stages: "tuple[JSON, ...]"  # every pipeline stage's summary (pp > 1, explained estimates only)
-    vllm: "JSON | None"         # vLLM's KV-cache capacity (engine=vllm only)
+    vllm: "JSON | None"         # vLLM's KV-cache capacity (engine=vllm; a GRPO or distill step's colocated engine)
     warnings: "tuple[str, ...]" = field(default=())  # what the estimate cannot vouch for, in words
 
     @property

@@ -27,6 +27,7 @@ transformers ``generate()`` as the rollout: the moments before the policy's upda
 """
 
 from dataclasses import replace
+from typing import Any
 
 from pycore.base.expr import num, sym
 from pycore.memory import parallel
@@ -34,7 +35,7 @@ from pycore.memory.model_states import STATIC, stored_weights
 from pycore.memory.parallel import Layout
 from pycore.memory.pools import Pool, make
 from pycore.memory.precision import POLICIES, serving_dtype
-from pycore.memory.serving import serving
+from pycore.memory.serving import serving, vllm_capacity
 from pycore.memory.setup import Setup
 from pycore.model.catalog import gpus as gpu_catalog
 
@@ -109,14 +110,34 @@ def rollout_pools(setup: Setup, stage: parallel.Stage) -> "list[Pool]":
 
 
 def _engine_setup(setup: Setup) -> Setup:
-    """The vLLM engine TRL colocates: the checkpoint loaded in its own dtype (vLLM's --dtype auto), on one GPU (the
-    default vllm_tensor_parallel_size 1), max_num_seqs = batch × steps_per_generation (grpo_trainer.py L1124-1126),
-    max_num_batched_tokens 4,096, at vllm_gpu_memory_utilization."""
-    work = replace(setup.workload, mode="infer", engine="vllm", batch=sequences(setup), seq=setup.finetune.prompt,
-                   new_tokens=setup.finetune.completion, gpu_util=setup.finetune.vllm_util,
-                   max_batched_tokens=VLLM_BATCHED_TOKENS)
-    return replace(setup, workload=work, layout=Layout(),
+    """The vLLM engine TRL colocates (trl/generation/vllm_generation.py L347-362): the checkpoint loaded in its own
+    dtype (vLLM's --dtype auto), split over vllm_tensor_parallel_size GPUs (default 1), max_num_seqs = batch ×
+    vllm_tensor_parallel_size × steps_per_generation (grpo_trainer.py L1124-1126: a TP group gathers its ranks'
+    prompts), max_model_len = vllm_max_model_length (default None: the model's positions, which vLLM then checks one
+    request of against its KV cache), max_num_batched_tokens 4,096, at vllm_gpu_memory_utilization."""
+    ft = setup.finetune
+    rows = sequences(setup) * ft.vllm_tp
+    longest = ft.vllm_max_len or setup.arch.max_positions or ft.prompt + ft.completion
+    work = replace(setup.workload, mode="infer", engine="vllm", batch=rows, seq=ft.prompt, new_tokens=ft.completion,
+                   gpu_util=ft.vllm_util, max_batched_tokens=VLLM_BATCHED_TOKENS, max_num_seqs=rows,
+                   max_model_len=longest)
+    return replace(setup, workload=work, layout=Layout(tp=ft.vllm_tp),
                    policy=POLICIES[serving_dtype(setup.arch.dtype, "vllm")])
+
+
+def engine_capacity(setup: Setup) -> "dict[str, Any]":
+    """The colocated engine's start-up figures (pycore.memory.serving.vllm_capacity): its KV cache in tokens, and
+    whether one request of max_model_len fits in it, else vLLM refuses to start (check_enough_kv_cache_memory)."""
+    engine = _engine_setup(setup)
+    result = serving(engine, gpu_catalog()[setup.gpu])
+    components = {p.key: p.bytes for p in result["pools"]}
+    capacity = vllm_capacity({"kv_bytes_per_token": result["kv_bytes_per_token"], "components": components,
+                              "state_bytes_per_sequence": result.get("state_bytes_per_sequence", 0),
+                              "vllm_pages": result.get("vllm_pages")}, engine.workload)
+    # its refusal in the trainer's words (pycore.memory.serving.refusal)
+    return {**capacity, "engine": "The colocated vLLM engine", "inputs": {
+        "gpu_util": "vllm_gpu_memory_utilization", "max_model_len": "vllm_max_model_length",
+        "split": "vllm_tensor_parallel_size"}}
 
 
 def vllm_pools(setup: Setup) -> "list[Pool]":
@@ -162,10 +183,10 @@ def notes(setup: Setup) -> "list[str]":
     out = [f"GRPO: batch counts completions (TRL's per_device_train_batch_size); the rollout generates "
            f"{sequences(setup):,} of them at once, each of seq {ft.prompt:,} + max_completion_length "
            f"{ft.completion:,} tokens, every completion taken to the limit"]
-    if ft.rollout == "vllm-colocate" and not next(p.bytes for p in vllm_pools(setup) if p.key == "vllm_kv_cache"):
-        out.append(f"vLLM would not start: at vllm_gpu_memory_utilization = {ft.vllm_util:g} of this GPU nothing is "
-                   "left for its KV cache once its weights and profiling run are counted (vllm/v1/worker/gpu_worker.py "
-                   "determine_available_memory); raise vllm_gpu_memory_utilization or use a larger GPU")
+    if ft.rollout == "vllm-colocate" and lay.world % ft.vllm_tp:
+        out.append(f"TRL 1.16 refuses this setup: vllm_tensor_parallel_size = {ft.vllm_tp:,} must divide the "
+                   f"{lay.world:,} training processes (trl/generation/vllm_generation.py L312-318); the memory per GPU "
+                   "is estimated all the same")
     if generation % ft.generations:
         out.append(f"TRL 1.16 refuses this GRPO setup: the generation batch, batch × dp × micro-batches = "
                    f"{generation:,}, must be a multiple of num_generations = {ft.generations:,} "

@@ -260,7 +260,7 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
         # gathered vocabulary, sorted for top-k/top-p: about three fp32 copies (approximate, not measured).
         # max_num_seqs is 1024 on GPUs of 70 GiB or more other than the A100, else 256
         # (vllm/engine/arg_utils.py _set_default_args_v1, v0.10-v0.11).
-        seqs = 1024 if gpu["usable_bytes"] >= 70 * GIB and "a100" not in gpu["id"] else 256
+        seqs = work.max_num_seqs or (1024 if gpu["usable_bytes"] >= 70 * GIB and "a100" not in gpu["id"] else 256)
         activation = activation + sym("V", arch.output_width) * sym("seqs", seqs) * 12
     drafter = _mtp_weights(setup, stage)
     left = requested - stored - non_torch - activation - (sym("Wmtp", drafter.bytes) if drafter else num(0))
@@ -293,7 +293,7 @@ def vllm_capacity(result: "Mapping[str, Any]", work: Workload) -> "dict[str, Any
     """vLLM's start-up log figures: "GPU KV cache size: N tokens" and "Maximum concurrency"."""
     per_token = result["kv_bytes_per_token"]
     kv = result["components"].get("kv_cache", 0)
-    context = work.seq + work.new_tokens
+    context = work.max_model_len or work.seq + work.new_tokens
     if result.get("vllm_pages"):        # every model with state-space, sliding or chunked layers
         return _hybrid_capacity(result["vllm_pages"], kv, context, result.get("state_bytes_per_sequence", 0))
     blocks = kv // (per_token * BLOCK_TOKENS) if per_token else 0
@@ -350,12 +350,15 @@ def refusal(capacity: "Mapping[str, Any] | None") -> str:
     if not capacity or capacity["starts"]:
         return ""
     gib = 2**30
+    who, names = capacity.get("engine", "vLLM"), capacity.get("inputs", {})      # a colocated rollout's own words
+    util, length = names.get("gpu_util", "gpu_util"), names.get("max_model_len", "max_model_len")
     if not capacity["kv_cache_blocks"]:
-        return ("vLLM would refuse to start: no memory is left for the KV cache (weights, non-torch memory and "
-                "the profiling run's activations fill gpu_util of the GPU); raise gpu_util or split the model")
+        return (f"{who} would refuse to start: no memory is left for the KV cache (weights, non-torch memory and "
+                f"the profiling run's activations fill {util} of the GPU); raise {util} or split the model" +
+                (f" ({names['split']})" if "split" in names else ""))
     longest = capacity["longest_max_model_len"]
     what = "KV cache and state" if capacity.get("state_bytes_per_request") else "KV cache"
-    return (f"vLLM would refuse to start: one request of max_model_len {capacity['context']:,} tokens needs "
+    return (f"{who} would refuse to start: one request of max_model_len {capacity['context']:,} tokens needs "
             f"{capacity['kv_bytes_needed'] / gib:.2f} GiB of {what}, more than the "
             f"{capacity['kv_bytes_available'] / gib:.2f} GiB available" +
-            (f"; the longest max_model_len it would accept is {longest:,}" if longest else ""))
+            (f"; the longest {length} it would accept is {longest:,}" if longest else ""))

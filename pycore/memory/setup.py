@@ -67,6 +67,10 @@ class FineTune:
     vllm_util: float = 0.3      # GRPO: vllm_gpu_memory_utilization of a colocated engine
     vllm_sleep: bool = False    # GRPO: vllm_enable_sleep_mode
     dora: bool = False          # PEFT's use_dora (pycore.memory.finetune)
+    teacher: "Architecture | None" = None   # distill: the teacher model (pycore.memory.distillation)
+    teacher_dtype: str = ""     # distill: the dtype the teacher is loaded in
+    generate_policy: "Policy | None" = None     # distill under autocast: the policy generate() runs (the update's is
+                                                # the setup's, autocast bypassed)
 
     @property
     def adapters(self) -> bool:
@@ -243,6 +247,9 @@ def _recipe(values: "Values") -> "tuple[Values, str, str]":
     reference = values.get("ref_model", "auto")
     if recipe == "grpo":
         reference = "auto" if values.get("beta") else "none"
+    if recipe == "distill":
+        # DistillationTrainer holds a teacher and no reference model (distillation_config.py L134-138)
+        return {**values, "method": policy}, recipe, "none"
     if recipe == "reward":
         # RewardTrainer: AutoModelForSequenceClassification with num_labels=1 (reward_trainer.py L396), no reference
         head = {"head": "classification", "num_labels": 1} if values.get("head") is None else {}
@@ -250,6 +257,59 @@ def _recipe(values: "Values") -> "tuple[Values, str, str]":
     if reference == "auto":
         reference = "copy" if policy == "full" else "adapters-off"
     return {**values, "method": policy}, recipe, reference
+
+
+def _teacher(values: "Values", student: Architecture) -> Architecture:
+    """DistillationTrainer's teacher_model: the student's architecture (auto), a preset, or a config.json on disk. TRL
+    1.16 (trl/trainer/distillation_trainer.py L694-702) refuses a teacher whose vocab_size is not the student's."""
+    name = str(values.get("teacher") or "auto").strip()
+    if name == "auto":
+        return student
+    try:
+        teacher = architecture_from_file(name) if name.lower().endswith(".json") else preset_architecture(name)
+    except KeyError:
+        raise FieldError("teacher", unknown_model(name), fallback="auto") from None
+    except FieldError as error:
+        raise FieldError("teacher", error.message, fallback="auto") from None
+    if teacher.kind != "decoder" or not teacher.output_width:
+        raise FieldError("teacher", f"{teacher.name} is not a causal LM: DistillationTrainer's teacher is one",
+                         fallback="auto")
+    if teacher.vocab != student.vocab:
+        raise FieldError("teacher", f"the teacher's vocabulary ({teacher.vocab:,}) is not the student's "
+                         f"({student.vocab:,}): TRL 1.16 DistillationTrainer refuses it (distillation_trainer.py "
+                         "L694-702: 'requires a shared vocabulary')", fallback="auto")
+    return teacher
+
+
+def _with_teacher(values: "Values", student: Architecture, policy: Policy, finetune: FineTune) -> \
+        "tuple[FineTune, Policy]":
+    """The distillation step's teacher and policies. DistillationTrainer.compute_loss reaches _compute_loss through
+    _forward_redirection (trl/trainer/distillation_trainer.py L1803; trl/models/utils.py L345-387), which puts the
+    method in place of the forward accelerate wrapped in autocast: the student's update and the teacher's forward run
+    in their weights' dtype, not autocast's, and only generate() (which calls the wrapped forward) autocasts."""
+    teacher = _teacher(values, student)
+    dtype = values.get("teacher_dtype") or "auto"
+    finetune = replace(finetune, teacher=None if teacher is student else teacher,
+                       teacher_dtype=teacher.dtype or "bf16" if dtype == "auto" else dtype)
+    if policy.autocast:
+        finetune = replace(finetune, generate_policy=policy)
+        policy = replace(policy, act=policy.weight, autocast=False)
+    return finetune, policy
+
+
+def _check_method(values: "Values", arch: Architecture, recipe: str, quant: str) -> None:
+    """FieldError for a method the weights' storage or the architecture cannot train with."""
+    train = values["mode"] == "train"
+    if train and values["method"] == "full" and quant != "none":
+        raise FieldError("quant", "quantized weights are trained through adapters: set method=lora or qlora")
+    if train and values["method"] == "qlora" and quant not in ("nf4", "nf4-dq"):
+        raise FieldError("quant", "QLoRA stores the base in NF4: quant=nf4 or nf4-dq")
+    if train and values["method"] != "full" and arch.kind != "decoder":
+        raise FieldError("method", "LoRA is modelled for decoder transformers (the presets' causal LMs)")
+    if recipe != "sft" and (arch.kind != "decoder" or not arch.output_width):
+        trainer = {"dpo": "DPO", "grpo": "GRPO", "reward": "Reward", "ppo": "PPO", "distill": "Distillation"}[recipe]
+        raise FieldError("method", f"{recipe} is modelled for decoder transformers (TRL's {trainer}Trainer trains a "
+                         "causal LM or, for reward, its one-label sequence-classification form)")
 
 
 def resolve(values: "Values") -> Setup:
@@ -269,16 +329,7 @@ def resolve(values: "Values") -> Setup:
     if arch.kind == "generic" and mode == "infer":
         raise FieldError("mode", "serving needs a transformer architecture (model or config), not params")
     quant = quantization_of(values)
-    if mode == "train" and values["method"] == "full" and quant != "none":
-        raise FieldError("quant", "quantized weights are trained through adapters: set method=lora or qlora")
-    if mode == "train" and values["method"] == "qlora" and quant not in ("nf4", "nf4-dq"):
-        raise FieldError("quant", "QLoRA stores the base in NF4: quant=nf4 or nf4-dq")
-    if mode == "train" and values["method"] != "full" and arch.kind != "decoder":
-        raise FieldError("method", "LoRA is modelled for decoder transformers (the presets' causal LMs)")
-    if recipe != "sft" and (arch.kind != "decoder" or not arch.output_width):
-        trainer = {"dpo": "DPOTrainer", "grpo": "GRPOTrainer", "reward": "RewardTrainer"}[recipe]
-        raise FieldError("method", f"{recipe} is modelled for decoder transformers (TRL's {trainer} trains a causal "
-                         "LM or, for reward, its one-label sequence-classification form)")
+    _check_method(values, arch, recipe, quant)
     if mode == "infer" or arch.kind == "generic":
         # What pycore.inputs.applies reports as ignored changes nothing: serving replicas (dp, cp) hold nothing
         # more per GPU, and a generic network has no sequence to split (cp).
@@ -290,7 +341,7 @@ def resolve(values: "Values") -> Setup:
     # DPO's batch counts preference pairs: chosen and rejected rows go through one forward (DataCollatorForPreference)
     sequences = values["batch"] * (2 if recipe in ("dpo", "reward") else 1)     # RewardTrainer's collator too
     # GRPO's update runs over prompt + completion (GRPOTrainer._compute_loss: torch.cat([prompt_ids, completion_ids]))
-    completion = values.get("max_completion_length") or 0 if recipe == "grpo" else 0
+    completion = values.get("max_completion_length") or 0 if recipe in ("grpo", "distill") else 0
     workload = Workload(mode, sequences, values["seq"] + image_tokens + completion, values["new_tokens"],
                         values["recompute"], "eager" if arch.kind == "encoder-decoder" else values["attention"],
                         activation_model, values["act_multiplier"], values["act_per_sample"],
@@ -303,6 +354,7 @@ def resolve(values: "Values") -> Setup:
                         values.get("num_generations") or 0 if recipe == "grpo" else 0, values.get("rollout") or "generate",
                         values.get("vllm_gpu_memory_utilization") or 0.3, values.get("vllm_enable_sleep_mode") == "yes",
                         values.get("lora_variant") == "dora")
+    finetune, policy = _with_teacher(values, arch, policy, finetune) if recipe == "distill" else (finetune, policy)
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
                  values["optimizer"], values["optimizer_impl"], values["gpu"],
                  values["overhead"], values.get("expandable_segments", "no"),

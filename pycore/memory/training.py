@@ -19,7 +19,7 @@ the four backward moments. Every pipeline stage is estimated and the worst one r
 from dataclasses import replace
 
 from pycore.base.expr import floor, maximum, num, rnd, split, sym
-from pycore.memory import accumulation, finetune, parallel, posttraining, vision_activations
+from pycore.memory import accumulation, distillation, finetune, parallel, posttraining, vision_activations
 from pycore.memory import activations as act
 from pycore.memory.model_states import STATIC, model_states, trainable
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
@@ -71,8 +71,10 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken
     pools += vision_activations.pools(setup, stage, SAVED + WORKING)     # freed by the tower's backward, the last
     if not generic and stage.has_head and work.mode == "train" and arch.output_width:
         # DPO's and GRPO's policy scores its tokens through TRL's fused head, not the logits (pycore.memory.posttraining)
-        pools += posttraining.head_pools(setup, tokens) if setup.finetune.recipe in ("dpo", "grpo") else \
-            _loss_pools(setup, tokens)
+        if setup.finetune.recipe in ("dpo", "grpo"):
+            pools += posttraining.head_pools(setup, tokens)
+        elif setup.finetune.recipe != "distill":    # the divergence's pools come with the teacher's (distill_step)
+            pools += _loss_pools(setup, tokens)
     pools += _gradient_buffers(setup, stage, states.grad_bytes)
     pools += _weight_copies(setup, stage)
     pools += _dora_norm(setup, stage)
@@ -86,6 +88,8 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken
         pools, per_microbatch = posttraining.dpo_step(setup, stage, pools, tokens, per_microbatch)
     elif setup.finetune.recipe == "grpo":
         pools, before = posttraining.grpo_step(setup, stage, pools, tokens)
+    elif setup.finetune.recipe == "distill":
+        pools, before, per_microbatch = distillation.distill_step(setup, stage, pools, tokens, per_microbatch)
     moments = before + per_microbatch + once
     if lay.microbatches > 1:
         pools = accumulation.with_later_moments(pools, per_microbatch, lay.offload == "none",

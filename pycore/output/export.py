@@ -45,6 +45,8 @@ def vllm(values: "dict[str, Any]", result: Estimate) -> str:
             "--max-model-len", str(values["seq"] + values["new_tokens"]),
             "--gpu-memory-utilization", f"{values['gpu_util']:g}",
             "--max-num-batched-tokens", str(values["max_batched_tokens"])]
+    if values.get("max_num_seqs"):
+        args += ["--max-num-seqs", str(values["max_num_seqs"])]
     if result.setup.kv_dtype == "fp8":
         args += ["--kv-cache-dtype", "fp8"]
     if values.get("quant") in _QUANT:
@@ -117,7 +119,8 @@ def read(text: str) -> "dict[str, str]":
 
 
 _VLLM_FLAGS = {"--tensor-parallel-size": "tp", "--pipeline-parallel-size": "pp", "--max-model-len": "seq",
-               "--gpu-memory-utilization": "gpu_util", "--max-num-batched-tokens": "max_batched_tokens"}
+               "--gpu-memory-utilization": "gpu_util", "--max-num-batched-tokens": "max_batched_tokens",
+               "--max-num-seqs": "max_num_seqs"}
 
 
 def _vllm_words(text: str) -> "list[str]":
