@@ -223,7 +223,17 @@ def plan(values: dict[str, Any], usable: int, limit: int = 5) -> "Steps[list[dic
     options = [o for o in options if not _no_gain(o, options)]
     options.sort(key=lambda o: (o["gpus"], o["compute_cost"], o["total_bytes"]))
     unique = {option["label"]: option for option in reversed(options)}      # the first of each label
-    return sorted(unique.values(), key=options.index)[:limit]
+    return [_with_kept(option, values) for option in sorted(unique.values(), key=options.index)[:limit]]
+
+
+def _with_kept(option: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """The option with the degrees it keeps from the inputs in its label, so the label names every factor of its
+    GPUs: "zero=3 dp=2, tp=8 kept" for 16 GPUs, not "zero=3 dp=2"."""
+    kept = [f"{key}={values[key]}" for key in ("dp", "tp", "pp", "cp")
+            if key not in option["query"] and values[key] > 1]
+    if not kept or option["label"] == "as given":
+        return option
+    return {**option, "label": f"{option['label']}, {' '.join(kept)} kept"}
 
 
 def _no_gain(option: dict[str, Any], options: "list[dict[str, Any]]") -> bool:
@@ -435,7 +445,9 @@ def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[
 # chosen and a rejected sequence, GRPOTrainer completions
 BATCH_UNITS = {"dpo": "preference pair", "dpo-lora": "preference pair", "dpo-qlora": "preference pair",
                "grpo": "completion", "grpo-lora": "completion", "reward": "preference pair",
-               "reward-lora": "preference pair"}
+               "reward-lora": "preference pair", "ppo": "response", "ppo-lora": "response"}
+# DistillationTrainer: prompts, one completion each (RepeatSampler mini_repeat_count=1, distillation_trainer.py L868-888)
+BATCH_UNITS["distill"] = BATCH_UNITS["distill-lora"] = "prompt"
 
 
 def _searched_answers(values: dict[str, Any], result: Estimate, usable: int,

@@ -55,6 +55,7 @@ APPLIES: "dict[str, Condition]" = {
     "engine": {**INFER, **TRANSFORMER},
     "gpu_util": {**INFER, "engine": ["vllm"]},
     "max_batched_tokens": {**INFER, "engine": ["vllm"]},
+    "max_num_seqs": {**INFER, "engine": ["vllm"]},
     "speculative": {**INFER, "engine": ["vllm"]},
     "scan_kernels": TRANSFORMER,
     # Fine-tuning adapters.
@@ -72,6 +73,8 @@ APPLIES: "dict[str, Condition]" = {
     "rollout": {**TRAIN, **TRANSFORMER, **ROLLOUTS},
     "vllm_gpu_memory_utilization": {**TRAIN, **TRANSFORMER, **ROLLOUTS, "rollout": ["vllm-colocate"]},
     "vllm_enable_sleep_mode": {**TRAIN, **TRANSFORMER, **ROLLOUTS, "rollout": ["vllm-colocate"]},
+    "vllm_tensor_parallel_size": {**TRAIN, **TRANSFORMER, **ROLLOUTS, "rollout": ["vllm-colocate"]},
+    "vllm_max_model_length": {**TRAIN, **TRANSFORMER, **ROLLOUTS, "rollout": ["vllm-colocate"]},
     # Distillation's teacher (pycore.memory.distillation).
     "teacher": {**TRAIN, **TRANSFORMER, **DISTILL},
     "teacher_dtype": {**TRAIN, **TRANSFORMER, **DISTILL},

@@ -212,6 +212,9 @@ FIELDS = (
     _int("max_batched_tokens", 8192, "vLLM max_num_batched_tokens: tokens in its profiling run", "workload",
          "vLLM V1's default for the LLM class (EngineArgs)", span=(1, 10_000_000),
          unit="tokens"),
+    _int("max_num_seqs", None, "vLLM max_num_seqs: sequences in one step, whose fp32 logits its sampler warm-up "
+         "holds; empty: vLLM's default", "workload", "vLLM 0.11 vllm/engine/arg_utils.py _set_default_args_v1: 1,024 "
+         "on GPUs of 70 GiB or more other than the A100, else 256", span=(1, 100_000), unit="sequences"),
     _choice("compare", "off", ("off", "baseline", "serving"), "compare with fp32 and no memory savers, or with "
             "serving the same model; base.KEY=VALUE changes any baseline input", "workload"),
     _int("new_tokens", 256, "tokens generated per sequence when serving", "workload", span=(0, 100_000_000), unit="tokens"),
@@ -295,6 +298,15 @@ FIELDS = (
             "sleep (level 2: its weights and KV cache freed) after each generation, so the update does not hold it",
             "finetune", "TRL 1.16 GRPOConfig.vllm_enable_sleep_mode default False (trl/trainer/grpo_config.py "
             "L612-613)"),
+    _int("vllm_tensor_parallel_size", 1, "GRPO and distill with rollout=vllm-colocate: GPUs one colocated engine "
+         "spans, its weights and KV cache split across them (it must divide the training processes)", "finetune",
+         "TRL 1.16 GRPOConfig.vllm_tensor_parallel_size default 1 (trl/trainer/grpo_config.py L671-676); "
+         "DistillationConfig the same (distillation_config.py L353-356)", span=(1, 64), unit="GPUs"),
+    _int("vllm_max_model_length", None, "GRPO and distill with rollout=vllm-colocate: the engine's max_model_len; "
+         "empty: the model's positions, which vLLM refuses to start with when one such request does not fit its KV "
+         "cache (set it to seq + max_completion_length)", "finetune",
+         "TRL 1.16 GRPOConfig.vllm_max_model_length default None (trl/trainer/grpo_config.py L664-670); "
+         "DistillationConfig the same (distillation_config.py L349-352)", span=(1, 100_000_000), unit="tokens"),
     Field("teacher", "text", "auto", "distill: the teacher model: auto (the student's own architecture, as when a "
           "larger checkpoint of the same shape is not given), or a preset id, alias or hub id; on the command line a "
           "path to its config.json. It must share the student's vocabulary",
@@ -413,12 +425,15 @@ LABELS = {
     "compare": "Compare with", "engine": "Serving engine", "speculative": "Speculative decoding (vLLM)",
     "scan_kernels": "Scan kernels (hybrids)",
     "gpu_util": "GPU memory utilisation (vLLM)",
-    "max_batched_tokens": "Max batched tokens (vLLM)", "optimizer_impl": "Optimizer kernel", "framework": "Framework",
+    "max_batched_tokens": "Max batched tokens (vLLM)", "max_num_seqs": "Max sequences a step (vLLM)",
+    "optimizer_impl": "Optimizer kernel", "framework": "Framework",
     "loss_chunks": "Loss chunks", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
     "ref_model": "Reference model", "num_generations": "Generations per prompt (GRPO)",
     "max_completion_length": "Completion length (GRPO)", "beta": "KL coefficient beta (GRPO)",
     "rollout": "Rollout engine (GRPO)", "vllm_gpu_memory_utilization": "vLLM GPU memory share (GRPO)",
-    "vllm_enable_sleep_mode": "vLLM sleep mode (GRPO)", "teacher": "Teacher model (distill)",
+    "vllm_enable_sleep_mode": "vLLM sleep mode (GRPO)",
+    "vllm_tensor_parallel_size": "vLLM tensor-parallel GPUs (GRPO)", "vllm_max_model_length": "vLLM max model length (GRPO)",
+    "teacher": "Teacher model (distill)",
     "teacher_dtype": "Teacher dtype (distill)",
     "lora_dtype": "Adapter dtype", "lora_dropout": "LoRA dropout", "lora_variant": "LoRA variant (DoRA)",
     "quant": "Weight quantization", "group_size": "Quantization group size",

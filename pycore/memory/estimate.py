@@ -21,6 +21,7 @@ from pycore.memory.distillation import notes as distill_notes
 from pycore.memory.pools import Pool, StageResult, live, stage_components
 from pycore.memory.precision import named_policy
 from pycore.memory.record import JSON, Estimate, LayoutInfo, ModelInfo, SetupInfo
+from pycore.memory.rollout import engine_capacity
 from pycore.memory.rollout import notes as grpo_notes
 from pycore.memory.serving import kv_cache_bytes, refusal, serving, vllm_capacity
 from pycore.memory.setup import Setup, quantization_of, resolve, resolve_architecture
@@ -113,6 +114,11 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
         capacity = vllm_capacity({"kv_bytes_per_token": kv_per_token, "components": record.components,
                                   "state_bytes_per_sequence": result.get("state_bytes_per_sequence", 0),
                                   "vllm_pages": result.get("vllm_pages")}, work)
+        refused = (refusal(capacity),) if not capacity["starts"] else ()
+        return replace(record, vllm=capacity, warnings=refused + record.warnings)
+    if work.training and setup.finetune.rollout == "vllm-colocate" and setup.finetune.recipe in ("grpo", "distill"):
+        # the colocated rollout engine starts with the trainer: its refusal is the step's (pycore.memory.rollout)
+        capacity = engine_capacity(setup)
         refused = (refusal(capacity),) if not capacity["starts"] else ()
         return replace(record, vllm=capacity, warnings=refused + record.warnings)
     return record

@@ -45,6 +45,8 @@ class Workload:
     image_tokens: int = 0       # of seq: the tokens the images of one sequence become (pycore.model.vision)
     speculative: str = "none"   # vLLM speculative decoding: none | mtp (the checkpoint's MTP layers)
     scan_kernels: str = "reference"     # a hybrid's scan layers: reference torch kernels or fused ones
+    max_num_seqs: int = 0       # vLLM max_num_seqs (0: vLLM's default for the GPU)
+    max_model_len: int = 0      # vLLM max_model_len (0: seq + new_tokens)
 
     @property
     def training(self) -> bool:
@@ -67,6 +69,8 @@ class FineTune:
     vllm_util: float = 0.3      # GRPO: vllm_gpu_memory_utilization of a colocated engine
     vllm_sleep: bool = False    # GRPO: vllm_enable_sleep_mode
     dora: bool = False          # PEFT's use_dora (pycore.memory.finetune)
+    vllm_tp: int = 1            # GRPO, distill: vllm_tensor_parallel_size of a colocated engine
+    vllm_max_len: int = 0       # GRPO, distill: vllm_max_model_length (0: None, the model's positions)
     teacher: "Architecture | None" = None   # distill: the teacher model (pycore.memory.distillation)
     teacher_dtype: str = ""     # distill: the dtype the teacher is loaded in
     generate_policy: "Policy | None" = None     # distill under autocast: the policy generate() runs (the update's is
@@ -347,13 +351,15 @@ def resolve(values: "Values") -> Setup:
                         activation_model, values["act_multiplier"], values["act_per_sample"],
                         values["loss_chunks"], values.get("engine", "hf"), values.get("gpu_util", 0.9),
                         values.get("max_batched_tokens", 8192), image_tokens, values.get("speculative") or "none",
-                        values.get("scan_kernels") or "reference")
+                        values.get("scan_kernels") or "reference", values.get("max_num_seqs") or 0)
     finetune = FineTune(values["method"] if mode == "train" else "full", values["lora_rank"],
                         values["lora_targets"], values["lora_dtype"], recipe, reference,
                         values.get("lora_dropout") or 0.0, values["seq"] + image_tokens if completion else 0, completion,
                         values.get("num_generations") or 0 if recipe == "grpo" else 0, values.get("rollout") or "generate",
                         values.get("vllm_gpu_memory_utilization") or 0.3, values.get("vllm_enable_sleep_mode") == "yes",
                         values.get("lora_variant") == "dora")
+    finetune = replace(finetune, vllm_tp=values.get("vllm_tensor_parallel_size") or 1,
+                       vllm_max_len=values.get("vllm_max_model_length") or 0)
     finetune, policy = _with_teacher(values, arch, policy, finetune) if recipe == "distill" else (finetune, policy)
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
                  values["optimizer"], values["optimizer_impl"], values["gpu"],
