@@ -36,3 +36,52 @@ def test_a_layouts_label_names_every_degree_its_gpus_multiply(query):
 def test_a_kept_degree_is_said_to_be_kept():
     labels = [o["label"] for o in _plan(TORCHTITAN_TP8)]
     assert "zero=3 dp=2, tp=8 kept" in labels
+
+
+# --- the command line's tables keep their columns ---------------------------------------------------------------
+
+LONG_ID = "nvidia-nemotron-nano-12b-v2-base-with-a-longer-name"
+
+
+def _fit_row(model_id, params):
+    return {"id": model_id, "params": params, "total_bytes": 20 * 2**30, "headroom_bytes": 4 * 2**30,
+            "status": "fits", "layout": {"tp": 2}, "note": "", "error": ""}
+
+
+def test_the_fits_tables_columns_stay_put_for_a_long_model_id(monkeypatch, capsys):
+    import pycore.answers.what_fits as what_fits
+    from pycore.output import cli
+    rows = [_fit_row("gpt2", 124_439_808), _fit_row(LONG_ID, 12_310_001_152), _fit_row("qwen2.5-7b", 7_615_616_512)]
+    monkeypatch.setattr(what_fits, "what_fits", lambda values, count: rows)
+    assert cli.main(["fits", "gpu=rtx-4090", "gpus=2", "mode=infer"]) == 0
+    lines = capsys.readouterr().out.splitlines()[:4]
+    assert LONG_ID in lines[2]
+    # each column ends where the header's does: params, per GPU, headroom
+    for header in ("params", "per GPU", "headroom"):
+        end = lines[0].index(header) + len(header)
+        for line in lines[1:]:
+            assert line[end - 1] != " " and line[end] == " ", (header, line)
+
+
+def test_the_gpu_rows_keep_their_columns_for_a_long_gpu_name():
+    from pycore.answers.fit import gpu_fits
+    from pycore.output import report
+    fits = gpu_fits(30 * 2**30, "h100-sxm-80gb", "", parse({}))
+    fits[1] = {**fits[1], "name": "A GPU whose catalog name is longer than thirty-eight characters"}
+    lines = report.gpu_lines(fits, every=True)[:len(fits)]
+    assert len({line.index(" GiB usable") for line in lines}) == 1, lines
+    assert len({line.index("headroom") for line in lines}) == 1, lines
+
+
+def test_a_comparisons_labels_are_never_cut_and_its_columns_line_up(capsys):
+    from pycore.output import cli
+    assert cli.main(["model=llama-3.1-8b", "precision=bf16-master", "--compare", "precision=fp32"]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("Compared with"):].splitlines()[3:]
+    assert any(line.startswith("Optimizer step temporaries (+ fp32 gradient copies) ") for line in table), table
+    header = table[0]
+    for line in table[1:]:
+        for word in ("This setup", "Baseline", "Δ"):
+            end = header.index(word) + len(word)
+            assert line[end:].strip() == "" if word == "Δ" else line[end] == " ", (word, line)
+            assert line[end - 1] != " " or word == "Δ" and line.startswith("GPUs needed"), (word, line)

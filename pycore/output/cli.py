@@ -205,13 +205,14 @@ def _fits(words: "list[str]") -> int:
     if fmt == "json":
         print(json.dumps(rows, indent=1))
         return 0
-    print(f"{'model':28s} {'params':>16s} {'per GPU':>13s} {'headroom':>13s} status  layout")
+    width = max([28, *(len(row["id"]) for row in rows)])      # the columns stay put for a long model id
+    print(f"{'model':{width}s} {'params':>16s} {'per GPU':>13s} {'headroom':>13s} status  layout")
     for row in rows:
         layout = " ".join(f"{k}={v}" for k, v in row["layout"].items())
         if row["total_bytes"] is None:
-            print(f"{row['id']:28s} {row['params']:16,d} {'':>13s} {'':>13s} {'no':6s}  {row['error']}")
+            print(f"{row['id']:{width}s} {row['params']:16,d} {'':>13s} {'':>13s} {'no':6s}  {row['error']}")
             continue
-        print(f"{row['id']:28s} {row['params']:16,d} {row['total_bytes'] / GIB:9,.2f} GiB "
+        print(f"{row['id']:{width}s} {row['params']:16,d} {row['total_bytes'] / GIB:9,.2f} GiB "
               f"{row['headroom_bytes'] / GIB:9,.2f} GiB {row['status']:6s}  {layout}"
               + (f"  ({row['note']})" if row["note"] else ""))
     print(f"\n{count} × {values['gpu']}; GiB = 2^30 bytes.")
@@ -323,9 +324,15 @@ def comparison_text(shown: "dict[str, Any] | None") -> str:
     """The comparison as text: the page's table (report.display_comparison), cell for cell."""
     if not shown:
         return ""
-    labels = shown["labels"]
-    lines = ["", f"Compared with {shown['what']}", shown["message"], "",
-             f"{'':46s} {labels['this']:>18s} {labels['baseline']:>18s} {labels['difference']:>14s}"]
-    lines += [f"{row['label'][:46]:46s} {row['this']:>18s} {row['baseline']:>18s} {row['difference']:>14s}"
-              for row in shown["rows"]]
+    labels, rows = shown["labels"], shown["rows"]
+    # every label in full and every column as wide as its widest cell: nothing cut, nothing pushed out of line
+    width = max([46, *(len(row["label"]) for row in rows)])
+    columns = {key: max([18 if key != "difference" else 14, len(labels[key]), *(len(row[key]) for row in rows)])
+               for key in ("this", "baseline", "difference")}
+
+    def line(label: str, cells: "dict[str, str]") -> str:
+        return f"{label:{width}s} " + " ".join(f"{cells[key]:>{size}s}" for key, size in columns.items())
+
+    lines = ["", f"Compared with {shown['what']}", shown["message"], "", line("", labels)]
+    lines += [line(row["label"], row) for row in rows]
     return "\n".join(lines) + "\n"

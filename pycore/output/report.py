@@ -407,7 +407,8 @@ def gpu_lines(fits: "list[dict[str, Any]]", every: bool = False) -> "list[str]":
     (``gpu_roles``), each saying which it is, and how many more ``--gpus all`` lists; ``every``: all of them."""
     roles = gpu_roles(fits)
     shown = fits if every else [row for row in fits if row["id"] in roles]
-    lines = [f"{row['name']:38s} {row['memory_bytes'] / GIB:9,.2f} GiB usable  {row['status']:>5s}  "
+    width = max([38, *(len(row["name"]) for row in shown)])     # the columns stay put for a long GPU name
+    lines = [f"{row['name']:{width}s} {row['memory_bytes'] / GIB:9,.2f} GiB usable  {row['status']:>5s}  "
              f"headroom {row['headroom_bytes'] / GIB:10,.2f} GiB" + (f"  ({', '.join(roles[row['id']])})"
                                                                     if row["id"] in roles else "")
              for row in shown]
