@@ -118,3 +118,12 @@ def test_notes_say_what_the_estimate_assumes():
     notes = estimate({**BASE, "precision": "amp-bf16"}).warnings
     assert any("batch counts prompts" in n for n in notes)
     assert any("_forward_redirection" in n for n in notes)
+
+
+def test_a_vllm_rollout_adds_no_old_policy_pass():
+    # use_vllm (distillation_config.py L301-308): the same VLLMGeneration as GRPO's, max_num_seqs = batch × micro-batches
+    # (distillation_trainer.py L789-822); distillation scores nothing with the student before its update
+    result = estimate({**BASE, "rollout": "vllm-colocate"})
+    assert "rollout (vLLM)" in result.moments and "old-policy log-probs" not in result.moments
+    assert any(p.group == "rollout_engine" for p in result.pools)
+    assert not any(p.group == "rollout_engine" for p in estimate({**BASE, "rollout": "vllm-server"}).pools)

@@ -66,6 +66,7 @@ from measure_grpo import accelerate_autocast  # noqa: E402
 
 OUT = ROOT / "validation" / "measured_distill.json"
 PARTIAL = ROOT / "validation" / "measured_distill.partial.jsonl"
+TEACHERS = ROOT / "validation" / "distill_teachers"      # the config.json of each teacher of a config of its own
 
 LLAMA = dict(model="llama-3.1-8b", layers="2", hidden="512", heads="8", kv_heads="2", ffn="1408", vocab="32000")
 LLAMA4 = dict(model="llama-3.1-8b", layers="4", hidden="768", heads="12", kv_heads="4", ffn="2048", vocab="32000")
@@ -312,6 +313,27 @@ def run_case(label, inputs):
             "seconds": round(time.time() - started, 1)}
 
 
+def with_teacher_config(result):
+    """A case whose teacher has a config of its own gets that config.json, written to validation/distill_teachers/
+    as the teacher was built (pycore reads it as teacher=PATH), and its path in ``teacher_config``."""
+    if "teacher" not in result["inputs"]:
+        return result
+    from pycore.inputs import frameworks, schema
+    from pycore.memory.setup import resolve_architecture
+
+    inputs = {**{k: result["inputs"][k] for k in ARCH_KEYS}, **result["inputs"]["teacher"], "precision": "bf16"}
+    values = frameworks.apply(schema.parse(measure.compare.measured_inputs(inputs)))
+    arch = resolve_architecture(values)
+    config = measure.hf_config(arch, values["attention"], values["model"]).to_dict()
+    config.update(architectures=[arch.hf_class], dtype="bfloat16", torch_dtype="bfloat16", use_cache=True)
+    config.pop("_attn_implementation_autoset", None)
+    name = f"{values['model']}-{arch.layers}L-{arch.hidden}.json"
+    path = TEACHERS / name
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(config, indent=1, sort_keys=True, default=str) + "\n")
+    return {**result, "teacher_config": str(path.relative_to(ROOT))}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="run only cases whose label contains this text (a|b: either)")
@@ -323,7 +345,7 @@ def main():
         import peft
         import trl
         done = {r["label"]: r for r in map(json.loads, PARTIAL.read_text().splitlines())}
-        results = [done[label] for label, _ in CASES if label in done]
+        results = [with_teacher_config(done[label]) for label, _ in CASES if label in done]
         measure.write_record(OUT, f"Peak tensor bytes of one on-policy distillation step as TRL {trl.__version__}'s "
                              "DistillationTrainer runs it with generate() as the rollout (rollout, then per micro-batch "
                              "compute_loss: the student's forward, the teacher's under no_grad, the chunked "

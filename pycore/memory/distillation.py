@@ -137,6 +137,16 @@ def divergence_pools(setup: Setup, tokens: int) -> "list[Pool]":
         what += "; the head weight's gradient accumulated in fp32, then cast"
     pools.append(make("divergence_backward", "Divergence backward", rnd(backward), ("backward start",),
                       KERNEL + ".backward L530-589: " + what, SYMBOLS + "; V = vocabulary", group="logits_and_loss"))
+    lay = setup.layout
+    if lay.zero == 3 and lay.shard_group > 1:
+        heads = sym("V", arch.output_width) * (h * num(policy.bytes("weight")) + sym("ht", ht) * num(et))
+        pools.append(make("divergence_gathered_heads", "Divergence: both heads' weights gathered (ZeRO-3/FSDP)",
+                          rnd(heads), (DIVERGENCE, "backward start"),
+                          KERNEL + " forward and backward: maybe_gather_lm_head_ctx gathers each sharded head under "
+                          "DeepSpeed ZeRO-3 (trl/trainer/utils.py); under FSDP2 _chunked_divergence_loss takes "
+                          "full_tensor() of each (distillation_trainer.py L160-173)",
+                          "V = vocabulary; h, ht = the student's and the teacher's hidden sizes; bytes of each model's "
+                          "weights", group="logits_and_loss"))
     return pools
 
 
