@@ -145,3 +145,14 @@ def test_the_colocated_placement_sets_a_max_model_length_the_engine_can_hold():
     assert colocated["query"]["vllm_max_model_length"] == str(2048 + 512)
     applied = values_of({**QWEN, "vllm_gpu_memory_utilization": "0.2", **colocated["query"]})
     assert not totals_only(applied).refused and totals_only(applied).total_bytes <= USABLE
+
+
+def test_an_engine_that_would_not_start_is_given_the_changes_that_start_it():
+    # at 0.2 of an H100 the engine cannot hold one request of Qwen2.5-7B's 131,072 positions (tests/test_grpo.py)
+    values, found = answers_of({**QWEN, "vllm_gpu_memory_utilization": "0.2"})
+    assert not found["fits"]
+    fixes = {fix["change"]: fix for fix in found["how_to_fit"]}
+    capped = fixes["vllm_max_model_length=2560"]
+    assert capped["fits"] and capped["total_bytes"] == totals_only({**values, "vllm_max_model_length": 2560}).total_bytes
+    assert fixes["vllm_gpu_memory_utilization=0.3"]["fits"]
+    assert rollout_answers.rollout_changes(values_of({"method": "dpo"})) == []

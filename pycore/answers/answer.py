@@ -390,6 +390,7 @@ def _training_changes(values: dict[str, Any]) -> "list[tuple[str, dict[str, Any]
         (f"tp={values['tp'] * 2}", {"tp": values["tp"] * 2}),
         ("offload=optimizer with zero=3" if values["zero"] != "3" else "offload=optimizer",
          {"offload": "optimizer", "zero": "3", "fsdp": "none"}),
+        *rollout_answers.rollout_changes(values),
     ]
 
 
@@ -503,7 +504,9 @@ def answer_steps(values: dict[str, Any], result: Estimate) -> "Steps[dict[str, A
         found = yield from _searched_answers(values, result, usable, limit)
         out["notes"] += found.pop("notes")
         out.update(found)
-    out["how_to_fit"] = [] if fits else (yield from _how_to_fit(values, usable, result.total_bytes))
+    # an engine that would not start: any change with which it starts is a step, whatever its total
+    current = (1 << 62) if result.refused else result.total_bytes
+    out["how_to_fit"] = [] if fits else (yield from _how_to_fit(values, usable, current))
     if not fits and out["plan"] and not any(f["fits"] for f in out["how_to_fit"]):
         # Nothing on this many GPUs fits: the best layout is itself the change to make.
         best = out["plan"][0]

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from pycore.base.steps import Steps
 from pycore.base.units import plural
+from pycore.inputs import frameworks
 
 GRPO_METHODS = ("grpo", "grpo-lora")
 SERVER_UTIL = 0.9           # trl/scripts/vllm_serve.py@v1.16.0 ScriptArguments.gpu_memory_utilization default
@@ -81,6 +82,25 @@ def generation_answers(values: dict[str, Any], usable: int, largest: Largest, po
         rows.append({"completion": length, "max_batch": batch, "max_generations": most_generations(values, batch)})
     out["generations"] = {"prompts": _prompts(values), "rows": rows}
     return out
+
+
+def rollout_changes(values: dict[str, Any]) -> "list[tuple[str, dict[str, Any]]]":
+    """What a step with a colocated vLLM engine (GRPO, distill) can change: a max_model_len its KV cache holds one
+    request of (prompt + completion, where None takes the model's positions), a larger share of the GPU for the
+    engine, sleep mode (the update does not hold the engine), or a vLLM server on GPUs of its own."""
+    if values["mode"] != "train" or values.get("rollout") != "vllm-colocate" or \
+            frameworks.recipe_of(values) not in ("grpo", "distill"):
+        return []
+    context, util = values["seq"] + values["max_completion_length"], values["vllm_gpu_memory_utilization"]
+    out = []
+    if (values.get("vllm_max_model_length") or context + 1) > context:
+        out.append((f"vllm_max_model_length={context}", {"vllm_max_model_length": context}))
+    if util < 0.9:
+        higher = round(min(util + 0.1, 0.9), 2)
+        out.append((f"vllm_gpu_memory_utilization={higher:g}", {"vllm_gpu_memory_utilization": higher}))
+    if values.get("vllm_enable_sleep_mode") != "yes":
+        out.append(("vllm_enable_sleep_mode=yes", {"vllm_enable_sleep_mode": "yes"}))
+    return out + [("rollout=vllm-server (vLLM on GPUs of its own)", {"rollout": "vllm-server"})]
 
 
 def server_values(values: dict[str, Any]) -> dict[str, Any]:
