@@ -420,10 +420,11 @@ def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[
     out["kv_cache_tokens"] = capacity.get("kv_cache_tokens") if attention else None
     out["max_concurrency"] = round(capacity.get("max_concurrency", 0.0), 2)
     out["vllm_context"] = capacity.get("context")
+    # v1/worker/gpu_model_runner.py load_model (v0.11): the model's and a drafter's weights (MTP layers or a draft
+    # model), under one memory profiler
+    loaded = sum(result.components.get(key, 0) for key in ("weights", "mtp_weights", "draft_weights"))
     out["vllm_log"] = [
-        # v1/worker/gpu_model_runner.py load_model (v0.11): the model's and an MTP drafter's weights, one profiler
-        f"Model loading took {(result.components.get('weights', 0) + result.components.get('mtp_weights', 0)) / GIB:.4f}"
-        " GiB",
+        f"Model loading took {loaded / GIB:.4f} GiB",
         f"Available KV cache memory: {_gib(result, 'kv_cache')} GiB",
         *([f"GPU KV cache size: {capacity.get('kv_cache_tokens', 0):,} tokens"] if attention else []),
         f"Maximum concurrency for {capacity.get('context', 0):,} tokens per request: "

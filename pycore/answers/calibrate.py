@@ -297,7 +297,7 @@ def estimated_figures(values: Values, est: Estimate) -> "dict[str, float]":
     gpu = gpu_catalog().get(values["gpu"], {})
     usable = gpu.get("usable_bytes", 0)
     out: "dict[str, float]" = {
-        "weights": comps.get("weights", 0) + comps.get("mtp_weights", 0), "peak_allocated": est.peak_bytes,
+        "weights": comps.get("weights", 0) + comps.get("mtp_weights", 0) + comps.get("draft_weights", 0), "peak_allocated": est.peak_bytes,
         "peak_reserved": est.reserved_bytes, "smi_used": est.total_bytes, "smi_total": usable,
         "allocator_cache": est.reserved_bytes - est.peak_bytes}
     if "kv_cache" in comps:

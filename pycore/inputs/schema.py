@@ -203,9 +203,13 @@ FIELDS = (
             "layers: reference (transformers' torch scans, what runs without mamba_ssm, causal_conv1d or "
             "flash-linear-attention installed; measured) or fused (those packages' kernels: from their source, "
             "not measured)", "workload", "the path measured (validation/measure_hybrid.py)"),
-    _choice("speculative", "none", ("none", "mtp"), "vLLM speculative decoding: mtp loads the checkpoint's "
-            "multi-token-prediction layers (DeepSeek-V3, GLM-4.5) beside the model, with their own KV cache",
+    _choice("speculative", "none", ("none", "mtp", "draft"), "vLLM speculative decoding: mtp loads the checkpoint's "
+            "multi-token-prediction layers (DeepSeek-V3, GLM-4.5) beside the model, with their own KV cache; draft "
+            "loads draft_model, a smaller model of the same vocabulary, with its own weights and KV cache",
             "workload", "vLLM's default: no speculative_config"),
+    Field("draft_model", "text", None, "speculative=draft: the draft model, a preset, alias or hub id (as model=), "
+          "split over the same tensor-parallel GPUs; its vocabulary must be the target's", "a preset, alias or hub "
+          "id", (), "vllm/v1/spec_decode/draft_model.py (vLLM main, 2026: DraftModelProposer)", "workload"),
     Field("gpu_util", "float", 0.9, "vLLM gpu_memory_utilization: the share of the GPU vLLM may use",
           "a number from 0.05 to 1", (), "vLLM's default (EngineArgs.gpu_memory_utilization)", "workload", "",
           0.05, 1),
@@ -423,6 +427,7 @@ LABELS = {
     "optimizer": "Optimizer", "recompute": "Activation recomputation", "attention": "Attention kernel",
     "activations": "Activation model", "act_multiplier": "Activation multiplier",
     "compare": "Compare with", "engine": "Serving engine", "speculative": "Speculative decoding (vLLM)",
+    "draft_model": "Draft model (vLLM)",
     "scan_kernels": "Scan kernels (hybrids)",
     "gpu_util": "GPU memory utilisation (vLLM)",
     "max_batched_tokens": "Max batched tokens (vLLM)", "max_num_seqs": "Max sequences a step (vLLM)",

@@ -28,7 +28,7 @@ from pycore.memory.recurrent import SYMBOLS as STATE_SYMBOLS
 from pycore.memory.recurrent import has_state, state_per_sequence, vllm_pages
 from pycore.memory.scan_activations import prefill_transient
 from pycore.memory.setup import Setup, Workload
-from pycore.model.architecture import layer_params
+from pycore.model.architecture import count_parameters, layer_params
 from pycore.model.mixers import window_layers
 
 if TYPE_CHECKING:
@@ -140,6 +140,19 @@ def _mtp_weights(setup: Setup, stage: parallel.Stage) -> "Pool | None":
                 f"Lmtp = MTP layers (num_nextn_predict_layers); Pm = one MTP layer's parameters on this GPU ({what})")
 
 
+def _draft_weights(setup: Setup) -> "Pool | None":
+    """A draft model's weights (speculative=draft), loaded by vllm/v1/spec_decode/draft_model.py (vLLM main, 2026:
+    DraftModelProposer.load_model, get_model with the draft's own ModelConfig in the target's dtype) over the target's
+    tensor-parallel GPUs; its attention layers are registered beside the target's, so they take KV cache blocks too."""
+    if not setup.draft:
+        return None
+    tp, params = setup.layout.tp, count_parameters(setup.draft).total
+    q = ceil(sym("Pd", params) / sym("t", tp)) * setup.policy.bytes("weight")
+    return make("draft_weights", f"Draft model weights ({setup.draft.name})", q, VLLM_MOMENTS,
+                "vllm/v1/spec_decode/draft_model.py DraftModelProposer.load_model (vLLM main, 2026)",
+                "Pd = the draft model's parameters; t = tensor-parallel degree (the draft's is the target's)")
+
+
 def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[str, Any]") -> StageResult:
     """The pools of one pipeline stage, whose layers start at ``first_layer``, under the chosen engine."""
     work = setup.workload
@@ -148,6 +161,10 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
     per_token = rnd(kv_values_per_token(setup.arch, work.engine, setup.layout.tp)
                     * (cached_layers(setup.arch, first_layer, stage.layers, 1) + sym("Lmtp", mtp))
                     * setup.policy.bytes("kv"))
+    if setup.draft and work.engine == "vllm":
+        # the draft's attention layers join the target's KV cache: every block holds both models' keys and values
+        per_token = per_token + rnd(kv_values_per_token(setup.draft, "vllm", setup.layout.tp)
+                                    * sym("Ld", setup.draft.layers) * setup.policy.bytes("kv"))
     moments: "tuple[str, ...]"
     state, pages = 0, None
     if work.engine == "vllm":
@@ -262,8 +279,8 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
         # (vllm/engine/arg_utils.py _set_default_args_v1, v0.10-v0.11).
         seqs = work.max_num_seqs or (1024 if gpu["usable_bytes"] >= 70 * GIB and "a100" not in gpu["id"] else 256)
         activation = activation + sym("V", arch.output_width) * sym("seqs", seqs) * 12
-    drafter = _mtp_weights(setup, stage)
-    left = requested - stored - non_torch - activation - (sym("Wmtp", drafter.bytes) if drafter else num(0))
+    drafter = _mtp_weights(setup, stage) or _draft_weights(setup)
+    left = requested - stored - non_torch - activation - (sym("Wd", drafter.bytes) if drafter else num(0))
     block = per_token * BLOCK_TOKENS
     if pages:           # a hybrid: blocks of one page per layer of a group (pycore.memory.recurrent.vllm_pages)
         block = sym("page", pages["page_bytes"]) * sym("g", pages["group_size"])

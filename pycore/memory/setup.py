@@ -103,11 +103,39 @@ class Setup:
     weight_bytes: int = 0               # the whole model's weights from its checkpoint's headers; 0: from parameters
     weight_files: str = ""              # the files they were read from (named in the weights' source)
     checkpoint_unused: str = ""         # why a weight_bytes given does not give the weights held ("": it does)
+    draft: "Architecture | None" = None     # vLLM speculative=draft: the draft model (pycore.memory.serving)
 
 
 # Quantizations made as the weights load, from a 16-bit checkpoint (bitsandbytes, vLLM's fp8): the bytes held are not
 # the checkpoint's
 ON_THE_FLY = ("int8", "fp8", "fp8-channel", "nf4", "nf4-dq")
+
+
+def _draft(values: "Values", target: Architecture, layout: Layout) -> "Architecture | None":
+    """vLLM's draft model (speculative=draft): a preset, alias or hub id, checked as vLLM checks it (the same
+    vocabulary; vllm/config/speculative.py) and as pycore models it: plain attention layers on both sides, one
+    pipeline stage (the drafter's layers join the target's KV cache groups: vllm/v1/spec_decode/draft_model.py
+    load_model registers them in the same forward context)."""
+    if values.get("mode") != "infer" or values.get("engine") != "vllm" or values.get("speculative") != "draft":
+        return None
+    name = str(values.get("draft_model") or "").strip()
+    if not name:
+        raise FieldError("draft_model", "speculative=draft needs the draft model: a preset, alias or hub id")
+    try:
+        draft = preset_architecture(name)
+    except KeyError:
+        raise FieldError("draft_model", unknown_model(name)) from None
+    if draft.kind != "decoder" or not draft.output_width:
+        raise FieldError("draft_model", f"{draft.name} is not a causal LM: a draft model is one")
+    if draft.vocab != target.vocab:
+        raise FieldError("draft_model", f"the draft's vocabulary ({draft.vocab:,}) is not the target's "
+                         f"({target.vocab:,}): vLLM refuses it")
+    if draft.layer_pattern or draft.sliding_window or target.layer_pattern or target.sliding_window:
+        raise FieldError("speculative", "a draft model beside sliding-window, chunked or state-space layers is not "
+                         "modelled (their KV cache groups differ); use speculative=none or mtp", fallback="none")
+    if layout.pp > 1:
+        raise FieldError("speculative", "a draft model with pipeline stages is not modelled", fallback="none")
+    return draft
 
 
 def _checkpoint_bytes(values: "Values", policy: Policy, quant: str) -> "tuple[int, str, str]":
@@ -368,4 +396,4 @@ def resolve(values: "Values") -> Setup:
                  frameworks.framework_name(values) in frameworks.DDP_COPIES_GRADIENTS,
                  _syncs_every_microbatch(values),
                  layout.pp > 1 and frameworks.framework_name(values) not in frameworks.OWN_PIPELINE,
-                 *_checkpoint_bytes(values, policy, quant))
+                 *_checkpoint_bytes(values, policy, quant), _draft(values, arch, layout))

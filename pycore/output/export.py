@@ -33,9 +33,9 @@ _FSDP = {"FULL_SHARD": "full_shard", "SHARD_GRAD_OP": "shard_grad_op", "NO_SHARD
          "HYBRID_SHARD": "hybrid_shard"}
 
 
-def _hub(values: "dict[str, Any]") -> str:
-    entry = models().get(preset_id(str(values["model"])) or "")
-    return entry["hub"][0] if entry and entry.get("hub") else str(values["model"])
+def _hub(values: "dict[str, Any]", key: str = "model") -> str:
+    entry = models().get(preset_id(str(values[key])) or "")
+    return entry["hub"][0] if entry and entry.get("hub") else str(values[key])
 
 
 def vllm(values: "dict[str, Any]", result: Estimate) -> str:
@@ -55,6 +55,10 @@ def vllm(values: "dict[str, Any]", result: Estimate) -> str:
         args.append("--enable-expert-parallel")
     if values.get("speculative") == "mtp":
         args += ["--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": 1})]
+    if values.get("speculative") == "draft":
+        # num_speculative_tokens changes no memory counted here; 5 is vLLM's docs' example for a draft model
+        args += ["--speculative-config", json.dumps({"method": "draft_model", "model": _hub(values, "draft_model"),
+                                                     "num_speculative_tokens": 5})]
     return shlex.join(args)
 
 
@@ -151,7 +155,19 @@ def _read_vllm(text: str) -> "dict[str, str]":
         out["quant"] = quant
     if "--speculative-config" in pairs and '"mtp"' in pairs["--speculative-config"]:
         out["speculative"] = "mtp"
+    out.update(_read_draft(pairs.get("--speculative-config", "")))
     return out
+
+
+def _read_draft(config: str) -> "dict[str, str]":
+    """speculative=draft and draft_model from a --speculative-config naming a draft model (method draft_model)."""
+    try:
+        spec = json.loads(config) if config.startswith("{") else {}
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(spec, dict) or spec.get("method") != "draft_model" or not isinstance(spec.get("model"), str):
+        return {}
+    return {"speculative": "draft", "draft_model": spec["model"][:200]}
 
 
 def _read_trainer(data: "dict[str, Any]") -> "dict[str, str]":
