@@ -263,6 +263,7 @@ def markdown(record, table):
     lines += dpo_section()
     lines += grpo_section()
     lines += reward_section()
+    lines += ppo_section()
     lines += distill_section()
     lines += published("## Published multi-GPU runs: torchtitan", [
         "torchtitan's docs/performance.md reports per-GPU memory of Llama 3.1 training on H100s (FSDP2 with",
@@ -840,6 +841,76 @@ DISTILL_PROSE = [
     "generated at once. The plain column is the nearest plain fine-tuning estimate (the student over prompt +",
     "completion): it misses the rollout and the teacher and charges full logits.",
 ]
+
+
+PPO = ROOT / "validation" / "measured_ppo.json"
+# validation/measure_ppo.py's phases (its names, merged where the estimate has one moment for them), each against the
+# largest of the estimate's moments in it
+PPO_PHASES = {"rollout": (("rollout, generate", "rollout, logits padded"),
+                          ("rollout, prefill", "rollout, generate", "rollout, logits padded")),
+              "reference": (("reference log-probs",), ("reference log-probs",)),
+              "value": (("value scores",), ("value scores",)), "reward": (("reward scores",), ("reward scores",)),
+              "forward": (("update, forward", "update, loss"), ("forward end",)),
+              "backward": (("update, backward",), ("backward start", "backward, first layer", "backward, last layer",
+                                                   "backward end")),
+              "optimizer step": (("update, optimizer step",), ("optimizer step",)),
+              "statistics": (("update, statistics",), ("entropy statistics",))}
+
+
+def ppo_rows(path=PPO):
+    """validation/measure_ppo.py's cases: the update's peak and each phase's, measured against estimated."""
+    record = json.loads(path.read_text())
+    out = []
+    for case in record["cases"]:
+        result = estimate(dpo_inputs(case))
+        phases = {}
+        for name, (measured, moments) in PPO_PHASES.items():
+            seen = [case["phase_peaks"][m] for m in measured if m in case["phase_peaks"]]
+            est = [v for m, v in result.moments.items() if m.removesuffix(LATER) in moments]
+            if seen and est:
+                phases[name] = (max(seen), max(est))
+        measured_phase = max(phases, key=lambda k: phases[k][0])
+        out.append({"label": case["label"], "measured": case["peak_bytes"], "estimated": result.peak_bytes,
+                    "error": (result.peak_bytes - case["peak_bytes"]) / case["peak_bytes"], "phase": result.peak_moment,
+                    "measured_phase": measured_phase, "phases": phases,
+                    "params_match": result.params_total == case["params"] or "lora" in case["label"]})
+    return record, out
+
+
+def ppo_section():
+    """One PPO update as TRL 0.25.1's PPOTrainer runs it, small Llama and Qwen2 configs, beside the estimate."""
+    record, cases = ppo_rows()
+    mib = 2 ** 20
+    errors = [abs(r["error"]) for r in cases]
+    phase_errors = [abs(e - m) / m for r in cases for m, e in r["phases"].values()]
+    lines = ["", "## PPO (TRL 0.25.1's PPOTrainer)", "",
+             "`validation/measure_ppo.py` runs one update of TRL 0.25.1's `PPOTrainer.train` (TRL moved PPOTrainer to",
+             "`trl.experimental` after 0.25.1 and removed it later; 1.16 has none) statement by statement with TRL's own",
+             "helpers: `batch_generation` (generate() with `output_scores`, `local_rollout_forward_batch_size` rows at a",
+             "time, every step's fp32 scores stacked and padded into one tensor that lives through the update and into",
+             "the next rollout), then per chunk the reference's forward (a frozen copy of a full policy, the base with its",
+             "adapters disabled for a LoRA one), the value and the reward model's `get_reward`, GAE, and one PPO epoch of",
+             "`num_mini_batches` mini-batches of micro-batches: `PolicyAndValueWrapper`'s forward (the value backbone,",
+             "then the policy with full logits and every hidden state), the clipped losses, backward, AdamW, `zero_grad`",
+             "and the entropy statistics. The value and reward models are the policy's backbone with a one-output score",
+             "head. Real tensors, measure_dpo.py's CUDA-like set-up; the third update is recorded, so what one update",
+             "leaves the next is counted. amp-bf16 is OnPolicyConfig's bf16=True on fp32 weights (accelerate autocasts",
+             "only the wrapper's forward: the rollout and scoring passes run in fp32). `gc` cases check the policy's",
+             "gradient checkpointing as huggingface/trl#5245 makes it work (0.25.1 itself fails, #4954); `ga`",
+             "accumulates over micro-batches, `mb` sets num_mini_batches, `chunk` local_rollout_forward_batch_size.",
+             "Each phase's measured peak (the forward's and the loss's taken together) is set against the largest",
+             "estimated moment in it (pycore/memory/ppo.py).",
+             f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
+             f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
+             f"{100 * max(errors):.1f}% worst; every phase of every case: {100 * statistics.median(phase_errors):.1f}% "
+             f"median, {100 * max(phase_errors):.1f}% worst.", "",
+             "| case | measured MiB | estimate MiB | error | peak: measured / estimated | phases, measured / estimated MiB |",
+             "|---|---:|---:|---:|---|---|"]
+    for r in cases:
+        phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
+        lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
+                     f"{100 * r['error']:+.1f}% | {r['measured_phase']} / {r['phase']} | {phases} |")
+    return lines
 
 
 if __name__ == "__main__":

@@ -20,9 +20,10 @@ Condition = dict[str, Allowed]                 # every other key -> what it must
 TRAIN: Condition = {"mode": ["train"]}
 INFER: Condition = {"mode": ["infer"]}
 TRANSFORMER: Condition = {"kind": ["transformer"]}
-ADAPTERS: Condition = {"method": ["lora", "qlora", "dpo-lora", "dpo-qlora", "grpo-lora", "reward-lora", "distill-lora"]}
+ADAPTERS: Condition = {"method": ["lora", "qlora", "dpo-lora", "dpo-qlora", "grpo-lora", "ppo-lora", "reward-lora", "distill-lora"]}
 PREFERENCE: Condition = {"method": ["dpo", "dpo-lora", "dpo-qlora"]}     # TRL DPOTrainer recipes
 GRPO: Condition = {"method": ["grpo", "grpo-lora"]}                     # TRL GRPOTrainer recipes
+PPO: Condition = {"method": ["ppo", "ppo-lora"]}                        # TRL 0.25.1 PPOTrainer recipes
 DISTILL: Condition = {"method": ["distill", "distill-lora"]}            # TRL DistillationTrainer recipes
 # the recipes that generate their completions (pycore.memory.rollout)
 ROLLOUTS: Condition = {"method": ["grpo", "grpo-lora", "distill", "distill-lora"]}
@@ -79,6 +80,10 @@ APPLIES: "dict[str, Condition]" = {
     # Distillation's teacher (pycore.memory.distillation).
     "teacher": {**TRAIN, **TRANSFORMER, **DISTILL},
     "teacher_dtype": {**TRAIN, **TRANSFORMER, **DISTILL},
+    # PPO's rollout and update (pycore.memory.ppo).
+    "response_length": {**TRAIN, **TRANSFORMER, **PPO},
+    "local_rollout_forward_batch_size": {**TRAIN, **TRANSFORMER, **PPO},
+    "num_mini_batches": {**TRAIN, **TRANSFORMER, **PPO},
     "group_size": {**TRANSFORMER, "quant": {"not": ["none"]}},
     # The activation model's own parameter: the model in force (``act_model``), which for a generic network
     # left at "detailed" is the multiplier model when layers and hidden are given.

@@ -355,6 +355,19 @@ RECIPES["reward"] = Framework(
                   "in bf16)"})
 
 
+RECIPES["ppo"] = Framework(
+    "TRL PPOTrainer", "0.25.1", {"recompute": "none", "precision": "amp-bf16"},
+    {"recompute": "huggingface/trl trl/trainer/ppo_trainer.py@v0.25.1 L433-765: PPOTrainer.train replaces Trainer.train "
+                  "and never turns gradient checkpointing on (OnPolicyConfig.gradient_checkpointing, default True at "
+                  "trl/trainer/utils.py L836-841, is read by the Trainer's own loop only); a policy given with it on "
+                  "fails at generate() in 0.25.1 (huggingface/trl#4954, fixed after it by #5245)",
+     "precision": "huggingface/trl examples/scripts/ppo/ppo.py: the policy, reference, value and reward models are "
+                  "loaded by from_pretrained with no dtype (fp32 under transformers 4.57, TRL 0.25.1's); "
+                  "OnPolicyConfig.bf16 None becomes True in __post_init__ (trl/trainer/utils.py L842-849, L957-958), so "
+                  "accelerate autocasts PolicyAndValueWrapper's forward to bf16: fp32 weights and AdamW states, the "
+                  "update in bf16, the rollout and scoring passes in fp32 (precision=bf16 for models loaded in bf16)"})
+
+
 RECIPES["distill"] = Framework(
     "TRL DistillationTrainer", "1.16.0", {"recompute": "full", "precision": "amp-bf16"},
     {"recompute": "huggingface/trl trl/trainer/distillation_config.py@v1.16.0 L22, L159: DistillationConfig(_BaseConfig), "

@@ -195,7 +195,7 @@ FIELDS = (
           "changes no byte", "up to 200 characters; shown as text", (), "", "model"),
     _choice("mode", "train", ("train", "infer"), "a training step, or serving with generate()", "workload"),
     _int("batch", 1, "micro-batch size per GPU (sequences)", "workload", unit="sequences"),
-    _int("seq", 2048, "sequence length in tokens (the prompt when serving and under method=grpo)", "workload",
+    _int("seq", 2048, "sequence length in tokens (the prompt when serving and under method=grpo and ppo)", "workload",
          "Llama 3 pre-training context", span=(1, 100_000_000), unit="tokens"),
     _choice("engine", "hf", ("hf", "vllm"), "serving engine: hf (transformers generate(), memory grows with "
             "the batch) or vllm (pre-allocates gpu_util of the GPU and gives the rest to the KV cache)", "workload"),
@@ -258,11 +258,13 @@ FIELDS = (
             "attention, recomputation, loss chunks", "precision",
             "the Hugging Face Trainer, transformers 5.23 (pycore/inputs/frameworks.py cites each default)"),
     _choice("method", "full", ("full", "lora", "qlora", "dpo", "dpo-lora", "dpo-qlora", "grpo", "grpo-lora", "reward",
-                               "reward-lora", "distill", "distill-lora"),
+                               "reward-lora", "ppo", "ppo-lora", "distill", "distill-lora"),
             "what is trained: every weight, LoRA adapters, or LoRA adapters on an NF4-quantized base (QLoRA); dpo*, "
             "grpo* and reward*: one step of TRL's DPOTrainer (batch counts pairs), GRPOTrainer (a rollout, then the "
             "update; batch counts completions, seq is the prompt) or RewardTrainer (a one-label score head; batch "
-            "counts pairs), the policy trained as full, lora or qlora; distill*: TRL's DistillationTrainer (the "
+            "counts pairs), the policy trained as full, lora or qlora; ppo*: TRL 0.25.1's PPOTrainer (a rollout, the "
+            "reference, value and reward models' passes, then the PPO epochs over the policy and its value model; batch "
+            "counts responses, seq is the prompt); distill*: TRL's DistillationTrainer (the "
             "student's rollout, then its update against a frozen teacher's distribution; batch counts prompts, seq is "
             "the prompt)", "finetune",
             "plain fine-tuning; dpo, grpo and reward follow TRL 1.16's DPOTrainer, GRPOTrainer and RewardTrainer "
@@ -302,6 +304,17 @@ FIELDS = (
             "sleep (level 2: its weights and KV cache freed) after each generation, so the update does not hold it",
             "finetune", "TRL 1.16 GRPOConfig.vllm_enable_sleep_mode default False (trl/trainer/grpo_config.py "
             "L612-613)"),
+    _int("response_length", 53, "PPO: tokens generated per response (no stop token: every response runs to the "
+         "limit); the rollout's scores, the scoring passes and the update run over seq (the prompt) + this", "finetune",
+         "TRL 0.25.1 OnPolicyConfig.response_length default 53 (trl/trainer/utils.py L887-890)",
+         span=(1, 100_000_000), unit="tokens"),
+    _int("local_rollout_forward_batch_size", 64, "PPO: rows the rollout generates and scores at a time; generate()'s "
+         "KV cache and the reference, value and reward passes hold this many rows", "finetune",
+         "TRL 0.25.1 OnPolicyConfig.local_rollout_forward_batch_size default 64 (trl/trainer/utils.py L877-880)",
+         span=(1, 1_000_000), unit="sequences"),
+    _int("num_mini_batches", 1, "PPO: mini-batches an update's rows (batch × micro-batches) are split into; with "
+         "fewer mini-batches than micro-batches a later micro-batch runs beside the previous one's logits", "finetune",
+         "TRL 0.25.1 OnPolicyConfig.num_mini_batches default 1 (trl/trainer/utils.py L869-872)", span=(1, 1_000_000)),
     _int("vllm_tensor_parallel_size", 1, "GRPO and distill with rollout=vllm-colocate: GPUs one colocated engine "
          "spans, its weights and KV cache split across them (it must divide the training processes)", "finetune",
          "TRL 1.16 GRPOConfig.vllm_tensor_parallel_size default 1 (trl/trainer/grpo_config.py L671-676); "
@@ -435,6 +448,8 @@ LABELS = {
     "loss_chunks": "Loss chunks", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
     "ref_model": "Reference model", "num_generations": "Generations per prompt (GRPO)",
     "max_completion_length": "Completion length (GRPO)", "beta": "KL coefficient beta (GRPO)",
+    "response_length": "Response length (PPO)", "local_rollout_forward_batch_size": "Rollout rows at a time (PPO)",
+    "num_mini_batches": "Mini-batches (PPO)",
     "rollout": "Rollout engine (GRPO)", "vllm_gpu_memory_utilization": "vLLM GPU memory share (GRPO)",
     "vllm_enable_sleep_mode": "vLLM sleep mode (GRPO)",
     "vllm_tensor_parallel_size": "vLLM tensor-parallel GPUs (GRPO)", "vllm_max_model_length": "vLLM max model length (GRPO)",

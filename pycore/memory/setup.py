@@ -69,6 +69,8 @@ class FineTune:
     vllm_util: float = 0.3      # GRPO: vllm_gpu_memory_utilization of a colocated engine
     vllm_sleep: bool = False    # GRPO: vllm_enable_sleep_mode
     dora: bool = False          # PEFT's use_dora (pycore.memory.finetune)
+    rollout_chunk: int = 64     # PPO: local_rollout_forward_batch_size, rows generated and scored at a time
+    mini_batches: int = 1       # PPO: num_mini_batches an update's rows are split into
     vllm_tp: int = 1            # GRPO, distill: vllm_tensor_parallel_size of a colocated engine
     vllm_max_len: int = 0       # GRPO, distill: vllm_max_model_length (0: None, the model's positions)
     teacher: "Architecture | None" = None   # distill: the teacher model (pycore.memory.distillation)
@@ -279,6 +281,9 @@ def _recipe(values: "Values") -> "tuple[Values, str, str]":
     reference = values.get("ref_model", "auto")
     if recipe == "grpo":
         reference = "auto" if values.get("beta") else "none"
+    if recipe == "ppo":
+        # PPOTrainer.__init__ (trl/trainer/ppo_trainer.py@v0.25.1 L260-265): a frozen copy, or a PEFT policy's base
+        reference = "auto"
     if recipe == "distill":
         # DistillationTrainer holds a teacher and no reference model (distillation_config.py L134-138)
         return {**values, "method": policy}, recipe, "none"
@@ -344,6 +349,23 @@ def _check_method(values: "Values", arch: Architecture, recipe: str, quant: str)
                          "causal LM or, for reward, its one-label sequence-classification form)")
 
 
+def _response(values: "Values", recipe: str, completion: int) -> int:
+    """Tokens generated after the prompt: PPO's response_length (PPOTrainer.train, trl/trainer/ppo_trainer.py@v0.25.1
+    L513: batch_generation appends them to the query), else ``completion``."""
+    return int(values.get("response_length") or 0) if recipe == "ppo" else completion
+
+
+def _ppo(values: "Values", finetune: FineTune) -> FineTune:
+    """PPOConfig's rollout chunk and mini-batches (TRL 0.25.1); PPOTrainer trains data parallel only (no pipeline)."""
+    if finetune.recipe != "ppo":
+        return finetune
+    if values.get("pp", 1) > 1:
+        raise FieldError("pp", "TRL's PPOTrainer places its four models whole or ZeRO-sharded on every GPU; it has no "
+                         "pipeline parallelism", fallback=1)
+    return replace(finetune, rollout_chunk=values.get("local_rollout_forward_batch_size") or 64,
+                   mini_batches=values.get("num_mini_batches") or 1)
+
+
 def resolve(values: "Values") -> Setup:
     """The typed Setup of parsed values; FieldError names the key when a combination cannot work."""
     values = frameworks.apply(values)
@@ -374,6 +396,7 @@ def resolve(values: "Values") -> Setup:
     sequences = values["batch"] * (2 if recipe in ("dpo", "reward") else 1)     # RewardTrainer's collator too
     # GRPO's update runs over prompt + completion (GRPOTrainer._compute_loss: torch.cat([prompt_ids, completion_ids]))
     completion = values.get("max_completion_length") or 0 if recipe in ("grpo", "distill") else 0
+    completion = _response(values, recipe, completion)
     workload = Workload(mode, sequences, values["seq"] + image_tokens + completion, values["new_tokens"],
                         values["recompute"], "eager" if arch.kind == "encoder-decoder" else values["attention"],
                         activation_model, values["act_multiplier"], values["act_per_sample"],
@@ -389,6 +412,7 @@ def resolve(values: "Values") -> Setup:
     finetune = replace(finetune, vllm_tp=values.get("vllm_tensor_parallel_size") or 1,
                        vllm_max_len=values.get("vllm_max_model_length") or 0)
     finetune, policy = _with_teacher(values, arch, policy, finetune) if recipe == "distill" else (finetune, policy)
+    finetune = _ppo(values, finetune)
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
                  values["optimizer"], values["optimizer_impl"], values["gpu"],
                  values["overhead"], values.get("expandable_segments", "no"),

@@ -19,7 +19,7 @@ the four backward moments. Every pipeline stage is estimated and the worst one r
 from dataclasses import replace
 
 from pycore.base.expr import floor, maximum, num, rnd, split, sym
-from pycore.memory import accumulation, distillation, finetune, parallel, posttraining, vision_activations
+from pycore.memory import accumulation, distillation, finetune, parallel, posttraining, ppo, vision_activations
 from pycore.memory import activations as act
 from pycore.memory.model_states import STATIC, model_states, trainable
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
@@ -90,6 +90,8 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken
         pools, before = posttraining.grpo_step(setup, stage, pools, tokens)
     elif setup.finetune.recipe == "distill":
         pools, before, per_microbatch = distillation.distill_step(setup, stage, pools, tokens, per_microbatch)
+    # PPO's rollout, scoring passes and update (pycore.memory.ppo); any other recipe's pools and moments unchanged
+    pools, before, per_microbatch = ppo.with_ppo(setup, stage, pools, tokens, (before, per_microbatch))
     moments = before + per_microbatch + once
     if lay.microbatches > 1:
         pools = accumulation.with_later_moments(pools, per_microbatch, lay.offload == "none",
