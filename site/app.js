@@ -362,11 +362,12 @@ function renderDetails(payload) {
 }
 
 /** Inputs whose default comes from a catalog (the price: the chosen GPU's): the number an empty field stands
- * for, and the line under it with its source, as pycore words them (report.field_defaults). */
+ * for, and the line under it with its source; the ZeRO field's line: the stage an FSDP strategy sets in its
+ * place. As pycore words them (report.field_defaults). */
 function renderFieldDefaults(shown) {
   for (const [key, { placeholder, text }] of Object.entries(shown || {})) {
     const input = document.getElementById(`f-${key}`);
-    if (input && input.placeholder !== placeholder) input.placeholder = placeholder;
+    if (input && placeholder !== undefined && input.placeholder !== placeholder) input.placeholder = placeholder;
     const line = document.getElementById(`d-${key}`);
     if (line) setText(line, text);
   }

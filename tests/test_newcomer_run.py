@@ -85,3 +85,28 @@ def test_a_comparisons_labels_are_never_cut_and_its_columns_line_up(capsys):
             end = header.index(word) + len(word)
             assert line[end:].strip() == "" if word == "Δ" else line[end] == " ", (word, line)
             assert line[end - 1] != " " or word == "Δ" and line.startswith("GPUs needed"), (word, line)
+
+
+# --- the ZeRO field under an FSDP strategy ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fsdp,stage", [("FULL_SHARD", 3), ("SHARD_GRAD_OP", 2), ("NO_SHARD", 0), ("HYBRID_SHARD", 3)])
+def test_the_zero_fields_line_says_the_stage_fsdp_sets(fsdp, stage):
+    # The form showed "ZeRO stage 0" beside fsdp=FULL_SHARD, which pycore.memory.parallel.layout reads as stage 3.
+    import json
+
+    from pycore.memory.parallel import layout
+    from pycore.memory.setup import resolve_architecture
+    from pycore.output import web
+    query = f"framework=torchtitan&model=llama-3.1-70b&dp=8&tp=8&fsdp={fsdp}"
+    text = json.loads(web.run(query))["field_defaults"]["zero"]["text"]
+    values = parse(dict(pair.split("=") for pair in query.split("&")))
+    assert layout(values, resolve_architecture(values)).zero == stage
+    assert text.startswith(f"fsdp={fsdp} sets the ZeRO stage to {stage}") and "not read" in text
+
+
+def test_the_zero_fields_line_is_empty_without_fsdp():
+    import json
+
+    from pycore.output import web
+    assert json.loads(web.run("dp=8&zero=3"))["field_defaults"]["zero"]["text"] == ""
+

@@ -45,7 +45,8 @@ ENTRY_POINTS = {
                      "else null",
         "field_defaults": "input key -> {placeholder, text} for each input whose default is read from a catalog "
                           "(`price`: the chosen GPU's): the number an empty field stands for, and the line under the "
-                          "field with the number in use and its source",
+                          "field with the number in use and its source; `zero` -> {text}: the ZeRO stage an FSDP "
+                          "strategy sets in the field's place (\"\" without one)",
     },
     "web.headline(query)": {
         "errors": "as web.run", "fallbacks": "as web.run", "result": "{total_bytes, peak_bytes}", "total": "{bytes, text, gb_text}",

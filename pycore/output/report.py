@@ -240,10 +240,12 @@ CATALOG_DEFAULTS = ("price",)
 def field_defaults(values: dict[str, Any]) -> "dict[str, dict[str, str]]":
     """Input key -> {placeholder, text}: for each of CATALOG_DEFAULTS, the number an empty field stands for (the
     chosen GPU's price per hour from presets/gpus.json) and the line under the field: the price the cost uses
-    and its source, or that a price was given, or that the catalog has none."""
+    and its source, or that a price was given, or that the catalog has none. ``zero`` -> {text}: the stage an
+    FSDP strategy sets in its place ("" without one)."""
+    shown = {"zero": {"text": zero_set_by_fsdp(values)}}
     gpu = gpu_catalog().get(values.get("gpu", ""))
     if gpu is None:
-        return {}
+        return shown
     listed, source, name = gpu.get("price_usd_per_gpu_hour"), gpu.get("price_source", ""), gpu["name"]
     catalog = f"the catalog price of the {name} ({source}; presets/gpus.json)"
     given = values.get("price")
@@ -255,7 +257,25 @@ def field_defaults(values: dict[str, Any]) -> "dict[str, dict[str, str]]":
         text = f"{_dollars_per_hour(listed)} per GPU-hour: {catalog}. Type your own to change it."
     else:
         text = f"No catalog price for the {name} ({source}): type one for the cost."
-    return {"price": {"placeholder": f"{listed:g}" if listed is not None else "no catalog price", "text": text}}
+    return {**shown, "price": {"placeholder": f"{listed:g}" if listed is not None else "no catalog price",
+                               "text": text}}
+
+
+# What each FSDP strategy shards, as the ZeRO stage it stands for (pycore.memory.parallel.FSDP_STAGES)
+FSDP_SHARDS = {"NO_SHARD": "0: nothing sharded, every GPU holds a whole replica",
+               "SHARD_GRAD_OP": "2: gradients and optimizer state sharded over dp × cp, the weights whole",
+               "FULL_SHARD": "3: weights, gradients and optimizer state sharded over dp × cp",
+               "HYBRID_SHARD": "3 within shard_group: weights, gradients and optimizer state sharded over its GPUs, "
+                               "replicated across groups"}
+
+
+def zero_set_by_fsdp(values: "dict[str, Any]") -> str:
+    """The line under the ZeRO field when an FSDP strategy is set: the stage it sets (the estimate reads that, not
+    the field: pycore.memory.parallel.layout); "" without one."""
+    strategy = values.get("fsdp", "none")
+    if strategy not in FSDP_SHARDS:
+        return ""
+    return f"fsdp={strategy} sets the ZeRO stage to {FSDP_SHARDS[strategy]}; this field is not read while fsdp is set."
 
 
 def _batch_text(answers: dict[str, Any]) -> str:

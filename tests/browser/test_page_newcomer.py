@@ -1,0 +1,48 @@
+"""A newcomer's run-through of the page, at a phone's width (390x844) and a desktop's (1440x900): the form is not
+below 30 GPU rows, the answers read as sentences, no number in the formulas breaks across lines, notes are not
+drawn as warnings, the charts' x labels never run into each other, and the ZeRO field says what an FSDP strategy
+sets in its place."""
+
+import json
+
+import pytest
+from conftest import READY_MS, Watched, seen_text, settled, show
+
+from pycore.output import web
+
+pytestmark = pytest.mark.browser
+
+GRPO = "model=qwen2.5-7b&method=grpo&rollout=vllm-colocate&dp=8&zero=3"      # the sequence chart's bars: 289 ... 74,220
+GRPO_REFUSED = "model=qwen2.5-7b&method=grpo&batch=3"                       # a note and a warning
+TORCHTITAN = "framework=torchtitan&model=llama-3.1-70b&dp=8&tp=8&fsdp=FULL_SHARD"
+WIDTHS = [(390, 844), (1440, 900)]
+
+
+@pytest.fixture(scope="module", params=WIDTHS, ids=[f"{w}x{h}" for w, h in WIDTHS])
+def sized(request, browser, base_url):
+    """One loaded page at each width (Python starts once a width); a phone's with touch, as test_layout's."""
+    width, height = request.param
+    phone = width < 900
+    context = browser.new_context(viewport={"width": width, "height": height}, has_touch=phone, is_mobile=phone)
+    watched = Watched(context, base_url)
+    watched.page.goto(base_url)
+    watched.page.wait_for_selector("html.py-ready", timeout=READY_MS)
+    settled(watched.page)
+    watched.width = width
+    yield watched
+    assert not watched.errors, watched.errors
+    context.close()
+
+
+def test_the_zero_field_says_the_stage_fsdp_sets(sized):
+    page = sized.page
+    show(page, TORCHTITAN)
+    expected = json.loads(web.run(TORCHTITAN))["field_defaults"]["zero"]["text"]
+    assert expected.startswith("fsdp=FULL_SHARD sets the ZeRO stage to 3")
+    assert seen_text(page.locator("#d-zero")) == expected
+    # and the layouts that fit name the tensor parallelism they keep (pycore.answers.answer.plan's labels)
+    labels = [o["label"] for o in json.loads(web.answers(TORCHTITAN))["answers"]["plan"] if o["label"] != "as given"]
+    assert page.eval_on_selector_all("#plans button", "bs => bs.map(b => b.textContent)") == labels
+    assert "zero=3 dp=2, tp=8 kept" in labels
+    show(page, "dp=8&zero=3")
+    assert page.locator("#d-zero").text_content() == "" and not page.locator("#d-zero").is_visible()
