@@ -303,10 +303,16 @@ function renderDetails(payload) {
   setText(document.getElementById("params-line"), payload.summary
     ? `${payload.summary.model}${active ? ` ${active.trim()}.` : ""}` : `${r.model.name}: ${plural(r.params.total, "parameter")}${active}.`);
   setText(document.getElementById("views-line"), payload.summary?.views || "");
-  // What the estimate cannot vouch for (vLLM would not start, positions past the model's) stands by the total.
-  const warnings = document.getElementById("warnings-line");
-  setHidden(warnings, !(payload.warnings || []).length);
-  setText(warnings, (payload.warnings || []).join(" "));
+  // What the estimate cannot vouch for (vLLM would not start, positions past the model's) stands by the total,
+  // in red; what it assumes and the inputs it does not read, under it as plain notes. pycore says which is which
+  // (report.message_kinds); a payload without kinds shows every message as a warning.
+  const messages = payload.messages || (payload.warnings || []).map((text) => ({ kind: "warning", text }));
+  for (const [id, kind] of [["warnings-line", "warning"], ["notes-line", "note"]]) {
+    const texts = messages.filter((message) => message.kind === kind).map((message) => message.text);
+    const line = document.getElementById(id);
+    setHidden(line, !texts.length);
+    setText(line, texts.join(" "));
+  }
 
   // The bar is to scale: each segment's width is its row's share of the total.
   // Each row's colour is pycore's style index (report.chart_styles; palette.js), the same in every chart.

@@ -110,3 +110,35 @@ def test_the_zero_fields_line_is_empty_without_fsdp():
     from pycore.output import web
     assert json.loads(web.run("dp=8&zero=3"))["field_defaults"]["zero"]["text"] == ""
 
+
+# --- notes against warnings ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("query,kinds", [
+    # what the estimate assumes: a recipe's batch and rollout, a hybrid's scans, the tokens images add
+    ("model=qwen2.5-7b&method=grpo&rollout=vllm-colocate&dp=8&zero=3", [("note", "GRPO: batch counts completions")]),
+    ("model=qwen2.5-7b&method=distill", [("note", "Distillation: batch counts prompts"),
+                                         ("note", "Distillation under autocast: ")]),
+    ("model=qwen3-next-80b-a3b", [("note", "this hybrid's 36 gated DeltaNet")]),
+    ("model=qwen2.5-vl-7b-instruct&images=1", [("note", "the images of each sequence add 1,196 tokens")]),
+    # what is wrong: a run TRL or vLLM refuses, positions past the model's, a runtime whose overhead is unknown
+    ("model=qwen2.5-7b&method=grpo&batch=3", [("note", "GRPO: batch counts"), ("warning", "TRL 1.16 refuses")]),
+    ("model=llama-3.1-70b&mode=infer&engine=vllm&tp=2&seq=32768", [("warning", "vLLM would refuse to start")]),
+    ("seq=200000", [("warning", "seq = 200,000 tokens is beyond llama-3.1-8b's 131,072 positions")]),
+    ("gpu=mi300x", [("warning", "this accelerator runs ROCm")]),
+    # an input that does nothing here: said, as a note
+    ("lora_rank=8", [("note", "lora_rank is ignored: method=full")]),
+])
+def test_each_message_says_whether_it_is_a_warning_or_a_note(query, kinds):
+    import json
+
+    from pycore.output import web
+    payload = json.loads(web.run(query))
+    assert [(m["kind"], m["text"][:len(opening)]) for m, (_, opening) in zip(payload["messages"], kinds,
+                                                                             strict=True)] == kinds
+    assert [m["text"] for m in payload["messages"]] == payload["warnings"]      # every message, each once
+
+
+def test_a_message_no_opening_names_is_a_warning():
+    from pycore.output import report
+    assert report.message_kinds(["something new the estimate cannot vouch for"], []) == \
+        [{"kind": "warning", "text": "something new the estimate cannot vouch for"}]

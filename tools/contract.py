@@ -27,6 +27,8 @@ ENTRY_POINTS = {
                      "one that works (a sequence past a learned position table: the longest it embeds)",
         "query": "the normalised query string of the inputs in force",
         "warnings": "sentences about the estimate and the inputs ignored in this situation",
+        "messages": "the same sentences as {kind, text}: kind \"warning\" for what the estimate cannot vouch for or the "
+                    "run would refuse, \"note\" for what it assumes and the inputs ignored (report.message_kinds)",
         "result": "the Estimate record below; breakdown rows add `text` and `gb_text` (GiB and GB strings) and "
                   "`style`, the row's style index (as web.answers' `styles`)",
         "breakdown": "the same rows as result.breakdown",

@@ -232,6 +232,21 @@ def _dollars_per_hour(price: float) -> str:
     return f"${price:,.2f}" if round(price, 2) == price else f"${price:,g}"
 
 
+# The estimate's messages that say what it assumes, which it stands by (information, not something wrong), by how
+# each producer opens them: a recipe's batch and rollout (pycore.memory.rollout, ppo, distillation notes), what a
+# hybrid's scans save (memory.estimate._hybrid_notes), the tokens images add. Any other message - a refusal, a
+# count left out, positions past the model's - is a warning: one not listed here is never played down.
+NOTE_OPENINGS = ("GRPO: batch counts ", "PPO: batch counts ", "Distillation: batch counts ",
+                 "Distillation under autocast: ", "this hybrid's ", "the images of each sequence add ")
+
+
+def message_kinds(warnings: "list[str]", ignored: "list[str]") -> "list[dict[str, str]]":
+    """The estimate's ``warnings`` and the ``ignored`` keys' messages as {kind, text}: kind "warning" for what the
+    estimate cannot vouch for or the run would refuse, "note" for what it assumes and inputs it does not read."""
+    return [{"kind": "note" if text.startswith(NOTE_OPENINGS) else "warning", "text": text} for text in warnings] + \
+        [{"kind": "note", "text": text} for text in ignored]
+
+
 # Inputs whose default is read from a catalog for the inputs in force: the page shows the number an empty field
 # stands for and where it comes from (``field_defaults``), never the words "preset value".
 CATALOG_DEFAULTS = ("price",)

@@ -164,7 +164,9 @@ def run(query: str, formulas: bool = True) -> str:
                        share=report.share(values, result))
         if formulas:
             payload["formulas"] = explain_formulas(result)
-    payload["warnings"] += _ignored(values, query)
+    ignored_keys = _ignored(values, query)
+    payload["messages"] = report.message_kinds(payload["warnings"], ignored_keys)    # which are warnings, which notes
+    payload["warnings"] += ignored_keys
     return _dumps(payload)
 
 

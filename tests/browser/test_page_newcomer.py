@@ -34,6 +34,29 @@ def sized(request, browser, base_url):
     context.close()
 
 
+def _lines(page):
+    return {line: (page.locator(f"#{line}").is_visible() and page.locator(f"#{line}").text_content(),
+                   page.eval_on_selector(f"#{line}", "n => getComputedStyle(n).color"))
+            for line in ("warnings-line", "notes-line")}
+
+
+def test_notes_are_not_drawn_as_warnings(sized):
+    page = sized.page
+    show(page, GRPO)
+    expected = json.loads(web.run(GRPO))["messages"]
+    assert [m["kind"] for m in expected] == ["note"]
+    shown = _lines(page)
+    assert shown["warnings-line"][0] is False and shown["notes-line"][0] == expected[0]["text"]
+    assert shown["notes-line"][1] != "rgb(192, 57, 43)"                # not the warnings' red (--no)
+    show(page, GRPO_REFUSED)
+    expected = json.loads(web.run(GRPO_REFUSED))["messages"]
+    shown = _lines(page)
+    assert shown["warnings-line"][0] == " ".join(m["text"] for m in expected if m["kind"] == "warning")
+    assert shown["notes-line"][0] == " ".join(m["text"] for m in expected if m["kind"] == "note")
+    assert shown["warnings-line"][0].startswith("TRL 1.16 refuses") and shown["notes-line"][0].startswith("GRPO:")
+    assert shown["warnings-line"][1] == "rgb(192, 57, 43)" and shown["notes-line"][1] != shown["warnings-line"][1]
+
+
 def test_the_zero_field_says_the_stage_fsdp_sets(sized):
     page = sized.page
     show(page, TORCHTITAN)
