@@ -416,6 +416,18 @@ function renderGpus(gpus) {
 }
 
 const gpuWords = new Map();   // GPU id -> the lower-case words the filter searches
+const FOLDED_GPUS = 5;        // rows a phone shows before "Show every GPU" (style.css: .gpus.folded)
+let gpusUnfolded = false;
+
+/** On a phone the list shows its first rows and a button for the rest, so the form is not 30 rows further down;
+ * a filter shows every match. Wider screens show every row (style.css keeps the fold to max-width: 900px). */
+function foldGpus(list, count, filtered) {
+  const more = document.getElementById("gpus-more");
+  list.classList.toggle("folded", !gpusUnfolded && !filtered);
+  setHidden(more, filtered || count <= FOLDED_GPUS);
+  setText(more, gpusUnfolded ? more.dataset.fewer : more.dataset.more);
+  more.setAttribute("aria-expanded", String(gpusUnfolded));
+}
 
 function filterGpus() {
   const words = document.getElementById("gpu-filter").value.trim().toLowerCase().split(/\s+/).filter(Boolean);
@@ -428,6 +440,7 @@ function filterGpus() {
     return words.every((word) => haystack.includes(word));
   });
   const list = document.getElementById("gpus");
+  foldGpus(list, shown.length, words.length > 0);
   if (!shown.length && gpuRows.length) {
     list.replaceChildren(el("li", "No GPU matches the filter.", "muted"));
     return;
@@ -831,6 +844,7 @@ form.addEventListener("change", () => {
   pushNext = true;
 });
 document.getElementById("gpu-filter").addEventListener("input", filterGpus);
+document.getElementById("gpus-more").addEventListener("click", () => { gpusUnfolded = !gpusUnfolded; filterGpus(); });
 document.getElementById("print").addEventListener("click", () => window.print());
 window.addEventListener("popstate", () => { fillForm(location.search); update(null); });
 

@@ -34,6 +34,34 @@ def sized(request, browser, base_url):
     context.close()
 
 
+def _visible_rows(page):
+    return page.eval_on_selector_all("#gpus > li", "rows => rows.filter(r => r.getClientRects().length).length")
+
+
+def test_a_phone_reaches_the_form_past_a_few_gpu_rows_and_can_see_them_all(sized):
+    page = sized.page
+    show(page, "")
+    every = len(json.loads(web.run(""))["gpus"])
+    more = page.locator("#gpus-more")
+    if sized.width > 900:
+        assert _visible_rows(page) == every and not more.is_visible()
+        return
+    assert _visible_rows(page) == 5 and more.is_visible()
+    rows_bottom = page.eval_on_selector("#gpus", "n => n.getBoundingClientRect().bottom")
+    form_top = page.eval_on_selector("#form", "n => n.getBoundingClientRect().top")
+    assert form_top - rows_bottom < 700              # what fits, the buttons and two notes: not 30 rows of GPUs
+    more.click()
+    assert _visible_rows(page) == every and more.text_content() == more.get_attribute("data-fewer")
+    assert more.get_attribute("aria-expanded") == "true"
+    more.click()
+    assert _visible_rows(page) == 5 and more.text_content() == more.get_attribute("data-more")
+    page.fill("#gpu-filter", "nvidia")               # a filter shows every match
+    matches = page.eval_on_selector_all("#gpus > li", "rows => rows.length")
+    assert matches > 5 and _visible_rows(page) == matches and not more.is_visible()
+    page.fill("#gpu-filter", "")
+    assert _visible_rows(page) == 5
+
+
 def _lines(page):
     return {line: (page.locator(f"#{line}").is_visible() and page.locator(f"#{line}").text_content(),
                    page.eval_on_selector(f"#{line}", "n => getComputedStyle(n).color"))
