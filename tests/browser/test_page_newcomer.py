@@ -62,6 +62,21 @@ def test_a_phone_reaches_the_form_past_a_few_gpu_rows_and_can_see_them_all(sized
     assert _visible_rows(page) == 5
 
 
+def test_each_answer_reads_as_a_sentence(sized):
+    page = sized.page
+    show(page, GRPO)
+    boxes = page.eval_on_selector("#answers", """dl => ({width: dl.getBoundingClientRect().width,
+      rows: [...dl.querySelectorAll('dt')].map(dt => [dt.getBoundingClientRect().left,
+        dt.nextElementSibling.getBoundingClientRect().left, dt.nextElementSibling.getBoundingClientRect().width])})""")
+    assert boxes["rows"]
+    for dt_left, dd_left, dd_width in boxes["rows"]:
+        if sized.width < 600:
+            # each name above its sentence, which has the whole width: not one word a line beside the names
+            assert dd_left == pytest.approx(dt_left, abs=1) and dd_width >= 0.95 * boxes["width"]
+        else:
+            assert dd_left > dt_left + 50                     # the names in a column of their own
+
+
 def _lines(page):
     return {line: (page.locator(f"#{line}").is_visible() and page.locator(f"#{line}").text_content(),
                    page.eval_on_selector(f"#{line}", "n => getComputedStyle(n).color"))
