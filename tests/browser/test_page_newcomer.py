@@ -77,6 +77,35 @@ def test_each_answer_reads_as_a_sentence(sized):
             assert dd_left > dt_left + 50                     # the names in a column of their own
 
 
+NUMBERS = r"""(table) => {
+  const broken = [];
+  for (const cell of table.querySelectorAll("td.formula")) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const match of node.data.matchAll(/\d+(?:[,.]\d+)*/g)) {
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const lines = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top)));
+        if (lines.size > 1) broken.push(match[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+
+
+@pytest.mark.parametrize("query", ["", GRPO])
+def test_no_number_in_the_formulas_breaks_across_lines(sized, query):
+    page = sized.page
+    show(page, query)
+    page.wait_for_function("!document.getElementById('formulas').classList.contains('stale')")
+    seen_text(page.locator("#formulas tbody"))
+    assert page.eval_on_selector("#formulas", NUMBERS) == []
+    # and the page itself never scrolls sideways for them
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
 def _lines(page):
     return {line: (page.locator(f"#{line}").is_visible() and page.locator(f"#{line}").text_content(),
                    page.eval_on_selector(f"#{line}", "n => getComputedStyle(n).color"))
