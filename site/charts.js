@@ -37,6 +37,22 @@ function gibSplits(top) {
 
 const tick = (x) => (x >= 1024 && x % 1024 === 0 ? `${x / 1024}K` : numberText(x));
 
+const AXIS_FONT = "10px system-ui, sans-serif";
+const Y_AXIS = 44 + 14;      // the y axis's size and its label's, left of the bars
+let measuring = null;
+
+/** The x axis's labels: each bar's, or on a narrow chart whose labels would run into each other (a phone, and
+ * bars at odd sizes such as 1,156 or 18,496 tokens), every second (third, ...) bar's, the first bar's kept. */
+function tickLabels(u, xs) {
+  const labels = xs.map((x) => tick(x));
+  measuring ??= document.createElement("canvas").getContext("2d");
+  measuring.font = AXIS_FONT;
+  const widest = Math.max(0, ...labels.map((text) => measuring.measureText(text).width));
+  const pitch = Math.max(u.width - Y_AXIS - 8, 1) / Math.max(xs.length, 1);    // the CSS pixels from bar to bar
+  const step = Math.max(1, Math.ceil((widest + 4) / pitch));      // at least 4 pixels between two labels
+  return labels.map((text, i) => (i % step === 0 ? text : ""));
+}
+
 /** What one drawing needs from pycore's chart: stacked sums, the largest that fits, the axis top. */
 function stateOf(chart) {
   // Stacked bars: each series is drawn up to its running sum, the top of the stack first, so each lower
@@ -187,7 +203,7 @@ export function stackedChart(uPlot, holder, chart, unit, table) {
     holder.chart?.destroy();
     holder.replaceChildren();
     holder.dataset.shape = shape;
-    const font = "10px system-ui, sans-serif", labelFont = "11px system-ui, sans-serif";
+    const font = AXIS_FONT, labelFont = "11px system-ui, sans-serif";
     const bars = uPlot.paths.bars({ size: [0.7, 64] });
     const current = () => holder.chartState;
     holder.chart = new uPlot({
@@ -196,7 +212,8 @@ export function stackedChart(uPlot, holder, chart, unit, table) {
       scales: { x: { time: false, range: () => [-0.5, current().chart.x.length - 0.5] },
         y: { range: () => [0, current().top] } },
       axes: [
-        { splits: () => current().chart.x.map((_, i) => i), values: (u, splits) => splits.map((i) => tick(current().chart.x[i])),
+        { splits: () => current().chart.x.map((_, i) => i),
+          values: (u, splits) => tickLabels(u, splits.map((i) => current().chart.x[i])),
           size: 28, label: unit, labelSize: 14, labelFont, font },
         { splits: () => gibSplits(current().top), values: (u, splits) => splits.map((b) => `${+(b / GIB).toFixed(2)}`),
           size: 44, label: "GiB per GPU", labelSize: 14, labelFont, font },

@@ -129,6 +129,35 @@ def test_notes_are_not_drawn_as_warnings(sized):
     assert shown["warnings-line"][1] == "rgb(192, 57, 43)" and shown["notes-line"][1] != shown["warnings-line"][1]
 
 
+def tick_text(x):
+    return f"{x // 1024}K" if x >= 1024 and x % 1024 == 0 else f"{x:,}"
+
+
+# Each x label the axis draws as [left, right] in CSS pixels: uPlot's own labels (axis._values) at its bars.
+TICKS = """(holder) => {
+  const u = holder.chart, measure = document.createElement("canvas").getContext("2d");
+  measure.font = "10px system-ui, sans-serif";
+  return u.axes[0]._values.map((text, i) => [text, u.valToPos(i, "x"), measure.measureText(text).width])
+    .filter(([text]) => text !== "").map(([text, x, w]) => [text, x - w / 2, x + w / 2]);
+}"""
+
+
+@pytest.mark.parametrize("query", [GRPO, TORCHTITAN])
+def test_the_charts_x_labels_never_run_into_each_other(sized, query):
+    page = sized.page
+    show(page, query)
+    charts = json.loads(web.answers(query))["answers"]["charts"]
+    for name in ("batch", "seq"):
+        holder = page.locator(f"#chart-{name}")
+        holder.scroll_into_view_if_needed()
+        page.wait_for_function("(n) => n.chart && n.chart.axes[0]._values", arg=holder.element_handle())
+        ticks = holder.evaluate(TICKS)
+        for (_, _, right), (text, left, _) in zip(ticks, ticks[1:], strict=False):
+            assert right + 2 <= left, (name, text, ticks)
+        assert ticks[0][0] == tick_text(charts[name]["x"][0])     # the first bar's always labelled
+        assert 2 * len(ticks) >= len(charts[name]["x"])         # every second bar's at least
+
+
 def test_the_zero_field_says_the_stage_fsdp_sets(sized):
     page = sized.page
     show(page, TORCHTITAN)
