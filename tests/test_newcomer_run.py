@@ -118,6 +118,7 @@ def test_the_zero_fields_line_is_empty_without_fsdp():
     ("model=qwen2.5-7b&method=grpo&rollout=vllm-colocate&dp=8&zero=3", [("note", "GRPO: batch counts completions")]),
     ("model=qwen2.5-7b&method=distill", [("note", "Distillation: batch counts prompts"),
                                          ("note", "Distillation under autocast: ")]),
+    ("model=qwen2.5-0.5b&method=ppo", [("note", "PPO: batch counts responses")]),
     ("model=qwen3-next-80b-a3b", [("note", "this hybrid's 36 gated DeltaNet")]),
     ("model=qwen2.5-vl-7b-instruct&images=1", [("note", "the images of each sequence add 1,196 tokens")]),
     # what is wrong: a run TRL or vLLM refuses, positions past the model's, a runtime whose overhead is unknown
