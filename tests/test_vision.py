@@ -68,6 +68,15 @@ def test_a_llama_4_image_becomes_the_tokens_its_processor_gives(width, height, t
     assert vision.tower(catalog.architecture("llama-4-scout-17b-16e-instruct")).tokens(width, height) == tokens
 
 
+@pytest.mark.parametrize("width,height,pictures", [(1280, 720, 13), (336, 336, 1)])
+def test_llama_4s_tower_runs_over_every_tile_and_its_class_token(width, height, pictures):
+    # the canvases above: 12 tiles and the global one, or one tile; each 24 x 24 patches of 14 px and the class token
+    # Llama4VisionModel.forward appends (transformers 5.24), 3 x 336² pixels a tile (Llama4ImageProcessor)
+    tower = vision.tower(catalog.architecture("llama-4-scout-17b-16e-instruct"))
+    assert tower.patches(width, height) == pictures * (24 * 24 + 1)
+    assert tower.pixels(width, height) == pictures * 3 * 336 * 336
+
+
 def test_qwen3_5s_tower_is_counted_exactly():
     counts = count_parameters(catalog.architecture("qwen3.5-9b"))
     assert counts.parts["vision"] == COUNTS["vision_counts"]["qwen3.5-9b.json"] == 456_010_480
@@ -113,6 +122,16 @@ def test_lfm2_vls_siglip2_tower_is_counted_exactly():
 ])
 def test_an_lfm2_vl_image_becomes_the_tokens_its_processor_gives(width, height, tokens):
     assert vision.tower(catalog.architecture("lfm2.5-vl-1.6b")).tokens(width, height) == tokens
+
+
+def test_every_lfm2_vl_picture_is_padded_to_max_num_patches():
+    # Lfm2VlImageProcessor._preprocess pads each tile and thumbnail to max(max_image_tokens x 2², (512 / 16)²) = 1,024
+    # patches of 3 x 16² values (pad_along_first_dim, transformers 5.24); validation/lfm2_image_tokens.py: 1280x720 is
+    # two 512² tiles and a 384 x 672 thumbnail, 256x256 one 256² picture
+    tower = vision.tower(catalog.architecture("lfm2.5-vl-1.6b"))
+    assert tower.tile_shapes(1280, 720) == [(32, 32), (32, 32), (24, 42)] and tower.tile_shapes(256, 256) == [(16, 16)]
+    assert tower.patches(1280, 720) == 3 * 1024 and tower.patches(256, 256) == 1024
+    assert tower.pixels(1280, 720) == 3 * 1024 * 3 * 16 * 16
 
 
 def test_an_lfm2_vl_config_with_other_processor_settings_is_refused_by_name():

@@ -1,5 +1,6 @@
 """Vision-language training with images against validation/measure_vl.py's measured steps
-(validation/measured_vl.json: small Qwen2.5-VL and Gemma 3 configs, transformers 5.24, real tensors, MemTracker),
+(validation/measured_vl.json: small Qwen2.5-VL, Qwen3.5, Gemma 3, Llama 4 and LFM2-VL configs, transformers 5.24, real
+tensors, MemTracker),
 and the vision tower's saved tensors (pycore/memory/vision_activations.py) against what autograd saved."""
 
 import statistics
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pycore import estimate
+from pycore.model import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "validation"))
@@ -44,10 +46,25 @@ def test_a_frozen_tower_keeps_nothing_and_full_recompute_keeps_each_blocks_input
     assert 4784 * 32 * 1280 * 2 < checkpointed < full / 5
 
 
-def test_other_towers_are_said_to_be_left_out():
-    result = estimate({"model": "llama-4-scout-17b-16e-instruct", "seq": "512", "images": "1", "tp": "8"})
-    assert "vision_activations" not in result.components
-    assert any("saved activations are not modelled for this tower yet" in w for w in result.warnings)
+@pytest.mark.parametrize("model", ["llama-4-scout-17b-16e-instruct", "lfm2.5-vl-1.6b"])
+def test_llama_4s_and_lfm2_vls_towers_are_counted_with_their_pixels(model):
+    result = estimate({"model": model, "seq": "512", "images": "1", "ep": "1"})
+    assert result.components["vision_activations"] > 0 and result.components["image_inputs"] > 0
+    assert not any("not modelled for this tower" in w for w in result.warnings)
+    # a frozen tower keeps nothing, and the pixels are still held
+    lora = estimate({"model": model, "seq": "512", "images": "1", "method": "lora"}).components
+    assert "vision_activations" not in lora and lora["image_inputs"] == result.components["image_inputs"]
+
+
+def test_an_lfm2_vl_picture_padded_to_max_num_patches_keeps_its_padding_mask_in_every_block():
+    # 256x256 and 512x512 are both one picture of 1,024 patches after padding (tests/test_vision.py); only the first is
+    # padded, so SDPA's additive mask (1,024 x 1,024 in bf16, made at each call: aten's convert_boolean_attn_mask) is
+    # kept by each of the tower's blocks (validation/measured_vl.json, lfm2_vl 256x256 against 512x512)
+    base = {"model": "lfm2.5-vl-1.6b", "seq": "512", "images": "1", "precision": "bf16"}
+    padded = estimate({**base, "image_size": "256x256"}).components["vision_activations"]
+    whole = estimate({**base, "image_size": "512x512"}).components["vision_activations"]
+    layers = catalog.architecture("lfm2.5-vl-1.6b").vision_layers
+    assert padded - whole == 1024 * 1024 * 2 * layers
 
 
 def test_a_chunked_scan_counts_its_sequence_padded_to_whole_chunks():

@@ -469,17 +469,22 @@ def vl_section():
     record, cases = vl_rows()
     mib = 2 ** 20
     errors = [abs(r["error"]) for r in cases]
-    towers = [abs(e - m) / m for m, e in (r["tower"] for r in cases)]
+    towers = [abs(e - m) / m for m, e in (r["tower"] for r in cases) if m]      # a LoRA case's frozen tower keeps 0
     lines = ["", "## Vision-language training with images", "",
-             "`validation/measure_vl.py` trains small Qwen2.5-VL and Gemma 3 configs (a 2-layer text decoder; a",
-             "4-block vision tower, and a 2-block tower twice as wide, -w) on sequences whose image placeholders",
-             "the family's processor would write, real tensors, one warm-up step then one recorded AdamW step. The",
-             "vision tower's saved tensors are counted per patch by pycore/memory/vision_activations.py (the",
-             "decoder's layer terms over the block's shape, with the differences read off the saved tensors at the",
-             f"narrow width): the tower's saved bytes within {100 * statistics.median(towers):.1f}% median,",
+             "`validation/measure_vl.py` trains small Qwen2.5-VL, Qwen3.5, Gemma 3, Llama 4 and LFM2-VL configs (a",
+             "2-layer text decoder; a 4-block vision tower, and a 2-block tower twice as wide, -w) on sequences whose",
+             "image placeholders the family's processor would write (Llama 4's tiles and global tile, LFM2-VL's tiles",
+             "and thumbnail, each padded to 1,024 patches), real tensors, one warm-up step then one recorded AdamW",
+             "step; `lora` cases put PEFT's adapters on the decoder's q and v only, the tower frozen. The vision",
+             "tower's saved tensors are counted per patch by pycore/memory/vision_activations.py (the decoder's layer",
+             "terms over the block's shape, with the differences read off the saved tensors at the narrow width),",
+             "and the pixel values the step holds by pycore/model/vision.py:",
+             f"the tower's saved bytes within {100 * statistics.median(towers):.1f}% median,",
              f"{100 * max(towers):.1f}% worst (autocast's weight copies, constants the CPU measurement counts with",
              f"them, are not per patch); the step's peak {100 * statistics.median(errors):.1f}% median, "
              f"{100 * max(errors):.1f}% worst.",
+             "Not here: LoRA over LFM2-VL (its decoder's short-convolution layers keep less with frozen weights than",
+             "pycore counts: +13.5% on lfm2_vl bf16 b1 text64 1x1280x720, left out of measure_vl.py's CASES).",
              f"Torch {record['torch']}, transformers {record['transformers']}.", "",
              "| case | measured MiB | estimate MiB | error | tower saved: measured / estimated MiB |",
              "|---|---:|---:|---:|---|"]

@@ -1,4 +1,4 @@
-"""Measure training steps of small vision-language models with images: Qwen2.5-VL, Qwen3.5 and Gemma 3 (SigLIP).
+"""Measure training steps of small vision-language models with images: Qwen2.5-VL, Qwen3.5, Gemma 3, Llama 4, LFM2-VL.
 
 Dev-only: needs torch and transformers (never dependencies of pycore). Each case builds a small config that keeps
 its family's structure (a 2-layer text decoder, a 4-block vision tower; Qwen2.5-VL's window attention with one
@@ -11,7 +11,17 @@ left out, each rounded to 512 bytes), per patch and block, at two image sizes.
 The image tokens follow pycore/model/vision.py (which tests/test_vision.py checks against transformers' own
 processors): Qwen2.5-VL's smart_resize grid (an image of W x H pixels is (H/14) x (W/14) patches, one token per
 2 x 2; Qwen3.5's the same with 16-pixel patches), Gemma 3's mm_tokens_per_image for any size. Qwen3.5's M-RoPE
-reads mm_token_type_ids, which its processor returns with the ids (1 on image tokens).
+reads mm_token_type_ids, which its processor returns with the ids (1 on image tokens). Llama 4: each tile of
+get_best_fit's canvas and, when there are several, the global tile, as 3 x image_size² pixels; LFM2-VL: each tile and
+the thumbnail (or the image resized whole) patchified and padded to max_num_patches with its pixel_attention_mask and
+spatial_shapes, as Lfm2VlImageProcessor returns them (pycore/model/vision.py VisionTower.tile_shapes: both processors
+need torchvision, which has no build for this CPU torch). Their sequences hold pycore's image tokens: the placeholders
+and the start, end, separators or markers around them. The pixel values are passed in the weights' dtype, as the
+model cards' examples do (``processor(...).to(model.device, torch.bfloat16)``). A ``lora`` case puts PEFT's adapters
+on the text decoder's q_proj and v_proj only, the tower frozen.
+
+Left out of CASES: ("lfm2_vl", "bf16", 1, 64, 1, 1280, 720, "lora") measured 33.40 MiB against pycore's 37.91 (+13.5%):
+with frozen weights LFM2's short-convolution layers keep less than pycore counts (a decoder matter, not the tower's).
 
 Usage:
     /tmp/hf/bin/python validation/measure_vl.py              # all cases -> validation/measured_vl.json
@@ -78,14 +88,45 @@ QWEN3_5 = {
                       "num_position_embeddings": 256, "out_hidden_size": 256, "in_channels": 3,
                       "deepstack_visual_indexes": [], "hidden_act": "gelu_pytorch_tanh"},
 }
-FAMILIES = {"qwen2_5_vl": QWEN_VL, "gemma3": GEMMA3, "qwen3_5": QWEN3_5,
+LLAMA4 = {
+    "model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"], "image_token_index": IMAGE,
+    "boi_token_index": START, "eoi_token_index": END, "tie_word_embeddings": False,
+    "text_config": {"model_type": "llama4_text", "vocab_size": 1000, "hidden_size": 256, "intermediate_size": 512,
+                    "intermediate_size_mlp": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+                    "num_key_value_heads": 2, "head_dim": 64, "num_local_experts": 2, "num_experts_per_tok": 1,
+                    "moe_layers": [], "attention_chunk_size": 8192, "max_position_embeddings": 4096,
+                    "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "tie_word_embeddings": False},
+    # intermediate_size is both the blocks' MLP width and the pixel shuffle's output (4 x hidden), as in Llama 4
+    "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 128, "intermediate_size": 512,
+                      "num_hidden_layers": 4, "num_attention_heads": 4, "image_size": 224, "patch_size": 14,
+                      "vision_output_dim": 256, "projector_input_dim": 256, "projector_output_dim": 256,
+                      "pixel_shuffle_ratio": 0.5, "rope_parameters": {"rope_type": "default", "rope_theta": 10000}},
+}
+LFM2_VL = {
+    "model_type": "lfm2_vl", "architectures": ["Lfm2VlForConditionalGeneration"], "image_token_id": IMAGE,
+    "projector_hidden_size": 256, "downsample_factor": 2, "projector_use_layernorm": True, "tie_word_embeddings": False,
+    "text_config": {"model_type": "lfm2", "vocab_size": 1000, "hidden_size": 256, "intermediate_size": 768,
+                    "num_hidden_layers": 2, "layer_types": ["full_attention", "conv"], "num_attention_heads": 4,
+                    "num_key_value_heads": 2, "max_position_embeddings": 4096, "conv_L_cache": 3,
+                    "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "tie_word_embeddings": False},
+    "vision_config": {"model_type": "siglip2_vision_model", "hidden_size": 128, "intermediate_size": 256,
+                      "num_hidden_layers": 4, "num_attention_heads": 4, "patch_size": 16, "num_patches": 256,
+                      "vision_use_head": False},
+}
+FAMILIES = {"qwen2_5_vl": QWEN_VL, "gemma3": GEMMA3, "qwen3_5": QWEN3_5, "llama4": LLAMA4, "lfm2_vl": LFM2_VL,
             # a wider, shallower tower of each: the per-patch terms checked at a second width
             "qwen2_5_vl-w": {**QWEN_VL, "vision_config": {**QWEN_VL["vision_config"], "depth": 2, "hidden_size": 256,
                                                            "intermediate_size": 640, "num_heads": 8,
                                                            "fullatt_block_indexes": [1]}},
             "gemma3-w": {**GEMMA3, "vision_config": {**GEMMA3["vision_config"], "num_hidden_layers": 2,
                                                       "hidden_size": 256, "intermediate_size": 640,
-                                                      "num_attention_heads": 8}}}
+                                                      "num_attention_heads": 8}},
+            "llama4-w": {**LLAMA4, "vision_config": {**LLAMA4["vision_config"], "num_hidden_layers": 2,
+                                                      "hidden_size": 256, "intermediate_size": 1024,
+                                                      "num_attention_heads": 8}},
+            "lfm2_vl-w": {**LFM2_VL, "vision_config": {**LFM2_VL["vision_config"], "num_hidden_layers": 2,
+                                                        "hidden_size": 256, "intermediate_size": 640,
+                                                        "num_attention_heads": 8}}}
 # (family, precision, batch, text tokens, images a sequence, image width, height)
 CASES = [
     ("qwen2_5_vl", "bf16", 1, 128, 1, 224, 224), ("qwen2_5_vl", "bf16", 2, 128, 1, 448, 336),
@@ -97,11 +138,20 @@ CASES = [
     ("qwen3_5", "fp32", 1, 64, 2, 320, 320), ("qwen3_5", "amp-bf16", 1, 128, 1, 448, 320),
     ("qwen2_5_vl-w", "bf16", 1, 128, 1, 448, 336), ("qwen2_5_vl-w", "amp-bf16", 1, 128, 1, 448, 336),
     ("gemma3-w", "bf16", 2, 128, 1, 224, 224), ("gemma3-w", "fp32", 1, 128, 2, 224, 224),
+    ("llama4", "bf16", 1, 128, 1, 224, 224), ("llama4", "bf16", 1, 64, 1, 448, 224),
+    ("llama4", "fp32", 2, 64, 1, 224, 224), ("llama4", "amp-bf16", 1, 64, 1, 448, 224),
+    ("llama4", "bf16", 1, 64, 1, 448, 224, "lora"),
+    ("lfm2_vl", "bf16", 1, 128, 1, 256, 256), ("lfm2_vl", "bf16", 1, 64, 1, 1280, 720),
+    ("lfm2_vl", "bf16", 2, 64, 1, 512, 512), ("lfm2_vl", "fp32", 2, 64, 1, 640, 480),
+    ("lfm2_vl", "amp-bf16", 1, 64, 1, 1280, 720),
+    ("llama4-w", "bf16", 1, 64, 1, 448, 224), ("llama4-w", "fp32", 1, 128, 1, 224, 224),
+    ("lfm2_vl-w", "bf16", 1, 128, 1, 256, 256), ("lfm2_vl-w", "amp-bf16", 1, 64, 1, 1280, 720),
 ]
 
 
-def label_of(family, precision, batch, text, images, width, height):
-    return f"{family} {precision} b{batch} text{text} {images}x{width}x{height}"
+def label_of(family, precision, batch, text, images, width, height, method="full"):
+    return f"{family} {precision} b{batch} text{text} {images}x{width}x{height}" + ("" if method == "full" else
+                                                                                     f" {method}")
 
 
 def image_inputs(family, config, images, width, height):
@@ -109,6 +159,8 @@ def image_inputs(family, config, images, width, height):
     if family.startswith("gemma3"):
         side = config["vision_config"]["image_size"]
         return {"pixel_values": torch.randn(images, 3, side, side)}, config["mm_tokens_per_image"]
+    if family.startswith(("llama4", "lfm2_vl")):
+        return tiled_inputs(family, config, images, width, height)
     vision = config["vision_config"]
     patch, merge, frames = vision["patch_size"], vision["spatial_merge_size"], vision["temporal_patch_size"]
     rows, columns = height // patch, width // patch
@@ -117,10 +169,44 @@ def image_inputs(family, config, images, width, height):
     return {"pixel_values": pixels, "image_grid_thw": grid}, rows * columns // (merge * merge)
 
 
+def seeing(config):
+    """pycore's VisionTower of a config: the processors' arithmetic, which tests/test_vision.py checks against
+    transformers' own (Llama4ImageProcessor's get_best_fit; Lfm2VlImageProcessor's resize-or-tile, by
+    validation/lfm2_image_tokens.py, as its module needs torchvision)."""
+    from pycore.model import hf_config, vision
+    return vision.tower(hf_config.architecture_from_dict(json.loads(json.dumps(config))))
+
+
+def tiled_inputs(family, config, images, width, height):
+    """Llama 4: every tile (and the global tile of a tiled image) a 3 x image_size² picture, image_size²/patch²/4
+    placeholders each. LFM2-VL: every tile (and the thumbnail) as Lfm2VlImageProcessor returns it, patchified and
+    padded to max_num_patches (the larger of max_image_tokens x 4 and a tile's patches) with its pixel_attention_mask
+    and spatial_shapes, (rows / 2) x (columns / 2) placeholders each."""
+    tower = seeing(config)
+    shapes = tower.tile_shapes(width, height)           # (rows, columns) of patches per tile, thumbnail last
+    if family.startswith("llama4"):
+        side = config["vision_config"]["image_size"]
+        per = len(shapes)
+        return {"pixel_values": torch.randn(images * per, 3, side, side)}, per * shapes[0][0] * shapes[0][1] // 4
+    longest, patch = tower.padded_patches(), tower.patch
+    pixels = torch.zeros(images * len(shapes), longest, 3 * patch * patch)
+    mask = torch.zeros(images * len(shapes), longest, dtype=torch.long)
+    for i, (rows, columns) in enumerate(shapes * images):
+        pixels[i, :rows * columns] = torch.randn(rows * columns, 3 * patch * patch)
+        mask[i, :rows * columns] = 1
+    spatial = torch.tensor(shapes * images)
+    tokens = sum(rows // 2 * (columns // 2) for rows, columns in shapes)
+    return {"pixel_values": pixels, "pixel_attention_mask": mask, "spatial_shapes": spatial}, tokens
+
+
 def make_batch(family, config, batch, text, images, width, height):
     """Token ids with each image's placeholders after a start token, the image inputs for every sequence."""
     pictures, per_image = image_inputs(family, config, images * batch, width, height)
     image_part = [START, *[IMAGE] * per_image, END]
+    if family.startswith(("llama4", "lfm2_vl")):
+        # the processor's start, end, tile separators or markers, the global tile's <|image|> or the thumbnail's
+        # around the placeholders: pycore/model/vision.py's tokens, which include them
+        image_part = [START, *[IMAGE] * per_image, *[996] * (seeing(config).tokens(width, height) - per_image - 2), END]
     rows = [torch.cat([torch.tensor(image_part * images), torch.randint(0, 990, (text,))]) for _ in range(batch)]
     ids = torch.stack(rows)
     labels = ids.clone()
@@ -134,11 +220,21 @@ def make_batch(family, config, batch, text, images, width, height):
 
 
 def build(family, precision):
+    if family.startswith("llama4"):
+        # transformers 5.24's Llama4ForConditionalGeneration.forward reads outputs.image_outputs off its text model's
+        # MoeCausalLMOutputWithPast, which has no such field (an AttributeError with return_dict): read it as None
+        from transformers.modeling_outputs import MoeCausalLMOutputWithPast
+        MoeCausalLMOutputWithPast.image_outputs = None
     config = transformers.AutoConfig.for_model(**FAMILIES[family])
     torch.manual_seed(0)
     model = transformers.AutoModelForImageTextToText.from_config(config, attn_implementation="sdpa")
     dtype = torch.float32 if precision in ("fp32", "amp-bf16") else torch.bfloat16
-    return model.to(dtype), dtype
+    model = model.to(dtype)
+    if family.startswith("llama4"):
+        # .to(bfloat16) casts the complex rotary table to real; from_pretrained(dtype=...) keeps it complex64
+        rotary = model.vision_model.rotary_embedding
+        rotary.freqs_ci = rotary._compute_freqs_ci(config.vision_config)
+    return model, dtype
 
 
 def tower_saved(model, pictures, dtype, amp):
@@ -152,26 +248,46 @@ def tower_saved(model, pictures, dtype, amp):
         if key not in params and key != pixels.untyped_storage().data_ptr():
             storages[key] = tensor.untyped_storage().nbytes()
         return tensor
-    inner = model.model
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
             torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp), cuda_autocast(amp):
         if "image_grid_thw" in pictures:
-            inner.get_image_features(pixels, pictures["image_grid_thw"])
+            model.model.get_image_features(pixels, pictures["image_grid_thw"])
+        elif "spatial_shapes" in pictures:
+            model.model.get_image_features(pixels, pictures["spatial_shapes"], pictures["pixel_attention_mask"])
+        elif hasattr(model, "vision_model"):            # Llama 4: the projector runs in forward, on the flat features
+            features = model.vision_model(pixels).last_hidden_state
+            model.multi_modal_projector(features.view(-1, features.size(-1)))
         else:
-            inner.get_image_features(pixels)
+            model.model.get_image_features(pixels)
     return sum(-(-n // 512) * 512 for n in storages.values())
 
 
-def run_case(family, precision, batch, text, images, width, height):
+def with_lora(model):
+    """PEFT's LoRA (r 16, alpha 32, PEFT's fp32 adapters) on the text decoder's q and v projections only: the module
+    names q_proj and v_proj alone would match the vision tower's attention too (Llama 4's, SigLIP2's), which pycore's
+    method=lora takes as frozen."""
+    from peft import LoraConfig, get_peft_model
+    config = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0,
+                        target_modules=r".*language_model.*\.(q_proj|v_proj)")
+    return get_peft_model(model, config)
+
+
+def run_case(family, precision, batch, text, images, width, height, method="full"):
     model, dtype = build(family, precision)
     model.train()
     inputs, per_image = make_batch(family, FAMILIES[family], batch, text, images, width, height)
     inputs = {k: (v.to(dtype) if k == "pixel_values" else v) for k, v in inputs.items()}
     amp = precision.startswith("amp-")
-    optimizer = measure.make_optimizer([p for p in model.parameters()], "adamw")
+    base, params = model, sum(p.numel() for p in model.parameters())      # without the adapters, as pycore counts
+    if method == "lora":
+        model = with_lora(model)
+    optimizer = measure.make_optimizer([p for p in model.parameters() if p.requires_grad], "adamw")
     with cuda_autocast(amp):
         measure.train_step(model, inputs, optimizer, precision, None)      # warm-up: the optimizer state
     tracker = MemTracker()
+    if method == "lora":        # as measure_dpo.py: frozen parameters take no gradient hooks
+        track = tracker._track_module_params_and_buffers
+        tracker._track_module_params_and_buffers = lambda module, install_grad_hooks=True: track(module, False)
     tracker.track_external(model, optimizer, *inputs.values())
     started = time.time()
     with tracker, cuda_autocast(amp):
@@ -179,12 +295,16 @@ def run_case(family, precision, batch, text, images, width, height):
     peak = tracker.get_tracker_snapshot("peak")
     device = next(iter(peak))
     breakdown = {str(k).split(".")[-1].capitalize(): v for k, v in peak[device].items() if str(k) != "Total"}
-    saved = tower_saved(model, {k: inputs[k] for k in ("pixel_values", "image_grid_thw") if k in inputs}, dtype, amp)
-    config = json.loads(model.config.to_json_string())
-    return {"label": label_of(family, precision, batch, text, images, width, height), "family": family,
-            "inputs": {"mode": "train", "precision": precision, "batch": str(batch), "seq": str(text + 2 * images),
-                       "images": str(images), "image_size": f"{width}x{height}", "optimizer_impl": "foreach"},
-            "config_json": config, "image_tokens": per_image, "params": sum(p.numel() for p in model.parameters()),
+    pictures = ("pixel_values", "image_grid_thw", "spatial_shapes", "pixel_attention_mask")
+    saved = tower_saved(base, {k: inputs[k] for k in pictures if k in inputs}, dtype, amp)
+    config = json.loads(base.config.to_json_string())
+    tiled = family.startswith(("llama4", "lfm2_vl"))        # pycore's image tokens include the start and end
+    lora = {"method": "lora", "lora_rank": "16", "lora_targets": "qv", "lora_dtype": "fp32"} if method == "lora" else {}
+    return {"label": label_of(family, precision, batch, text, images, width, height, method), "family": family,
+            "inputs": {"mode": "train", "precision": precision, "batch": str(batch),
+                       "seq": str(text + (0 if tiled else 2 * images)), "images": str(images),
+                       "image_size": f"{width}x{height}", "optimizer_impl": "foreach", **lora},
+            "config_json": config, "image_tokens": per_image, "params": params,
             "peak_bytes": peak[device]["Total"], "peak_breakdown": breakdown, "tower_saved": saved,
             "seconds": round(time.time() - started, 1)}
 

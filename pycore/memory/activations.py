@@ -220,7 +220,9 @@ def layer_terms(arch: "Architecture", policy: "Policy", attention: str, recomput
     amp = policy.autocast
     if recompute == "op":
         return op_terms(arch, e, attention)
-    if any(m in STATEFUL or m == "-" for m in arch.layer_pattern) or "-" in arch.mlp_pattern:
+    # layers that differ: a hybrid's mixers, MLP-less blocks, an MoE's dense layers (Llama 4's moe_layers)
+    if any(m in STATEFUL or m == "-" for m in arch.layer_pattern) or "-" in arch.mlp_pattern or \
+            (arch.experts and "D" in arch.mlp_pattern):
         return _mixed_layer_terms(arch, e, amp, attention, recompute, seq, fused)
     terms = _norm_terms(arch, e, amp, 3 if arch.norm == "rmsnorm" else 1, "attention norm", "qkv")
     terms += _attention_terms(arch, e, amp, attention, recompute, seq)

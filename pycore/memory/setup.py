@@ -47,6 +47,8 @@ class Workload:
     scan_kernels: str = "reference"     # a hybrid's scan layers: reference torch kernels or fused ones
     max_num_seqs: int = 0       # vLLM max_num_seqs (0: vLLM's default for the GPU)
     max_model_len: int = 0      # vLLM max_model_len (0: seq + new_tokens)
+    images: int = 0             # images a sequence holds, and their size: what the vision tower runs over
+    image_size: "tuple[int, int]" = (0, 0)  # (width, height) in pixels (pycore.memory.vision_activations)
 
     @property
     def training(self) -> bool:
@@ -403,6 +405,8 @@ def resolve(values: "Values") -> Setup:
                         values["loss_chunks"], values.get("engine", "hf"), values.get("gpu_util", 0.9),
                         values.get("max_batched_tokens", 8192), image_tokens, values.get("speculative") or "none",
                         values.get("scan_kernels") or "reference", values.get("max_num_seqs") or 0)
+    if image_tokens:
+        workload = replace(workload, images=int(values["images"]), image_size=image_size(values))
     finetune = FineTune(values["method"] if mode == "train" else "full", values["lora_rank"],
                         values["lora_targets"], values["lora_dtype"], recipe, reference,
                         values.get("lora_dropout") or 0.0, values["seq"] + image_tokens if completion else 0, completion,

@@ -18,10 +18,25 @@ square of the patches), and what the family's code does differently, read off th
   pooled token the projector's RMSNorm in fp32 and the projection's input, and under autocast the patch Conv2d's
   16-bit copy of the pixels (3·p²·e).
 
+- Llama 4 (``Llama4VisionEncoderLayer``): SigLIP's block (o_proj reads SDPA's output; autocast's three casts); the
+  2D rotary multiplies fp32 complex copies of q and k by the complex64 table, which is all that product keeps (a
+  buffer, once). The blocks run over each tile's patches and its class token. Once a tower: the unfolded pixels the
+  patch linear keeps (3·p²·e), layernorm_pre and layernorm_post, and per merged token the pixel-shuffle MLP's fc1
+  input (merge²·h), two GELUs' inputs, fc2's input and the projector's input (4·projector, GELU exact, dropout 0).
+- LFM2-VL (``Siglip2EncoderLayer``): SigLIP's block over every picture padded to max_num_patches (1,024 at the
+  processor's defaults), with the padding mask SDPA turns from bool into an additive mask of the query's dtype at
+  each call and keeps (e·s² a picture a block, when any picture of the batch is padded: aten's
+  convert_boolean_attn_mask runs before the backend is chosen, CUDA's efficient attention keeps it as its bias).
+  Once a tower: the position table's interpolation weights (fp32 unless autocast casts them, num_patches a patch),
+  the post-LayerNorm, the int64 gather of the unshuffled grid, and per merged token the projector's LayerNorm,
+  linear_1's and linear_2's inputs and GELU's, and under autocast the patch linear's 16-bit copy of the pixels.
+
 The tower is trained with the model in a full fine-tune (the Trainer's default: every parameter requires a
-gradient); with adapters (LoRA, QLoRA) it is taken as frozen, which keeps nothing. Under full recompute (transformers'
-gradient_checkpointing_enable checkpoints the vision blocks too) each block keeps its input. Llama 4's and LFM2-VL's
-towers are not measured: their activations are said to be left out.
+gradient); with adapters (LoRA, QLoRA) it is taken as frozen, which keeps nothing (measured for Llama 4 and LFM2-VL
+with adapters on the decoder's q and v only: PEFT's name-based target_modules would also match the towers'
+q_proj and v_proj). Under full recompute (transformers' gradient_checkpointing_enable checkpoints the vision blocks
+too) each block keeps its input. The pixel values themselves (pixel_values, in the weights' dtype) are held through
+the step, the tower frozen or not.
 """
 
 from typing import TYPE_CHECKING
@@ -29,13 +44,14 @@ from typing import TYPE_CHECKING
 from pycore.base.expr import sym
 from pycore.memory.activations import _norm_terms, layer_terms
 from pycore.memory.pools import Pool, make
+from pycore.model import vision
 from pycore.model.architecture import Architecture
 
 if TYPE_CHECKING:
     from pycore.memory.parallel import Stage
     from pycore.memory.setup import Setup
 
-MEASURED = ("qwen2_5_vl", "qwen3_vl", "siglip")     # the towers validation/measure_vl.py measures
+MEASURED = ("qwen2_5_vl", "qwen3_vl", "siglip", "llama4", "siglip2")    # the towers validation/measure_vl.py measures
 SOURCE = "vision tower blocks as pycore.memory.activations.layer_terms (flash) with the family's differences, " \
          "pycore/memory/vision_activations.py; checked in docs/validation.md (validation/measure_vl.py)"
 
@@ -60,6 +76,24 @@ def _qwen_rest(arch: Architecture, block: Architecture, e: float, amp: bool) -> 
     return 2 * 4 * h / block.heads + placed + norm + 3 * e * h
 
 
+def _llama4_rest(arch: Architecture, norm: float, e: float) -> float:
+    """Once a Llama 4 tower, per patch: the unfolded pixels, layernorm_pre and layernorm_post, and per merged token
+    the pixel-shuffle MLP's fc1 input (merge² patches of h), GELU, fc2, GELU and the projector's inputs."""
+    h, merge, p = arch.vision_hidden, arch.vision_merge * arch.vision_merge, arch.vision_projector
+    return 3 * arch.vision_patch ** 2 * e + 2 * norm + e * h + 4 * e * p / merge
+
+
+def _lfm2_rest(arch: Architecture, norm: float, e: float, amp: bool) -> float:
+    """Once an LFM2-VL tower, per (padded) patch: the interpolation weights of the positions, the post-LayerNorm, the
+    gather's int64 index, and per merged token the projector's LayerNorm (input, mean and rstd), linear_1's input,
+    GELU's and linear_2's (projector_hidden_size each) and the kept-token mask; under autocast the pixels' cast."""
+    h, merge, p = arch.vision_hidden, arch.vision_merge * arch.vision_merge, arch.vision_projector
+    positions = (2 if amp else 4) * arch.vision_positions
+    projector = ((4 if amp else e) * h + 8 / merge if arch.vision_projector_norm else 0) + e * h + (2 * e * p + 1) / merge
+    pixels = 3 * arch.vision_patch ** 2 * 2 if amp else 0
+    return positions + norm + 8 + projector + pixels
+
+
 def per_patch(setup: "Setup") -> "tuple[float, float]":
     """(bytes one block saves per patch, bytes the rest of the tower saves per patch)."""
     arch, policy = setup.arch, setup.policy
@@ -70,33 +104,73 @@ def per_patch(setup: "Setup") -> "tuple[float, float]":
     if arch.vision_family in ("qwen2_5_vl", "qwen3_vl"):
         if not full:
             saved += 2 * e * h                                      # the fused qkv output v keeps alive
-        rest = _qwen_rest(arch, block, e, amp)
-    else:
-        if not full:
-            saved -= e * h                                          # o_proj reads SDPA's output itself
-            saved += 2 * e * h if amp else 0                        # q, k and v_proj cast the fp32 norm each
-        norm = sum(t.bytes_per_token for t in _norm_terms(block, e, amp, 0, "post-LayerNorm"))
-        pixels = 3 * arch.vision_patch ** 2 * e if amp else 0       # the patch Conv2d's cast of the pixels
-        rest = 8 + norm + e * h + (4 * h + 4 + 4 * h + e * h) / merge + pixels
-    return saved, rest
+        return saved, _qwen_rest(arch, block, e, amp)
+    if not full:
+        saved -= e * h                                              # o_proj reads SDPA's output itself
+        saved += 2 * e * h if amp else 0                            # q, k and v_proj cast the fp32 norm each
+        saved += e * _padding_mask(setup)                           # LFM2-VL: the additive mask, a row a patch
+    norm = sum(t.bytes_per_token for t in _norm_terms(block, e, amp, 0, "post-LayerNorm"))
+    if arch.vision_family == "llama4":
+        return saved, _llama4_rest(arch, norm, e)
+    if arch.vision_family == "siglip2":
+        return saved, _lfm2_rest(arch, norm, e, amp)
+    pixels = 3 * arch.vision_patch ** 2 * e if amp else 0           # the patch Conv2d's cast of the pixels
+    return saved, 8 + norm + e * h + (4 * h + 4 + 4 * h + e * h) / merge + pixels
+
+
+def _padding_mask(setup: "Setup") -> int:
+    """LFM2-VL: the row of the s × s additive mask each padded patch has in each block (s = max_num_patches), when a
+    picture of the image is padded; 0 for every other tower."""
+    seeing, work = vision.tower(setup.arch), setup.workload
+    if setup.arch.vision_family != "siglip2" or not seeing:
+        return 0
+    longest = seeing.padded_patches()
+    padded = any(rows * columns < longest for rows, columns in seeing.tile_shapes(*work.image_size))
+    return longest if padded else 0
+
+
+def patches(setup: "Setup") -> int:
+    """Positions the tower runs over for one micro-batch (pycore/model/vision.py VisionTower.patches)."""
+    seeing, work = vision.tower(setup.arch), setup.workload
+    if not seeing or not work.images:
+        return 0
+    return work.batch * work.images * seeing.patches(*work.image_size)
+
+
+def _pixel_values(setup: "Setup", moments: "tuple[str, ...]") -> "list[Pool]":
+    """The micro-batch's pixel_values, held by the caller through the step (the Trainer's inputs), in the weights'
+    dtype as the model cards' examples pass them (``processor(...).to(model.device, torch.bfloat16)``)."""
+    seeing, work = vision.tower(setup.arch), setup.workload
+    if not seeing or not work.images:
+        return []
+    e = 4 if setup.policy.bytes("weight") >= 4 else 2
+    values = work.batch * work.images * seeing.pixels(*work.image_size)
+    q = sym("e", e) * sym("X", values)
+    held = moments + tuple(m for m in ("backward end", "optimizer step") if m not in moments)
+    return [make("image_inputs", "Image inputs (pixel_values)", q, held, "pycore/model/vision.py VisionTower.pixels; "
+                 "checked in docs/validation.md (validation/measure_vl.py)",
+                 "e = bytes a value (the weights' dtype); X = pixel values of the micro-batch's images (each "
+                 "processed picture's channels × pixels, LFM2-VL's padded to max_num_patches)")]
 
 
 def pools(setup: "Setup", stage: "Stage", moments: "tuple[str, ...]") -> "list[Pool]":
-    """The tower's saved activations for one micro-batch, on the stage that holds the embedding; none when the
-    model has no measured tower, no images are given, or the tower is frozen."""
+    """The tower's saved activations and the pixel values for one micro-batch, on the stage that holds the embedding;
+    no activations when the model has no measured tower, no images are given, or the tower is frozen."""
     arch, work = setup.arch, setup.workload
-    if not (work.training and work.image_tokens and stage.has_embedding and arch.vision_family in MEASURED) or \
-            setup.finetune.adapters:
+    if not (work.training and work.image_tokens and stage.has_embedding):
         return []
+    inputs = _pixel_values(setup, moments)
+    if arch.vision_family not in MEASURED or setup.finetune.adapters:
+        return inputs
     block, rest = per_patch(setup)
-    patches = work.batch * work.image_tokens * arch.vision_merge * arch.vision_merge
-    q = (sym("v", block) * sym("Lv", arch.vision_layers) + sym("r", rest)) * sym("P", patches) * \
+    q = (sym("v", block) * sym("Lv", arch.vision_layers) + sym("r", rest)) * sym("P", patches(setup)) * \
         sym("m", stage.in_flight)
     return [make("vision_activations", "Vision tower activations (saved for backward)", q, moments, SOURCE,
                  "v = bytes one vision block saves per patch; Lv = vision blocks; r = the tower's other saved bytes "
                  "per patch (embeddings, merger or projector); P = image patches of the micro-batch "
-                 "(image tokens × merge²); m = micro-batches in flight (1F1B)" +
-                 ("; full recompute keeps each block's input" if work.recompute == "full" else ""))]
+                 "(each tile's with Llama 4's class token, each picture's padded to max_num_patches for LFM2-VL); "
+                 "m = micro-batches in flight (1F1B)" +
+                 ("; full recompute keeps each block's input" if work.recompute == "full" else ""))] + inputs
 
 
 def note(setup: "Setup") -> str:
@@ -108,6 +182,6 @@ def note(setup: "Setup") -> str:
     if setup.finetune.adapters:
         return "the vision tower is taken as frozen, without adapters, so it keeps nothing for backward"
     if arch.vision_family not in MEASURED:
-        return "the vision tower's saved activations are not modelled for this tower yet (Qwen2.5-VL's, Qwen3.5's " \
-            "and Gemma 3's are, measured by validation/measure_vl.py)"
+        return "the vision tower's saved activations are not modelled for this tower yet (Qwen2.5-VL's, Qwen3.5's, " \
+            "Gemma 3's, Llama 4's and LFM2-VL's are, measured by validation/measure_vl.py)"
     return "the vision tower's saved activations are counted per image patch (Vision tower activations)"

@@ -254,7 +254,8 @@ def _llama4_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None
             vision.get("multi_modal_projector_bias"):
         raise InputError("config", "vision_config: pycore counts Llama 4's tower with pixel_shuffle_ratio 0.5 or 0.25, "
                                    "projector dims equal to vision_output_dim and no projector bias")
-    extra.update(vision_family="llama4", vision_merge=round(1 / ratio) if ratio else 1)
+    extra.update(vision_family="llama4", vision_merge=round(1 / ratio) if ratio else 1,
+                 vision_heads=inner.integer("vision_heads", ("num_attention_heads",)) or 16)
 
 
 def _apertus(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:

@@ -79,6 +79,25 @@ class VisionTower:
 
     def _lfm2_tokens(self, width: int, height: int) -> int:
         """Lfm2VlImageProcessor.resize_and_split and Lfm2VlProcessor._build_image_tokens, at their defaults."""
+        rows, columns = self._lfm2_resized(width, height)
+        resized = math.ceil(rows // self.patch / self.merge) * math.ceil(columns // self.patch / self.merge)
+        grid = self._lfm2_grid(width, height)
+        if grid is None:
+            return 1 + resized + 1                                      # image_start, the image, image_end
+        per_tile = math.ceil(self.tile // self.patch / self.merge) ** 2
+        return 1 + grid[0] * grid[1] * (1 + per_tile) + 1 + resized + 1     # markers, tiles, thumbnail, end
+
+    def _lfm2_grid(self, width: int, height: int) -> "tuple[int, int] | None":
+        """(columns, rows) of tiles an image too large for one resize is cut into (_is_image_too_large), else None."""
+        factor, pixels = self.patch * self.merge, (self.patch * self.merge) ** 2
+
+        def near(x: int) -> int:
+            return round(x / factor) * factor
+        large = max(self.patch, near(height)) * max(self.patch, near(width)) > LFM2_MAX_TOKENS * pixels * LFM2_TOLERANCE
+        return _closest_grid(width, height, self.tile) if large else None
+
+    def _lfm2_resized(self, width: int, height: int) -> "tuple[int, int]":
+        """(height, width) in pixels of the image resized whole (smart_resize), or of a tiled image's thumbnail."""
         factor, pixels = self.patch * self.merge, (self.patch * self.merge) ** 2
 
         def near(x: int) -> int:
@@ -92,13 +111,7 @@ class VisionTower:
             rows, columns = (math.ceil(x * beta / factor) * factor for x in (height, width))
         else:
             rows, columns = max(factor, near(height)), max(factor, near(width))
-        resized = math.ceil(rows // self.patch / self.merge) * math.ceil(columns // self.patch / self.merge)
-        large = max(self.patch, near(height)) * max(self.patch, near(width)) > LFM2_MAX_TOKENS * pixels * LFM2_TOLERANCE
-        if not large:
-            return 1 + resized + 1                                      # image_start, the image, image_end
-        grid_w, grid_h = _closest_grid(width, height, self.tile)
-        per_tile = math.ceil(self.tile // self.patch / self.merge) ** 2
-        return 1 + grid_w * grid_h * (1 + per_tile) + 1 + resized + 1  # markers, tiles, thumbnail, end
+        return rows, columns
 
     def params(self) -> int:
         """Exact parameter count of the tower and its merger (or adapter and projector)."""
@@ -136,17 +149,60 @@ class VisionTower:
 
     def _llama4_tokens(self, width: int, height: int) -> int:
         """Llama4ImageProcessor (max_patches 16, no upscaling past the canvas) and _prompt_split_image."""
+        rows, columns = self._llama4_grid(width, height)
+        per_tile = (self.tile // self.patch) ** 2 // (self.merge * self.merge)
+        tiles = rows * columns
+        split = tiles * per_tile + (columns - 1) * rows + rows if tiles > 1 else 0
+        return 1 + split + 1 + per_tile + 1      # image_start, tiles and separators, <|image|>, global tile, image_end
+
+    def _llama4_grid(self, width: int, height: int) -> "tuple[int, int]":
+        """(rows, columns) of tiles of the canvas get_best_fit chooses."""
         canvases = [(rows * self.tile, (chunks // rows) * self.tile) for chunks in range(16, 0, -1)
                     for rows in range(1, chunks + 1) if chunks % rows == 0]
         scales = [min(w / width, h / height) for h, w in canvases]
         up = [s for s in scales if s >= 1]
         chosen = min(up) if up else max(s for s in scales if s < 1)
         rows, columns = min(((h, w) for (h, w), s in zip(canvases, scales) if s == chosen), key=lambda c: c[0] * c[1])
-        rows, columns = rows // self.tile, columns // self.tile
-        per_tile = (self.tile // self.patch) ** 2 // (self.merge * self.merge)
-        tiles = rows * columns
-        split = tiles * per_tile + (columns - 1) * rows + rows if tiles > 1 else 0
-        return 1 + split + 1 + per_tile + 1      # image_start, tiles and separators, <|image|>, global tile, image_end
+        return rows // self.tile, columns // self.tile
+
+    def tile_shapes(self, width: int, height: int) -> "list[tuple[int, int]]":
+        """(rows, columns) of patches of each picture the tower sees for one image: Llama 4's tiles and, when there are
+        several, the global tile; LFM2-VL's tiles and thumbnail, or the image resized whole; one grid for the others."""
+        side = self.tile // self.patch
+        if self.family == "llama4":
+            tiles = math.prod(self._llama4_grid(width, height))
+            return [(side, side)] * (tiles + 1 if tiles > 1 else 1)
+        if self.family == "siglip2":
+            rows, columns = self._lfm2_resized(width, height)
+            grid = self._lfm2_grid(width, height)
+            return [(side, side)] * (grid[0] * grid[1] if grid else 0) + [(rows // self.patch, columns // self.patch)]
+        return [(side, side)] if self.family == "siglip" else [self.grid(width, height)]
+
+    def padded_patches(self) -> int:
+        """LFM2-VL: the patches every picture is padded to (Lfm2VlImageProcessor's max_num_patches: the larger of
+        max_image_tokens × downsample_factor² and a tile's patches); the tower and its projector run over all of them."""
+        return max(LFM2_MAX_TOKENS * self.merge * self.merge, (self.tile // self.patch) ** 2)
+
+    def pixels(self, width: int, height: int) -> int:
+        """Values of pixel_values for one image, as the processor returns them: Qwen's patches of temporal_patch
+        frames of patch² pixels in 3 channels, Gemma 3's and Llama 4's 3 × tile² a picture, LFM2-VL's 3 × patch² a
+        patch of every picture padded to padded_patches."""
+        if self.family in ("qwen2_5_vl", "qwen3_vl"):
+            rows, columns = self.grid(width, height)
+            return rows * columns * self.channels * self.temporal_patch * self.patch * self.patch
+        if self.family == "siglip2":
+            return len(self.tile_shapes(width, height)) * self.padded_patches() * self.channels * self.patch ** 2
+        return len(self.tile_shapes(width, height)) * self.channels * self.tile * self.tile
+
+    def patches(self, width: int, height: int) -> int:
+        """Positions the tower's blocks run over for one image: Llama 4's tiles each with a class token, LFM2-VL's
+        pictures each padded to padded_patches, the patches of the grid for the others."""
+        shapes = self.tile_shapes(width, height)
+        if self.family == "llama4":
+            return sum(rows * columns + 1 for rows, columns in shapes)
+        if self.family == "siglip2":
+            return len(shapes) * self.padded_patches()
+        return sum(rows * columns for rows, columns in shapes)
 
     def grid(self, width: int, height: int) -> "tuple[int, int]":
         """Patches along (height, width) after smart_resize (Qwen3.5 uses the same Qwen2VLImageProcessor: transformers
