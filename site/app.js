@@ -813,7 +813,24 @@ const TYPING_PAUSE_MS = 450;
 let typingTimer = null;
 let typingMode = null;
 
+// The model named before its field was edited: once the name is settled, a checkpoint's bytes read for that model
+// are forgotten if it is another one (retyping the same name keeps them).
+let modelBefore = null;
+
+function linkedModel() {
+  return new URLSearchParams(location.search).get("model") ?? defaults.model;
+}
+
+/** The model's name is settled (typing paused, or a preset picked): forget the checkpoint if it names another. */
+function settleModel(picked = false) {
+  if (modelBefore === null && !picked) return;
+  const before = modelBefore ?? linkedModel();
+  if (form.querySelector('[data-key="model"]').value.trim() !== before.trim()) forgetCheckpoint();
+  modelBefore = null;
+}
+
 function flushTyping() {
+  settleModel();
   if (typingTimer === null) return;
   clearTimeout(typingTimer);
   typingTimer = null;
@@ -825,7 +842,7 @@ form.addEventListener("submit", (event) => event.preventDefault());
 form.addEventListener("input", (event) => {
   if (!event.target.dataset.key) return;
   if (event.target.dataset.pending !== undefined) delete event.target.dataset.pending;
-  if (event.target.dataset.key === "model") forgetCheckpoint();
+  if (event.target.dataset.key === "model") modelBefore ??= linkedModel();
   const mode = pushNext ? "push" : "replace";
   pushNext = false;
   if (TYPED_NAMES.has(event.target.dataset.key) && run) {
@@ -994,4 +1011,4 @@ showApplies();
 ready();
 
 // The panels in their own modules (import.js, fits.js) take what they need from here.
-export { MODELS, editDone, el, fillForm, forgetCheckpoint, form, formQuery, requestQuery, update };
+export { MODELS, editDone, el, fillForm, form, formQuery, requestQuery, settleModel, update };

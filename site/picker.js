@@ -4,7 +4,7 @@
 // browser's localStorage, worded by pycore's web.import_config). An ARIA 1.2 combobox: arrow keys move, Enter
 // picks, Escape closes; a pick sets the model field alone (an import's its model inputs), nothing else.
 // Everything is written with textContent: names from storage or the catalog are never HTML.
-import { MODELS, editDone, el, fillForm, forgetCheckpoint, form, formQuery, update } from "./app.js";
+import { MODELS, editDone, el, fillForm, form, formQuery, settleModel, update } from "./app.js";
 
 const input = document.getElementById("f-model");
 const list = document.getElementById("model-picker");
@@ -105,8 +105,8 @@ function pick(index) {
   if (!item) return;
   close();
   if (item.kind === "preset") {
-    if (input.value !== item.entry.id) forgetCheckpoint();
     input.value = item.entry.id;
+    settleModel(true);
   } else {
     const params = new URLSearchParams(formQuery());
     for (const field of form.querySelectorAll('fieldset[data-group="model"] [data-key]')) params.delete(field.dataset.key);

@@ -102,12 +102,16 @@ def test_placements_compare_a_colocated_engine_with_a_server():
     assert not engine.refused and engine.total_bytes <= USABLE
 
 
-def test_a_70b_policy_needs_its_server_across_gpus_and_cannot_colocate():
+def test_a_70b_policy_splits_its_engine_or_serves_it_apart():
     values, found = answers_of({"model": "llama-3.1-70b", "method": "grpo-lora", "rollout": "vllm-server"})
     colocated, server = (next(o for o in found["placements"]["options"] if o["label"].startswith(kind))
                          for kind in ("vLLM colocated", "vLLM server"))
-    assert colocated["gpus"] is None and colocated["query"] is None   # the whole 70B model beside the policy: no room
-    assert "tp=4" in server["text"]
+    # the whole 70B model on each GPU beside the policy leaves no room: the engine is split over several of them
+    assert int(colocated["query"]["vllm_tensor_parallel_size"]) > 1
+    applied = values_of({"model": "llama-3.1-70b", "method": "grpo-lora", **colocated["query"]})
+    assert not totals_only(applied).refused and totals_only(applied).total_bytes <= USABLE
+    assert totals_only({**applied, "vllm_tensor_parallel_size": 1}).total_bytes > USABLE
+    assert "tp=4" in server["text"] and server["gpus"] < colocated["gpus"]
     serving = rollout_answers.server_values(values)
     for tp in (1, 2):                 # 131 GiB of bf16 weights: more than 0.9 of one or two 80 GB GPUs can hold
         assert totals_only({**serving, "tp": tp}).refused or totals_only({**serving, "tp": tp}).total_bytes > USABLE
@@ -122,7 +126,8 @@ def test_other_methods_get_no_grpo_answers():
 def test_the_page_and_the_table_word_them():
     display = json.loads(web.answers("model=qwen2.5-7b&method=grpo&rollout=vllm-colocate&dp=8&zero=3"))["display"]
     texts = {row["key"]: row["text"] for row in display}
-    assert texts["generations"].startswith("at 1 prompt a generation batch")
+    assert texts["generations"].startswith("max_completion_length → num_generations at most (largest micro-batch), "
+                                           "1 prompt a generation batch")
     assert "(max_completion_length)" in texts["max_completion"]
     out = subprocess.run([sys.executable, "-m", "pycore", "model=qwen2.5-7b", "method=grpo", "rollout=vllm-colocate",
                           "dp=8", "zero=3", "--csv"], capture_output=True, text=True, check=True).stdout

@@ -137,7 +137,7 @@ def test_a_published_qwen3_next_start_up_log_is_reproduced_by_the_page_layout():
     logged = vllm_capacity({"kv_bytes_per_token": result.kv_bytes_per_token, "vllm_pages": pages,
                                     "components": {"kv_cache": 339 * pages["page_bytes"] * pages["group_size"]},
                                     "state_bytes_per_sequence": result.vllm["state_bytes_per_request"]},
-                           SimpleNamespace(seq=215_040, new_tokens=0, max_model_len=0))
+                           SimpleNamespace(seq=215_040, new_tokens=0, max_model_len=0, max_num_seqs=0, max_batched_tokens=8192))
     assert logged["kv_cache_tokens"] == 90_048
     assert f"{logged['max_concurrency']:.2f}" == "1.66"
 

@@ -195,7 +195,7 @@ def plan(values: dict[str, Any], usable: int, limit: int = 5) -> "Steps[list[dic
     options = []
     given = yield from _total(values)
     world = values["dp"] * values["tp"] * values["pp"] * values["cp"]
-    if given is not None and given <= usable:
+    if given is not None and given <= usable and not rollout_answers.trl_refuses(values):
         options.append(_option("as given", {}, world, given, values["recompute"], values))
     recomputes = [values["recompute"]] + (["full"] if values["recompute"] != "full" else [])
     tps = [1] if generic else _valid_tp(values, heads, kv_heads)
@@ -340,8 +340,10 @@ def _how_to_fit(values: dict[str, Any], usable: int, current: int) -> "Steps[lis
         ]
     else:
         candidates = _training_changes(values)
+    # a change TRL would refuse (pycore.answers.rollout_answers.trl_refuses) is no way to fit
     candidates = [(label, change) for label, change in candidates
-                  if not all(values.get(k) == v for k, v in change.items())]
+                  if not all(values.get(k) == v for k, v in change.items())
+                  and not rollout_answers.trl_refuses({**values, **change})]
     rows = []
     singles = []
     for label, change in candidates:
@@ -360,11 +362,15 @@ def _how_to_fit(values: dict[str, Any], usable: int, current: int) -> "Steps[lis
             if len(keys) != len(set(keys)):
                 continue
             change = {k: v for _, part, _ in combo for k, v in part.items()}
+            if rollout_answers.trl_refuses({**values, **change}):
+                continue
             total = yield from _total(values, **change)
             if total is not None and total < current:
                 rows.append((size, _fix(" + ".join(label for label, _, _ in combo), change, total, usable)))
-    # Those that fit first, by the compute they cost, then by how few changes they make.
-    rows.sort(key=lambda row: (not row[1]["fits"], row[1]["compute_cost"] if row[1]["fits"] else 0,
+    # Those that fit first, those on these GPUs before a vLLM server on GPUs of its own, by the compute they cost,
+    # then by how few changes they make.
+    rows.sort(key=lambda row: (not row[1]["fits"], row[1]["query"].get("rollout") == "vllm-server",
+                               row[1]["compute_cost"] if row[1]["fits"] else 0,
                                row[0] if row[1]["fits"] else 0, row[1]["total_bytes"]))
     return [row for _, row in rows[:12]]
 
@@ -379,6 +385,8 @@ def _fix(label: str, change: dict[str, Any], total: int, usable: int) -> dict[st
 
 
 def _training_changes(values: dict[str, Any]) -> "list[tuple[str, dict[str, Any]]]":
+    unit = rollout_answers.dp_unit(values)          # GRPO: dp keeps the generation batch whole groups
+    sharded = -(-max(values["dp"], 8) // unit) * unit
     return [
         ("recompute=full", {"recompute": "full"}),
         ("recompute=selective", {"recompute": "selective"}),
@@ -386,7 +394,7 @@ def _training_changes(values: dict[str, Any]) -> "list[tuple[str, dict[str, Any]
         ("precision=bf16 (no fp32 master or states)", {"precision": "bf16"}),
         ("optimizer=adam-8bit", {"optimizer": "adam-8bit"}),
         *_smaller_micro_batches(values),
-        ("zero=3 over 8 GPUs", {"zero": "3", "fsdp": "none", "dp": max(values["dp"], 8)}),
+        (f"zero=3 over {sharded} GPUs", {"zero": "3", "fsdp": "none", "dp": sharded}),
         (f"tp={values['tp'] * 2}", {"tp": values["tp"] * 2}),
         ("offload=optimizer with zero=3" if values["zero"] != "3" else "offload=optimizer",
          {"offload": "optimizer", "zero": "3", "fsdp": "none"}),
@@ -430,7 +438,7 @@ def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[
         f"Maximum concurrency for {capacity.get('context', 0):,} tokens per request: "
         f"{capacity.get('max_concurrency', 0.0):.2f}x",
     ]
-    if result.refused and capacity.get("kv_cache_blocks"):
+    if result.refused and capacity.get("kv_cache_blocks") and "seqs_over_tokens" not in capacity:
         # vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (v0.11), its message
         out["vllm_log"].append(
             f"ValueError: To serve at least one request with the models's max seq len ({capacity['context']}), "
@@ -470,12 +478,14 @@ def _searched_answers(values: dict[str, Any], result: Estimate, usable: int,
     out["max_seq"] = (yield from _largest(values, "seq", usable, high=top)) if kind != "generic" else None
     if grpo and kind != "generic":
         out.update((yield from rollout_answers.generation_answers(values, usable, _largest, limit)))
-        out["placements"] = yield from rollout_answers.placements(values, usable, plan, serving_plan)
+        arch = resolve_architecture(values)
+        out["placements"] = yield from rollout_answers.placements(values, usable, plan, serving_plan,
+                                                                  _valid_tp(values, arch.heads, arch.kv_heads))
     if values["mode"] == "infer":
         # Sequences of prompt + new tokens served at once, and the longest context at this batch.
         out["max_concurrency"] = out["max_batch"]
-        top = yield from _largest(values, "seq", usable, high=max(limit - values["new_tokens"], 1))
-        out["max_context"] = None if top is None else top + values["new_tokens"]
+        context = yield from _largest(values, "seq", usable, high=max(limit - values["new_tokens"], 1))
+        out["max_context"] = None if context is None else context + values["new_tokens"]
     if out["max_seq"] is not None and out["max_seq"] == top and limit != SEARCH_LIMIT:
         out["notes"].append(f"sequence answers are capped at the model's {limit:,} positions" +
                             (f", less max_completion_length {values['max_completion_length']:,}" if grpo else ""))

@@ -18,9 +18,11 @@ from pycore.base.units import plural
 from pycore.inputs import frameworks
 
 GRPO_METHODS = ("grpo", "grpo-lora")
+ROLLOUT_RECIPES = ("grpo", "distill")     # the recipes that generate with vLLM (pycore.memory.rollout)
 SERVER_UTIL = 0.9           # trl/scripts/vllm_serve.py@v1.16.0 ScriptArguments.gpu_memory_utilization default
 LADDER = (0.25, 0.5, 1, 2, 4, 8)    # completion lengths tried, as multiples of the one given
 SHORTEST = 64
+SERVER_CHANGE = "rollout=vllm-server (vLLM on GPUs of its own)"   # a change that needs GPUs beyond these
 
 Largest = Callable[..., "Steps[int | None]"]
 Plan = Callable[..., "Steps[list[dict[str, Any]]]"]
@@ -31,18 +33,34 @@ def is_grpo(values: dict[str, Any]) -> bool:
     return values["mode"] == "train" and values.get("method") in GRPO_METHODS
 
 
+def _colocated(values: dict[str, Any]) -> bool:
+    """A GRPO or distill step whose vLLM engine shares the training GPUs."""
+    return values["mode"] == "train" and values.get("rollout") == "vllm-colocate" and \
+        frameworks.recipe_of(values) in ROLLOUT_RECIPES
+
+
 def dp_unit(values: dict[str, Any]) -> int:
     """The data-parallel degrees TRL accepts come in steps of this: batch × dp × microbatches a multiple of
     num_generations (GRPOConfig.__post_init__), and with a colocated engine the training processes a multiple of
     vllm_tensor_parallel_size (trl/generation/vllm_generation.py L312-318); 1 for any other method."""
-    if not is_grpo(values):
-        return 1
-    generations = max(values.get("num_generations") or 1, 1)
-    unit = generations // math.gcd(generations, values["batch"] * values["microbatches"])
-    if values.get("rollout") == "vllm-colocate":
+    unit = 1
+    if is_grpo(values):
+        generations = max(values.get("num_generations") or 1, 1)
+        unit = generations // math.gcd(generations, values["batch"] * values["microbatches"])
+    if _colocated(values):
         engine, others = values.get("vllm_tensor_parallel_size") or 1, values["tp"] * values["pp"] * values["cp"]
         unit = math.lcm(unit, engine // math.gcd(engine, others))
     return unit
+
+
+def trl_refuses(values: dict[str, Any]) -> bool:
+    """Whether TRL 1.16 would refuse the setup before it runs (GRPOConfig.__post_init__ L1131-1140: the generation
+    batch in whole groups; vllm_generation.py L312-318: the engine's GPUs dividing the processes), or vLLM reject its
+    requests (a vllm_max_model_length under prompt + completion): the layouts and changes offered leave them out."""
+    if values["dp"] % dp_unit(values):
+        return True
+    longest = values.get("vllm_max_model_length")
+    return _colocated(values) and bool(longest) and longest < values["seq"] + values["max_completion_length"]
 
 
 def _prompts(values: dict[str, Any]) -> int:
@@ -73,14 +91,14 @@ def _ladder(values: dict[str, Any], longest: int) -> "list[int]":
 def generation_answers(values: dict[str, Any], usable: int, largest: Largest, positions: int) -> "Steps[dict[str, Any]]":
     """The longest completion at this batch, and for each completion length the largest micro-batch of completions
     and the most completions per prompt it allows (``largest`` is pycore.answers.answer._largest)."""
-    longest = max(positions - values["seq"], 1)
+    longest = positions - values["seq"]         # positions the prompt leaves for the completion
     out: dict[str, Any] = {"max_completion": (yield from largest(values, "max_completion_length", usable,
-                                                                     high=longest))}
+                                                                     high=longest)) if longest > 0 else None}
     rows = []
     for length in _ladder(values, longest):
         batch = yield from largest({**values, "max_completion_length": length}, "batch", usable)
         rows.append({"completion": length, "max_batch": batch, "max_generations": most_generations(values, batch)})
-    out["generations"] = {"prompts": _prompts(values), "rows": rows}
+    out["generations"] = {"prompts": _prompts(values), "rows": rows, "longest": longest}
     return out
 
 
@@ -88,19 +106,21 @@ def rollout_changes(values: dict[str, Any]) -> "list[tuple[str, dict[str, Any]]]
     """What a step with a colocated vLLM engine (GRPO, distill) can change: a max_model_len its KV cache holds one
     request of (prompt + completion, where None takes the model's positions), a larger share of the GPU for the
     engine, sleep mode (the update does not hold the engine), or a vLLM server on GPUs of its own."""
-    if values["mode"] != "train" or values.get("rollout") != "vllm-colocate" or \
-            frameworks.recipe_of(values) not in ("grpo", "distill"):
+    if not _colocated(values):
         return []
     context, util = values["seq"] + values["max_completion_length"], values["vllm_gpu_memory_utilization"]
     out = []
-    if (values.get("vllm_max_model_length") or context + 1) > context:
+    if values.get("vllm_max_model_length") != context:
         out.append((f"vllm_max_model_length={context}", {"vllm_max_model_length": context}))
     if util < 0.9:
         higher = round(min(util + 0.1, 0.9), 2)
         out.append((f"vllm_gpu_memory_utilization={higher:g}", {"vllm_gpu_memory_utilization": higher}))
+    wider = 2 * (values.get("vllm_tensor_parallel_size") or 1)
+    if wider <= 8:
+        out.append((f"vllm_tensor_parallel_size={wider}", {"vllm_tensor_parallel_size": wider}))
     if values.get("vllm_enable_sleep_mode") != "yes":
         out.append(("vllm_enable_sleep_mode=yes", {"vllm_enable_sleep_mode": "yes"}))
-    return out + [("rollout=vllm-server (vLLM on GPUs of its own)", {"rollout": "vllm-server"})]
+    return out + [(SERVER_CHANGE, {"rollout": "vllm-server"})]
 
 
 def server_values(values: dict[str, Any]) -> dict[str, Any]:
@@ -112,26 +132,13 @@ def server_values(values: dict[str, Any]) -> dict[str, Any]:
             "zero": "0", "fsdp": "none", "offload": "none"}
 
 
-def placements(values: dict[str, Any], usable: int, plan: Plan, serving_plan: Plan) -> "Steps[dict[str, Any]]":
-    """GPUs in all for a colocated vLLM engine and for a vLLM server on GPUs of its own, fewest first, each with the
-    inputs that set it (``plan`` and ``serving_plan`` are pycore.answers.answer's)."""
-    options = []
-    util, context = values["vllm_gpu_memory_utilization"], values["seq"] + values["max_completion_length"]
-    # left at None, vllm_max_model_length is the model's positions, which the engine must hold one request of
-    longest = {"vllm_max_model_length": values.get("vllm_max_model_length") or context}
-    label = f"vLLM colocated at vllm_gpu_memory_utilization={util:g}"
-    colocated = yield from plan({**values, **longest, "rollout": "vllm-colocate"}, usable, limit=1)
-    if colocated:
-        best = colocated[0]
-        options.append({"label": label, "gpus": best["gpus"],
-                        "text": f"{plural(best['gpus'], 'GPU')} ({best['label']}, vllm_max_model_length "
-                                f"{longest['vllm_max_model_length']:,})",
-                        "query": {**best["query"], **{k: str(v) for k, v in longest.items()},
-                                  "rollout": "vllm-colocate"}})
-    else:
-        options.append({"label": label, "gpus": None, "query": None,
-                        "text": "fits no layout tried: each engine holds the model over vllm_tensor_parallel_size = "
-                                f"{values.get('vllm_tensor_parallel_size') or 1} training GPUs beside the policy"})
+def placements(values: dict[str, Any], usable: int, plan: Plan, serving_plan: Plan,
+               degrees: "list[int]") -> "Steps[dict[str, Any]]":
+    """GPUs in all for a colocated vLLM engine (over each of ``degrees`` GPUs: the tensor-parallel degrees the heads
+    allow) and for a vLLM server on GPUs of its own, fewest first, each with the inputs that set it (``plan`` and
+    ``serving_plan`` are pycore.answers.answer's)."""
+    options = [(yield from _colocated_option(values, usable, plan, degrees))]
+    context = values["seq"] + values["max_completion_length"]
     training = yield from plan({**values, "rollout": "vllm-server"}, usable, limit=1)
     server = yield from serving_plan(server_values(values), usable)
     if training and server:
@@ -149,12 +156,37 @@ def placements(values: dict[str, Any], usable: int, plan: Plan, serving_plan: Pl
     return {"options": options, "lead": "Where the rollout runs, fewest GPUs in all first:"}
 
 
+def _colocated_option(values: dict[str, Any], usable: int, plan: Plan, degrees: "list[int]") -> \
+        "Steps[dict[str, Any]]":
+    """The fewest GPUs with a colocated engine over each of ``degrees`` GPUs (vllm_tensor_parallel_size),
+    vllm_max_model_length at prompt + completion (left at None it is the model's positions)."""
+    util, context = values["vllm_gpu_memory_utilization"], values["seq"] + values["max_completion_length"]
+    label = f"vLLM colocated at vllm_gpu_memory_utilization={util:g}"
+    best: "dict[str, Any] | None" = None
+    for degree in degrees:
+        engine = {"vllm_max_model_length": context, "vllm_tensor_parallel_size": degree, "rollout": "vllm-colocate"}
+        found = yield from plan({**values, **engine}, usable, limit=1)
+        if found and (best is None or found[0]["gpus"] < best["gpus"]):
+            best = {**found[0], "engine": engine}
+    if best is None:
+        return {"label": label, "gpus": None, "query": None, "text": "fits no layout tried, with the engine over "
+                + " or ".join(str(d) for d in degrees) + " of the training GPUs (vllm_tensor_parallel_size)"}
+    engine = best["engine"]
+    return {"label": label, "gpus": best["gpus"],
+            "text": f"{plural(best['gpus'], 'GPU')} ({best['label']}; vllm_tensor_parallel_size "
+                    f"{engine['vllm_tensor_parallel_size']}, vllm_max_model_length {context:,})",
+            "query": {**best["query"], **{k: str(v) for k, v in engine.items()}}}
+
+
 def generations_text(found: dict[str, Any]) -> str:
     """"at 1 prompt a generation batch, completion length → most completions per prompt (largest micro-batch): 256 →
     136 (17); 512 → 112 (14); ...", "none" where no micro-batch fits or fewer than 2 completions would."""
+    if not found["rows"]:
+        return f"no completion length is left: the prompt leaves {plural(max(found['longest'], 0), 'position')} of " \
+            "the model's"
     parts = []
     for row in found["rows"]:
         most = row["max_generations"]
         parts.append(f"{row['completion']:,} → " + ("none" if most is None else f"{most:,} ({row['max_batch']:,})"))
-    return f"at {plural(found['prompts'], 'prompt')} a generation batch, completion length → most completions per " \
-           "prompt (largest micro-batch): " + "; ".join(parts)
+    return f"max_completion_length → num_generations at most (largest micro-batch), {plural(found['prompts'], 'prompt')} " \
+           "a generation batch and the layout as given: " + "; ".join(parts)

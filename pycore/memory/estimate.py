@@ -159,9 +159,11 @@ def _checkpoint_mismatch(setup: Setup) -> "list[str]":
     if BITS_PER_PARAM[0] <= bits <= BITS_PER_PARAM[1]:
         return []
     files = f" ({printable(setup.weight_files, 80)})" if setup.weight_files else ""
-    return [f"weight_bytes {setup.weight_bytes:,}{files} is {bits:.2f} bits per parameter of {setup.arch.name} "
-            f"({params:,} parameters): no checkpoint of this model has that many; was it read for another model? "
-            "Clear weight_bytes to count the weights from the parameters"]
+    how = "fewer than any quantization stores" if bits < BITS_PER_PARAM[0] else "more than fp32 weights take"
+    name = "this model" if setup.arch.kind == "generic" else setup.arch.name
+    return [f"weight_bytes {setup.weight_bytes:,}{files} is {bits:.2f} bits per parameter of {name} "
+            f"({params:,} parameters), {how}: was it read for another model? Clear weight_bytes to count the weights "
+            "from the parameters"]
 
 
 def _warnings(setup: Setup) -> "list[str]":

@@ -174,19 +174,34 @@ def old_policy_pass(setup: Setup) -> bool:
     return setup.finetune.rollout != "generate"
 
 
-def notes(setup: Setup) -> "list[str]":
-    """What a GRPO estimate assumes, and the generation batch TRL would refuse."""
-    if setup.finetune.recipe != "grpo":
-        return []
+def _engine_notes(setup: Setup) -> "list[str]":
+    """What TRL or vLLM would refuse of a colocated engine (GRPO, distill): its GPUs not dividing the processes, or a
+    max_model_len under the prompt and completion it is given."""
     lay, ft = setup.layout, setup.finetune
-    generation = setup.workload.batch * lay.dp * lay.microbatches
-    out = [f"GRPO: batch counts completions (TRL's per_device_train_batch_size); the rollout generates "
-           f"{sequences(setup):,} of them at once, each of seq {ft.prompt:,} + max_completion_length "
-           f"{ft.completion:,} tokens, every completion taken to the limit"]
-    if ft.rollout == "vllm-colocate" and lay.world % ft.vllm_tp:
+    if ft.rollout != "vllm-colocate" or ft.recipe not in ("grpo", "distill"):
+        return []
+    out = []
+    if lay.world % ft.vllm_tp:
         out.append(f"TRL 1.16 refuses this setup: vllm_tensor_parallel_size = {ft.vllm_tp:,} must divide the "
                    f"{lay.world:,} training processes (trl/generation/vllm_generation.py L312-318); the memory per GPU "
                    "is estimated all the same")
+    if ft.vllm_max_len and ft.vllm_max_len < ft.prompt + ft.completion:
+        out.append(f"vLLM would reject this rollout's requests: vllm_max_model_length = {ft.vllm_max_len:,} is under "
+                   f"the prompt and completion, {ft.prompt + ft.completion:,} tokens (TRL 1.16 grpo_config.py L664-670: "
+                   "at least the longest prompt plus max_completion_length)")
+    return out
+
+
+def notes(setup: Setup) -> "list[str]":
+    """What a GRPO estimate assumes, and the generation batch TRL would refuse."""
+    out = _engine_notes(setup)
+    if setup.finetune.recipe != "grpo":
+        return out
+    lay, ft = setup.layout, setup.finetune
+    generation = setup.workload.batch * lay.dp * lay.microbatches
+    out.insert(0, f"GRPO: batch counts completions (TRL's per_device_train_batch_size); the rollout generates "
+                  f"{sequences(setup):,} of them at once, each of seq {ft.prompt:,} + max_completion_length "
+                  f"{ft.completion:,} tokens, every completion taken to the limit")
     if generation % ft.generations:
         out.append(f"TRL 1.16 refuses this GRPO setup: the generation batch, batch × dp × micro-batches = "
                    f"{generation:,}, must be a multiple of num_generations = {ft.generations:,} "

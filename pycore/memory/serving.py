@@ -308,9 +308,18 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
 
 def vllm_capacity(result: "Mapping[str, Any]", work: Workload) -> "dict[str, Any]":
     """vLLM's start-up log figures: "GPU KV cache size: N tokens" and "Maximum concurrency"."""
-    per_token = result["kv_bytes_per_token"]
     kv = result["components"].get("kv_cache", 0)
     context = work.max_model_len or work.seq + work.new_tokens
+    capacity = _capacity(result, kv, context)
+    if work.max_num_seqs > work.max_batched_tokens:
+        # vllm/config/scheduler.py SchedulerConfig._verify_args refuses a step of more sequences than tokens
+        capacity = {**capacity, "starts": False, "seqs_over_tokens": (work.max_num_seqs, work.max_batched_tokens)}
+    return capacity
+
+
+def _capacity(result: "Mapping[str, Any]", kv: int, context: int) -> "dict[str, Any]":
+    """vllm_capacity's figures from the KV cache's bytes, for the cache's page layout."""
+    per_token = result["kv_bytes_per_token"]
     if result.get("vllm_pages"):        # every model with state-space, sliding or chunked layers
         return _hybrid_capacity(result["vllm_pages"], kv, context, result.get("state_bytes_per_sequence", 0))
     blocks = kv // (per_token * BLOCK_TOKENS) if per_token else 0
@@ -367,6 +376,10 @@ def refusal(capacity: "Mapping[str, Any] | None") -> str:
     if not capacity or capacity["starts"]:
         return ""
     gib = 2**30
+    if "seqs_over_tokens" in capacity:
+        seqs, tokens = capacity["seqs_over_tokens"]
+        return (f"{capacity.get('engine', 'vLLM')} would refuse to start: max_num_batched_tokens ({tokens:,}) must be "
+                f"greater than or equal to max_num_seqs ({seqs:,}) (vllm/config/scheduler.py)")
     who, names = capacity.get("engine", "vLLM"), capacity.get("inputs", {})      # a colocated rollout's own words
     util, length = names.get("gpu_util", "gpu_util"), names.get("max_model_len", "max_model_len")
     if not capacity["kv_cache_blocks"]:

@@ -115,6 +115,20 @@ class Setup:
 ON_THE_FLY = ("int8", "fp8", "fp8-channel", "nf4", "nf4-dq")
 
 
+def _vllm_engine(values: "Values", arch: Architecture, finetune: FineTune) -> FineTune:
+    """A GRPO or distill step's colocated vLLM engine: its tensor-parallel degree must divide the heads, as vLLM
+    checks (ModelConfig.verify_with_parallel_config), and TRL 1.16 runs neither recipe with context parallelism
+    (grpo_config.py L1068-1076, distillation_config.py L411-416)."""
+    degree = values.get("vllm_tensor_parallel_size") or 1
+    if finetune.recipe in ("grpo", "distill") and values.get("cp", 1) > 1:
+        raise FieldError("cp", f"TRL 1.16 runs no {finetune.recipe.upper()} step with context parallelism", fallback=1)
+    heads, kv_heads = arch.heads or 1, arch.kv_heads or 1
+    if finetune.rollout == "vllm-colocate" and (heads % degree or (kv_heads % degree and degree % kv_heads)):
+        raise FieldError("vllm_tensor_parallel_size", f"{degree} GPUs cannot split {arch.name}'s {heads} heads and "
+                         f"{kv_heads} KV heads: vLLM refuses it", fallback=1)
+    return replace(finetune, vllm_tp=degree, vllm_max_len=values.get("vllm_max_model_length") or 0)
+
+
 def _draft(values: "Values", target: Architecture, layout: Layout) -> "Architecture | None":
     """vLLM's draft model (speculative=draft): a preset, alias or hub id, checked as vLLM checks it (the same
     vocabulary; vllm/config/speculative.py) and as pycore models it: plain attention layers on both sides, one
@@ -413,8 +427,7 @@ def resolve(values: "Values") -> Setup:
                         values.get("num_generations") or 0 if recipe == "grpo" else 0, values.get("rollout") or "generate",
                         values.get("vllm_gpu_memory_utilization") or 0.3, values.get("vllm_enable_sleep_mode") == "yes",
                         values.get("lora_variant") == "dora")
-    finetune = replace(finetune, vllm_tp=values.get("vllm_tensor_parallel_size") or 1,
-                       vllm_max_len=values.get("vllm_max_model_length") or 0)
+    finetune = _vllm_engine(values, arch, finetune)
     finetune, policy = _with_teacher(values, arch, policy, finetune) if recipe == "distill" else (finetune, policy)
     finetune = _ppo(values, finetune)
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],

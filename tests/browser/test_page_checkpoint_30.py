@@ -337,6 +337,22 @@ def test_choosing_another_model_forgets_the_checkpoints_bytes(watched, base_url)
     assert total(page) == json.loads(web.run(urlencode(query)))["total"]["bytes"]
 
 
+def test_retyping_the_same_model_keeps_the_checkpoints_bytes(watched, base_url):
+    # the name is judged once typing pauses: "llama-3.1-" on the way back to "llama-3.1-8b" forgets nothing
+    page = watched.open(base_url, "?model=llama-3.1-8b&batch=2&weight_bytes=16060522496&weight_files=model.safetensors")
+    field = page.locator("#f-model")
+    field.click()
+    field.press("End")
+    for _ in range(2):
+        field.press("Backspace")
+    page.keyboard.type("8b", delay=60)
+    page.keyboard.press("Escape")
+    settled(page)
+    page.wait_for_timeout(700)          # past the typing pause (app.js TYPING_PAUSE_MS) and the link's write
+    assert query_of(page).get("weight_bytes") == "16060522496"
+    assert page.locator("#f-weight_bytes").input_value() == "16060522496"
+
+
 def test_a_malformed_or_incomplete_checkpoint_is_named_and_nothing_changes(watched, base_url, tmp_path):
     paths, _ = sharded_checkpoint(tmp_path)
     page = watched.open(base_url, "?batch=2")

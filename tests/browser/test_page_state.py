@@ -175,12 +175,13 @@ GIB = 2**30
 CHARTS = """
 let realAnswers;
 const GIB = 2 ** 30;
-const chart = (x, step) => ({ x, usable_bytes: 10 * GIB, largest_fitting: x[2],
+const chart = (x, step, one, many) => ({ x, usable_bytes: 10 * GIB, largest_fitting: x[2], unit_one: one, unit_many: many,
   series: [{ key: 'weights', label: 'Weights', bytes: x.map(() => 2 * GIB) },
            { key: 'activations', label: 'Activations', bytes: x.map((_, i) => (i + 1) * step * GIB) }] });
 Object.defineProperty(window, 'pycoreAnswersFor', { configurable: true, get: () => realAnswers && ((q) => {
   const p = JSON.parse(realAnswers(q));
-  if (p.answers) p.answers.charts = { batch: chart([1, 2, 4, 8, 16], 2), seq: chart([1024, 2048, 4096, 8192], 3) };
+  if (p.answers) p.answers.charts = { batch: chart([1, 2, 4, 8, 16], 2, 'sequence', 'sequences'),
+                                      seq: chart([1024, 2048, 4096, 8192], 3, 'token', 'tokens') };
   return JSON.stringify(p);
 }), set: (f) => { realAnswers = f; } });
 window.__violations = [];
