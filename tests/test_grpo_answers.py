@@ -95,8 +95,11 @@ def test_placements_compare_a_colocated_engine_with_a_server():
     assert [o["gpus"] for o in options] == sorted(o["gpus"] for o in options)
     colocated = next(o for o in options if o["query"]["rollout"] == "vllm-colocate")
     server = next(o for o in options if o["query"]["rollout"] == "vllm-server")
-    assert colocated["gpus"] == 8 and server["gpus"] == 9     # 8 training + one GPU for the 7B model's server
-    assert total(values, rollout="vllm-colocate") <= USABLE
+    # colocated: 4 GPUs (dp=4, 2 micro-batches: 8 completions, one group); apart: 2 training GPUs + 1 for the server
+    assert colocated["gpus"] == 4 and server["gpus"] == 3 and server["text"].startswith("3 GPUs: 2 training")
+    for option in (colocated, server):
+        applied = values_of({**QWEN, **option["query"]})
+        assert not rollout_answers.trl_refuses(applied) and totals_only(applied).total_bytes <= USABLE
     # the server holds vLLM at 0.9 of its GPU: one request of prompt + completion fits beside a 7B model's weights
     engine = totals_only(rollout_answers.server_values(values))
     assert not engine.refused and engine.total_bytes <= USABLE
@@ -131,7 +134,7 @@ def test_the_page_and_the_table_word_them():
     assert "(max_completion_length)" in texts["max_completion"]
     out = subprocess.run([sys.executable, "-m", "pycore", "model=qwen2.5-7b", "method=grpo", "rollout=vllm-colocate",
                           "dp=8", "zero=3", "--csv"], capture_output=True, text=True, check=True).stdout
-    assert "answer,rollout_placement_1,\"vLLM colocated" in out and "answer,max_generations_at_512," in out
+    assert "answer,rollout_placement_1,\"vLLM server" in out and "answer,max_generations_at_512," in out
 
 
 def test_a_colocated_engine_over_gpus_keeps_the_world_a_multiple_of_it():
@@ -161,3 +164,14 @@ def test_an_engine_that_would_not_start_is_given_the_changes_that_start_it():
     assert capped["fits"] and capped["total_bytes"] == totals_only({**values, "vllm_max_model_length": 2560}).total_bytes
     assert fixes["vllm_gpu_memory_utilization=0.3"]["fits"]
     assert rollout_answers.rollout_changes(values_of({"method": "dpo"})) == []
+
+
+def test_whole_groups_from_more_micro_batches_on_fewer_gpus():
+    # GRPOConfig fills a group of 8 with batch 1 × dp 2 × 4 micro-batches as well as with dp 8
+    # (steps_per_generation follows gradient_accumulation_steps, grpo_config.py L1097-1100)
+    values, found = answers_of({"model": "qwen2.5-7b", "method": "grpo"})
+    best = found["plan"][0]
+    assert best["label"].startswith("zero=3 dp=2 microbatches=4") and found["gpus_needed"] == 2
+    applied = values_of({"model": "qwen2.5-7b", "method": "grpo", **best["query"]})
+    assert not rollout_answers.trl_refuses(applied) and totals_only(applied).total_bytes <= USABLE
+    assert totals_only({**applied, "dp": 1, "microbatches": 8}).total_bytes > USABLE     # one GPU: too little

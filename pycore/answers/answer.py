@@ -220,10 +220,37 @@ def plan(values: dict[str, Any], usable: int, limit: int = 5) -> "Steps[list[dic
                                  if changes[k] != values[k]) or "as given"
                 options.append(_option(label, changes, gpus, total, recompute, values))
                 fewest = gpus if fewest is None else min(fewest, gpus)
+    options += yield from _group_layouts(values, usable, recomputes)
     options = [o for o in options if not _no_gain(o, options)]
     options.sort(key=lambda o: (o["gpus"], o["compute_cost"], o["total_bytes"]))
     unique = {option["label"]: option for option in reversed(options)}      # the first of each label
     return [_with_kept(option, values) for option in sorted(unique.values(), key=options.index)[:limit]]
+
+
+def _group_layouts(values: dict[str, Any], usable: int, recomputes: "list[str]") -> "Steps[list[dict[str, Any]]]":
+    """GRPO's other way to whole groups: more micro-batches on fewer GPUs (steps_per_generation follows
+    gradient_accumulation_steps, GRPOConfig.__post_init__ L1097-1100). At dp 1, 2, 4 and 8 (ZeRO-3 beyond one), the
+    fewest micro-batches at or above those given that make batch × dp × micro-batches a multiple of num_generations;
+    the first dp that fits, for each recomputation."""
+    if not rollout_answers.is_grpo(values):
+        return []
+    generations, others = max(values.get("num_generations") or 1, 1), values["tp"] * values["pp"] * values["cp"]
+    out = []
+    for recompute in recomputes:
+        for dp in (1, 2, 4, 8):
+            step = generations // math.gcd(generations, values["batch"] * dp)
+            changes = {"recompute": recompute, "dp": dp, "microbatches": -(-values["microbatches"] // step) * step}
+            if dp > 1:
+                changes.update(zero="3", fsdp="none", offload="none")
+            if rollout_answers.trl_refuses({**values, **changes}):
+                continue
+            total = yield from _total(values, **changes)
+            if total is not None and total <= usable:
+                label = " ".join(f"{k}={changes[k]}" for k in ("zero", "dp", "microbatches", "recompute")
+                                 if k in changes and changes[k] != values[k])
+                out.append(_option(label or "as given", changes, dp * others, total, recompute, values))
+                break
+    return out
 
 
 def _with_kept(option: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
