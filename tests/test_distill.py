@@ -127,3 +127,11 @@ def test_a_vllm_rollout_adds_no_old_policy_pass():
     assert "rollout (vLLM)" in result.moments and "old-policy log-probs" not in result.moments
     assert any(p.group == "rollout_engine" for p in result.pools)
     assert not any(p.group == "rollout_engine" for p in estimate({**BASE, "rollout": "vllm-server"}).pools)
+
+
+def test_sequence_and_pipeline_parallelism_are_refused():
+    # DistillationConfig.__post_init__ L411-420 refuses cp_size > 1; the Trainer has no pipeline stages
+    for key in ("cp", "pp"):
+        with pytest.raises(FieldError) as error:
+            resolve(parse({**BASE, key: "2", "dp": "1"}))
+        assert error.value.key == key

@@ -157,6 +157,8 @@ KINDS = {   # the README's row -> the section of docs/validation.md and which of
     "GRPO (TRL's GRPOTrainer, `generate()` rollout)": ("GRPO (TRL's GRPOTrainer, rollout by generate())", None),
     "reward models (TRL's RewardTrainer)": ("Reward models (TRL's RewardTrainer)", None),
     "PPO (TRL 0.25.1's PPOTrainer)": ("PPO (TRL 0.25.1's PPOTrainer)", None),
+    "on-policy distillation (TRL's DistillationTrainer, `generate()` rollout)": (
+        "On-policy distillation (TRL's DistillationTrainer, rollout by generate())", None),
 }
 
 

@@ -251,3 +251,36 @@ def test_dora_keeps_the_outputs_it_multiplies():
         amp = dora["precision"] == "amp-bf16"
         assert dora["per_token_total"] - lora["per_token_total"] == \
             finetune.dora_outputs(arch, dora["targets"], 4, 2, amp)
+
+
+# validation/measure_distill.py (validation/measured_distill.json): one on-policy distillation step of TRL 1.16's
+# DistillationTrainer (the generate() rollout, then its own compute_loss: the student's forward, the teacher's under
+# no_grad, the chunked divergence; backward, AdamW) on small Llama and Qwen2 configs: full and LoRA students, bf16 and
+# amp-bf16, with and without checkpointing, teachers of the student's config and of a larger one, accumulation
+DISTILL = compare.distill_rows()[1]
+
+
+@pytest.mark.parametrize("case", DISTILL, ids=[c["label"] for c in DISTILL])
+def test_distill_peak_within_10_percent_of_measured(case):
+    assert abs(case["error"]) <= 0.10
+
+
+def test_distill_median_error_within_3_percent():
+    assert statistics.median(abs(c["error"]) for c in DISTILL) <= 0.03
+
+
+@pytest.mark.parametrize("case", DISTILL, ids=[c["label"] for c in DISTILL])
+def test_distill_phases_as_measured(case):
+    # every phase a moment of its own: the rollout, the student's forward, the teacher's, the divergence, backward and
+    # the optimizer step each within 10% of its measured peak; and the phase measured as the step's peak is the
+    # estimate's too, or within 1% of it (two phases a few hundred KiB apart measure either way)
+    for name, (measured, estimated) in case["phases"].items():
+        assert abs(estimated - measured) <= 0.10 * measured, name
+    assert case["phases"][case["measured_phase"]][1] >= 0.99 * case["estimated"]
+
+
+def test_distill_cases_cover_students_precisions_teachers_and_accumulation():
+    labels = " ".join(c["label"] for c in DISTILL)
+    for word in ("llama", "qwen", " full ", " lora ", " gc ", " bf16 ", " amp-bf16 ", "teacher 4L", " ga"):
+        assert word in labels, word
+    assert len(DISTILL) >= 12

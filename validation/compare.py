@@ -844,7 +844,11 @@ DISTILL_PROSE = [
     "fp32). The estimate models each phase as a moment (pycore/memory/distillation.py); each phase's measured",
     "peak is set against the largest estimated moment in it. `ga` cases accumulate over that many micro-batches,",
     "generated at once. The plain column is the nearest plain fine-tuning estimate (the student over prompt +",
-    "completion): it misses the rollout and the teacher and charges full logits.",
+    "completion): it misses the rollout and the teacher and charges full logits. Not modelled, never a step's",
+    "peak here: with a LoRA student under checkpointing MemTracker's own bookkeeping keeps a few [tokens, hidden]",
+    "tensors after each backward (as in the GRPO section), so its optimizer step and, with accumulation, its later",
+    "micro-batches measure up to 6% more than the estimate; and PEFT's fp32 copies of an adapted layer's input",
+    "and output while it computes (the all-linear case's forward, 5% more).",
 ]
 
 

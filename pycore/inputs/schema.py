@@ -332,7 +332,8 @@ FIELDS = (
           "or a model; L694-702 refuses another vocab_size); pycore's default is the student's architecture",
           "finetune"),
     _choice("teacher_dtype", "auto", ("auto", "bf16", "fp16", "fp32"), "distill: the dtype the teacher is loaded "
-            "in: auto (its checkpoint's own dtype), or teacher_model_init_kwargs' dtype", "finetune",
+            "in: auto (its checkpoint's own dtype: a preset's; bf16 for a config.json, whose dtype pycore does not "
+            "read), or teacher_model_init_kwargs' dtype", "finetune",
             "TRL 1.16 DistillationConfig.teacher_model_init_kwargs default None (trl/trainer/distillation_config.py "
             "L202-207), so DistillationTrainer.__init__ passes dtype=None (distillation_trainer.py L611-612), which "
             "transformers 5 reads as 'auto' (modeling_utils.py from_pretrained: the checkpoint's dtype), whatever the "

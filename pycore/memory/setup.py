@@ -340,6 +340,12 @@ def _with_teacher(values: "Values", student: Architecture, policy: Policy, finet
     _forward_redirection (trl/trainer/distillation_trainer.py L1803; trl/models/utils.py L345-387), which puts the
     method in place of the forward accelerate wrapped in autocast: the student's update and the teacher's forward run
     in their weights' dtype, not autocast's, and only generate() (which calls the wrapped forward) autocasts."""
+    if values.get("cp", 1) > 1:
+        raise FieldError("cp", "TRL 1.16's DistillationConfig refuses sequence-dim parallelism (cp_size > 1; "
+                         "distillation_config.py L411-420)", fallback=1)
+    if values.get("pp", 1) > 1:
+        raise FieldError("pp", "TRL's DistillationTrainer holds the student and the teacher whole or ZeRO/FSDP-sharded "
+                         "on every GPU; it has no pipeline parallelism", fallback=1)
     teacher = _teacher(values, student)
     dtype = values.get("teacher_dtype") or "auto"
     finetune = replace(finetune, teacher=None if teacher is student else teacher,
