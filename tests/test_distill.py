@@ -135,3 +135,16 @@ def test_sequence_and_pipeline_parallelism_are_refused():
         with pytest.raises(FieldError) as error:
             resolve(parse({**BASE, key: "2", "dp": "1"}))
         assert error.value.key == key
+
+
+def test_the_longest_prompt_leaves_room_for_the_completion():
+    # the update runs over seq (the prompt) + max_completion_length (_compute_loss L1822: torch.cat([prompt_ids,
+    # completion_ids])): the longest seq answered is the model's positions less the completion (131,072 for Llama 3.2)
+    from pycore.answers.answer import answer
+    from pycore.memory.estimate import estimate_values
+    tiny = {"model": "llama-3.2-1b", "layers": "1", "hidden": "64", "heads": "1", "kv_heads": "1", "ffn": "128",
+            "method": "distill", "max_completion_length": "512", "batch": "1"}
+    values = frameworks.apply(parse(tiny))
+    answers = answer(values, estimate_values(values))
+    assert answers["max_seq"] == 131_072 - 512 and answers["batch_unit"] == "prompt"
+    assert any("less max_completion_length 512" in note for note in answers["notes"])

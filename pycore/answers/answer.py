@@ -501,7 +501,9 @@ def _searched_answers(values: dict[str, Any], result: Estimate, usable: int,
         out["max_batch_unbounded"] = "not bounded by the memory counted: activations are not counted"
     kind = result.model.kind
     grpo = rollout_answers.is_grpo(values)
-    top = max(limit - values["max_completion_length"], 1) if grpo else limit     # GRPO: seq is the prompt
+    # GRPO's and distillation's seq is the prompt, max_completion_length tokens generated after it
+    prompted = grpo or (values["mode"] == "train" and values.get("method") in ("distill", "distill-lora"))
+    top = max(limit - values["max_completion_length"], 1) if prompted else limit
     out["max_seq"] = (yield from _largest(values, "seq", usable, high=top)) if kind != "generic" else None
     if grpo and kind != "generic":
         out.update((yield from rollout_answers.generation_answers(values, usable, _largest, limit)))
@@ -515,7 +517,7 @@ def _searched_answers(values: dict[str, Any], result: Estimate, usable: int,
         out["max_context"] = None if context is None else context + values["new_tokens"]
     if out["max_seq"] is not None and out["max_seq"] == top and limit != SEARCH_LIMIT:
         out["notes"].append(f"sequence answers are capped at the model's {limit:,} positions" +
-                            (f", less max_completion_length {values['max_completion_length']:,}" if grpo else ""))
+                            (f", less max_completion_length {values['max_completion_length']:,}" if prompted else ""))
     return out
 
 
