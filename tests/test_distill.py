@@ -148,3 +148,10 @@ def test_the_longest_prompt_leaves_room_for_the_completion():
     answers = answer(values, estimate_values(values))
     assert answers["max_seq"] == 131_072 - 512 and answers["batch_unit"] == "prompt"
     assert any("less max_completion_length 512" in note for note in answers["notes"])
+
+
+def test_a_pools_acronym_keeps_its_case_under_the_models_name():
+    # "DDP gradient buckets" under a model's name stays DDP (it read "Student dDP gradient buckets")
+    for method, name in (("distill", "Student DDP gradient buckets"), ("grpo", "Policy DDP gradient buckets")):
+        labels = [p.label for p in estimate({**BASE, "method": method, "dp": "2"}).pools]
+        assert any(label.startswith(name) for label in labels), labels

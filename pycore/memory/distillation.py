@@ -34,7 +34,7 @@ from pycore.memory import parallel
 from pycore.memory.model_states import STATIC
 from pycore.memory.pools import Pool, make
 from pycore.memory.precision import BITS
-from pycore.memory.rollout import with_rollout
+from pycore.memory.rollout import lower_first, with_rollout
 from pycore.memory.setup import Setup
 from pycore.model.architecture import Architecture, count_parameters, layer_params
 
@@ -181,7 +181,7 @@ def distill_step(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", token
                  per_microbatch: "tuple[str, ...]") -> "tuple[list[Pool], tuple[str, ...], tuple[str, ...]]":
     """A distillation step's pools named by model (the student's, the teacher's), its moments before the update
     (the rollout, pycore.memory.rollout, run in the policy generate() runs in) and each micro-batch's."""
-    pools = [replace(p, label="Student " + p.label[0].lower() + p.label[1:]) for p in pools]
+    pools = [replace(p, label="Student " + lower_first(p.label)) for p in pools]
     pools = pools + teacher_pools(setup, tokens)
     pools, per_microbatch = _with_moments(pools, per_microbatch)
     pools += divergence_pools(setup, tokens) + _checkpointed_forward(setup, tokens)

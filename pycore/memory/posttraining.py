@@ -30,7 +30,7 @@ from pycore.base.expr import Q, maximum, num, rnd, sym
 from pycore.memory import parallel
 from pycore.memory.model_states import STATIC, stored_weights
 from pycore.memory.pools import Pool, make
-from pycore.memory.rollout import OLD_PASS, REFERENCE_PASS, old_policy_pass, with_rollout
+from pycore.memory.rollout import OLD_PASS, REFERENCE_PASS, lower_first, old_policy_pass, with_rollout
 from pycore.memory.setup import Setup
 
 REFERENCE = "reference forward"
@@ -199,7 +199,7 @@ def dpo_step(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: i
              per_microbatch: "tuple[str, ...]") -> "tuple[list[Pool], tuple[str, ...]]":
     """A DPO step's pools named by model (the policy's, the reference's), with the reference forward's pools and
     moment where the step runs one."""
-    pools = [replace(p, label="Policy " + p.label[0].lower() + p.label[1:]) for p in _autocast_copies(setup, stage, pools)]
+    pools = [replace(p, label="Policy " + lower_first(p.label)) for p in _autocast_copies(setup, stage, pools)]
     if not has_reference_forward(setup):
         return pools, per_microbatch
     return with_reference_moment(pools + reference_pools(setup, stage, tokens), per_microbatch)
@@ -209,7 +209,7 @@ def grpo_step(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: 
         "tuple[list[Pool], tuple[str, ...]]":
     """A GRPO step's pools named by model, and the moments before its update (pycore.memory.rollout): the rollout,
     then the reference's log-probs where beta > 0, each beside the pools live through the whole step."""
-    pools = [replace(p, label="Policy " + p.label[0].lower() + p.label[1:]) for p in _autocast_copies(setup, stage, pools)]
+    pools = [replace(p, label="Policy " + lower_first(p.label)) for p in _autocast_copies(setup, stage, pools)]
     pools = pools + reference_pools(setup, stage, tokens, REFERENCE_PASS)
     pools, before = with_rollout(setup, stage, pools)
     if old_policy_pass(setup):

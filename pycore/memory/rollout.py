@@ -52,7 +52,7 @@ SOURCE = "huggingface/trl 1.16.0 trl/trainer/grpo_trainer.py "
 RENAMED = {"prefill": PREFILL, "decode": DECODE}
 
 
-def _lower_first(label: str) -> str:
+def lower_first(label: str) -> str:
     """A pool's label after a colon: "KV cache" stays, "Prefill working set" becomes "prefill working set"."""
     return label if label[1:2].isupper() else label[0].lower() + label[1:]
 
@@ -85,7 +85,7 @@ def rollout_pools(setup: Setup, stage: parallel.Stage) -> "list[Pool]":
     for p in served:
         if p.key == "weights":
             continue
-        pools.append(replace(p, key="rollout_" + p.key, label="Rollout: " + _lower_first(p.label),
+        pools.append(replace(p, key="rollout_" + p.key, label="Rollout: " + lower_first(p.label),
                              moments=tuple(RENAMED[m] for m in p.moments), source=source + p.source,
                              group="rollout"))
     lay = setup.layout
@@ -150,7 +150,7 @@ def vllm_pools(setup: Setup) -> "list[Pool]":
     out = []
     for p in served:
         moments = (VLLM_ROLLOUT,) if setup.finetune.vllm_sleep and p.key != "non_torch" else whole
-        out.append(replace(p, key="vllm_" + p.key, label="vLLM engine: " + _lower_first(p.label),
+        out.append(replace(p, key="vllm_" + p.key, label="vLLM engine: " + lower_first(p.label),
                            moments=moments, source=VLLM_SOURCE + p.source, group="rollout_engine"))
     return out
 
