@@ -175,3 +175,12 @@ def test_whole_groups_from_more_micro_batches_on_fewer_gpus():
     applied = values_of({"model": "qwen2.5-7b", "method": "grpo", **best["query"]})
     assert not rollout_answers.trl_refuses(applied) and totals_only(applied).total_bytes <= USABLE
     assert totals_only({**applied, "dp": 1, "microbatches": 8}).total_bytes > USABLE     # one GPU: too little
+
+
+def test_generations_are_answered_at_the_first_layout_that_fits_when_the_given_one_does_not():
+    # one H100 holds no GRPO step of Qwen2.5-7B with its engine: the rows are those of the plan's first layout
+    values, found = answers_of({"model": "qwen2.5-7b", "method": "grpo", "rollout": "vllm-colocate"})
+    assert not found["fits"] and found["generations"]["layout"] == found["plan"][0]["label"]
+    best = values_of({"model": "qwen2.5-7b", "method": "grpo", "rollout": "vllm-colocate", **found["plan"][0]["query"]})
+    row = next(r for r in found["generations"]["rows"] if r["completion"] == 512)
+    assert total(best, batch=row["max_batch"]) <= USABLE < total(best, batch=row["max_batch"] + 1)

@@ -487,8 +487,8 @@ BATCH_UNITS = {"dpo": "preference pair", "dpo-lora": "preference pair", "dpo-qlo
 BATCH_UNITS["distill"] = BATCH_UNITS["distill-lora"] = "prompt"
 
 
-def _searched_answers(values: dict[str, Any], result: Estimate, usable: int,
-                      limit: int) -> "Steps[dict[str, Any]]":
+def _searched_answers(values: dict[str, Any], result: Estimate, usable: int, limit: int,
+                      best: "dict[str, Any] | None" = None) -> "Steps[dict[str, Any]]":
     """The largest batch and sequence that fit (for serving: concurrency and context), by search."""
     out: dict[str, Any] = {"notes": [], "batch_unit": BATCH_UNITS.get(str(values.get("method")), "sequence")
                            if values["mode"] == "train" else "sequence"}
@@ -506,7 +506,7 @@ def _searched_answers(values: dict[str, Any], result: Estimate, usable: int,
     top = max(limit - values["max_completion_length"], 1) if prompted else limit
     out["max_seq"] = (yield from _largest(values, "seq", usable, high=top)) if kind != "generic" else None
     if grpo and kind != "generic":
-        out.update((yield from rollout_answers.generation_answers(values, usable, _largest, limit)))
+        out.update((yield from rollout_answers.generation_answers(values, usable, _largest, limit, best)))
         arch = resolve_architecture(values)
         out["placements"] = yield from rollout_answers.placements(values, usable, plan, serving_plan,
                                                                   _valid_tp(values, arch.heads, arch.kv_heads))
@@ -541,7 +541,8 @@ def answer_steps(values: dict[str, Any], result: Estimate) -> "Steps[dict[str, A
     if engine_vllm:
         out.update(_vllm_answers(values, result, limit))
     else:
-        found = yield from _searched_answers(values, result, usable, limit)
+        found = yield from _searched_answers(values, result, usable, limit,
+                                             None if fits or not out["plan"] else out["plan"][0])
         out["notes"] += found.pop("notes")
         out.update(found)
     # an engine that would not start: any change with which it starts is a step, whatever its total

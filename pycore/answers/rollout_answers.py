@@ -88,9 +88,15 @@ def _ladder(values: dict[str, Any], longest: int) -> "list[int]":
     return sorted(n for n in lengths if n <= longest)
 
 
-def generation_answers(values: dict[str, Any], usable: int, largest: Largest, positions: int) -> "Steps[dict[str, Any]]":
+def generation_answers(values: dict[str, Any], usable: int, largest: Largest, positions: int,
+                       best: "dict[str, Any] | None" = None) -> "Steps[dict[str, Any]]":
     """The longest completion at this batch, and for each completion length the largest micro-batch of completions
-    and the most completions per prompt it allows (``largest`` is pycore.answers.answer._largest)."""
+    and the most completions per prompt it allows (``largest`` is pycore.answers.answer._largest), at the layout
+    given, or at ``best`` (the plan's first layout) where the layout given does not fit."""
+    layout = "the layout as given"
+    if best:
+        values = {**values, **{k: int(v) if isinstance(values.get(k), int) else v for k, v in best["query"].items()}}
+        layout = best["label"]
     longest = positions - values["seq"]         # positions the prompt leaves for the completion
     out: dict[str, Any] = {"max_completion": (yield from largest(values, "max_completion_length", usable,
                                                                      high=longest)) if longest > 0 else None}
@@ -98,7 +104,7 @@ def generation_answers(values: dict[str, Any], usable: int, largest: Largest, po
     for length in _ladder(values, longest):
         batch = yield from largest({**values, "max_completion_length": length}, "batch", usable)
         rows.append({"completion": length, "max_batch": batch, "max_generations": most_generations(values, batch)})
-    out["generations"] = {"prompts": _prompts(values), "rows": rows, "longest": longest}
+    out["generations"] = {"prompts": _prompts(values), "rows": rows, "longest": longest, "layout": layout}
     return out
 
 
@@ -189,4 +195,4 @@ def generations_text(found: dict[str, Any]) -> str:
         most = row["max_generations"]
         parts.append(f"{row['completion']:,} → " + ("none" if most is None else f"{most:,} ({row['max_batch']:,})"))
     return f"max_completion_length → num_generations at most (largest micro-batch), {plural(found['prompts'], 'prompt')} " \
-           "a generation batch and the layout as given: " + "; ".join(parts)
+           f"a generation batch, {found['layout']}: " + "; ".join(parts)

@@ -321,7 +321,8 @@ def display_answers(result: Estimate, answers: dict[str, Any], host: bool = Fals
          lambda: f"{answers['max_context']:,} tokens at this batch"),
         ("max_completion", "Longest completion", "generations" in answers,
          lambda: "none fits at this batch" if answers["max_completion"] is None else
-         f"{plural(answers['max_completion'], 'token')} at this batch (max_completion_length)"),
+         f"{plural(answers['max_completion'], 'token')} at this batch (max_completion_length)"
+         + ("" if answers["generations"]["layout"] == "the layout as given" else f", {answers['generations']['layout']}")),
         ("generations", "Most generations per prompt", "generations" in answers,
          lambda: generations_text(answers["generations"])),
         ("cost", "Time and cost", bool(answers.get("cost")), lambda: _cost_text(answers["cost"])),
