@@ -77,7 +77,7 @@ def test_a_lora_policy_has_no_reference_copy_and_a_fully_trained_value_model():
 def test_every_phase_is_a_moment():
     result = estimate(method="ppo", precision="bf16", batch="8", seq="64", response_length="128")
     for moment in ("rollout, prefill", "rollout, generate", "rollout, logits padded", "reference log-probs",
-                   "value scores", "reward scores", "forward end", "backward start", "optimizer step",
+                   "value scores", "reward scores", "forward end", "losses", "backward start", "optimizer step",
                    "entropy statistics"):
         assert moment in result.moments, moment
     # measured: the update's backward is this case's peak (validation/measured_ppo.json)
@@ -117,6 +117,12 @@ def test_frozen_models_are_zero3_sharded_under_deepspeed_and_whole_under_fsdp():
     for key in ("reference_model_weights", "reward_model_weights"):
         assert pool(zero3, key).bytes == pytest.approx(pool(whole, key).bytes / 4, abs=1)
         assert pool(fsdp, key).bytes == pool(whole, key).bytes
+    # unwrap_model_for_generation (trl/models/utils.py L339-348) gathers the policy's and the value model's weights
+    # for generate() under ZeRO-3 (ds3_gather_for_generation default True): the 3 shards of 4 this GPU does not hold
+    gathered = pool(zero3, "rollout_gathered_weights")
+    assert gathered.bytes == pytest.approx((38_406_656 + 22_023_168) * 2 * 3 / 4, abs=2)
+    assert gathered.moments == ("rollout, prefill", "rollout, generate")
+    assert not any(p.key == "rollout_gathered_weights" for p in fsdp.pools)
 
 
 def test_pipeline_parallelism_is_refused():
@@ -158,12 +164,27 @@ def test_ppo_median_error_within_3_percent():
 
 
 @pytest.mark.parametrize("case", PPO, ids=[c["label"] for c in PPO])
-def test_ppo_each_phase_within_10_percent(case):
+def test_ppo_each_phase_within_5_percent(case):
+    # the rollout, the reference, value and reward passes, the update's forward, losses, backward, optimizer step and
+    # entropy statistics: each phase's measured peak against the largest estimated moment in it
     for name, (measured, estimated) in case["phases"].items():
-        assert abs(estimated - measured) <= 0.10 * measured, name
+        assert abs(estimated - measured) <= 0.05 * measured, name
 
 
 def test_ppo_cases_cover_policies_precisions_and_batching():
     labels = " ".join(c["label"] for c in PPO)
-    for word in ("llama", " full ", " lora ", " bf16 ", " amp-bf16 ", " gc ", " ga4 ", " mb2 ", " chunk4 "):
+    for word in ("llama", "qwen", " full ", " lora ", " qv ", " attention ", " all-linear ", " bf16 ", " amp-bf16 ",
+                 " gc ", " ga2 ", " ga4 ", " mb2 ", " chunk2 ", " chunk4 "):
         assert word in labels, word
+
+
+def test_under_autocast_the_rollout_and_scoring_passes_run_in_the_weights_fp32():
+    # accelerate wraps only PolicyAndValueWrapper.forward in autocast (ppo_trainer.py L367); the rollout and the
+    # reference, value and reward passes call the inner models (L513-558): fp32 weights compute in fp32, so the
+    # reference's logits, hidden states and KV cache take twice a bf16 model's bytes, beside one fp32 row either way
+    bf16 = estimate(method="ppo", precision="bf16", batch="4", seq="64", response_length="128")
+    amp = estimate(method="ppo", precision="amp-bf16", batch="4", seq="64", response_length="128")
+    row = 128 * 32_000 * 4
+    assert pool(amp, "reference_forward").bytes - row == 2 * (pool(bf16, "reference_forward").bytes - row)
+    # while the update's logits are fp32 under autocast (convert_outputs_to_fp32) and bf16 without it
+    assert pool(amp, "update_logits").bytes == 4 * (64 + 128) * 32_000 * 4 == 2 * pool(bf16, "update_logits").bytes

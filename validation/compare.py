@@ -853,13 +853,12 @@ DISTILL_PROSE = [
 
 
 PPO = ROOT / "validation" / "measured_ppo.json"
-# validation/measure_ppo.py's phases (its names, merged where the estimate has one moment for them), each against the
-# largest of the estimate's moments in it
+# validation/measure_ppo.py's phases, each against the largest of the estimate's moments in it
 PPO_PHASES = {"rollout": (("rollout, generate", "rollout, logits padded"),
                           ("rollout, prefill", "rollout, generate", "rollout, logits padded")),
               "reference": (("reference log-probs",), ("reference log-probs",)),
               "value": (("value scores",), ("value scores",)), "reward": (("reward scores",), ("reward scores",)),
-              "forward": (("update, forward", "update, loss"), ("forward end",)),
+              "forward": (("update, forward",), ("forward end",)), "losses": (("update, loss",), ("losses",)),
               "backward": (("update, backward",), ("backward start", "backward, first layer", "backward, last layer",
                                                    "backward end")),
               "optimizer step": (("update, optimizer step",), ("optimizer step",)),
@@ -907,8 +906,10 @@ def ppo_section():
              "only the wrapper's forward: the rollout and scoring passes run in fp32). `gc` cases check the policy's",
              "gradient checkpointing as huggingface/trl#5245 makes it work (0.25.1 itself fails, #4954); `ga`",
              "accumulates over micro-batches, `mb` sets num_mini_batches, `chunk` local_rollout_forward_batch_size.",
-             "Each phase's measured peak (the forward's and the loss's taken together) is set against the largest",
-             "estimated moment in it (pycore/memory/ppo.py).",
+             "Each phase's measured peak is set against the largest estimated moment in it (pycore/memory/ppo.py), a",
+             "later micro-batch's included. Not independent of these cases: the logits' gradient (two [b, T, V] and",
+             "two [b, R, V] tensors at once) and, under autocast, the previous micro-batch's outputs held through the",
+             "next one's losses were read off them, the rest from TRL's code.",
              f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
              f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
              f"{100 * max(errors):.1f}% worst; every phase of every case: {100 * statistics.median(phase_errors):.1f}% "

@@ -51,12 +51,14 @@ from pycore.model.catalog import gpus as gpu_catalog
 PREFILL, GENERATE, PADDED = "rollout, prefill", "rollout, generate", "rollout, logits padded"
 REFERENCE, VALUE, REWARD = "reference log-probs", "value scores", "reward scores"
 STATISTICS = "entropy statistics"
+LOSS = "losses"             # after the forward: the log-probs, the clipped losses
 BEFORE = (PREFILL, GENERATE, PADDED, REFERENCE, VALUE, REWARD)
 SCORING = (REFERENCE, VALUE, REWARD)
 SOURCE = "huggingface/trl 0.25.1 trl/trainer/ppo_trainer.py "
 UTILS = "huggingface/trl 0.25.1 trl/trainer/utils.py "
 RENAMED = {"prefill": PREFILL, "decode": GENERATE}
-UPDATE = ("forward end", "backward start", "backward, first layer", "backward, last layer", "backward end", STATISTICS)
+UPDATE = ("forward end", LOSS, "backward start", "backward, first layer", "backward, last layer", "backward end",
+          STATISTICS)
 ROLLOUT_SYMBOLS = "B = rows rolled out (batch × micro-batches); R = response_length; V = vocabulary"
 CHUNK_SYMBOLS = "c = rows per chunk (local_rollout_forward_batch_size); T = prompt + response tokens; L = layers; " \
     "h = hidden size; e = bytes of the weights' dtype"
@@ -77,7 +79,9 @@ def chunks(setup: Setup) -> "tuple[int, int]":
 def value_setup(setup: Setup) -> Setup:
     """The value (and reward) model: the policy's architecture as a one-label sequence classifier, trained in full
     (PEFT wraps the policy only, L252), in the policy's dtypes; PPOTrainer never turns on its checkpointing."""
-    arch = replace(setup.arch, head="classification", num_labels=1)
+    # its score head is a [1, h] matrix of its own: a tied checkpoint's embedding is only looked up (never cast or
+    # multiplied by), so it is not among the matrices autocast casts
+    arch = replace(setup.arch, head="classification", num_labels=1, tied_embeddings=False)
     finetune = replace(setup.finetune, method="full", recipe="sft", reference="none", dora=False)
     return replace(setup, arch=arch, counts=count_parameters(arch), finetune=finetune, quant="none",
                    workload=replace(setup.workload, recompute="none"), weight_bytes=0)
@@ -134,6 +138,21 @@ def _generating(setup: Setup, chunk: int) -> Setup:
     policy = POLICIES["fp32"] if policy.weight == "fp32" else replace(policy, act=policy.weight, kv=policy.weight,
                                                                        autocast=False)
     return replace(setup, workload=work, policy=policy)
+
+
+def _gathered(setup: Setup, stage: parallel.Stage) -> "list[Pool]":
+    """Under DeepSpeed ZeRO-3 unwrap_model_for_generation gathers every parameter of PolicyAndValueWrapper (the
+    policy's and the value model's) for the whole generate() (PPOConfig.ds3_gather_for_generation default True)."""
+    lay = setup.layout
+    if not (lay.zero == 3 and lay.shard_group > 1 and lay.fsdp == "none"):
+        return []
+    whole = stored_weights(setup, stage) + stored_weights(value_setup(setup), _value_stage(setup, stage))
+    return [make("rollout_gathered_weights", "Rollout: the policy's and value model's weights gathered (ZeRO-3)",
+                 whole * (num(1) - num(1) / sym("g", lay.shard_group)), (PREFILL, GENERATE),
+                 "huggingface/trl 0.25.1 trl/models/utils.py unwrap_model_for_generation L339-348: "
+                 "deepspeed.zero.GatheredParameters(model.parameters()) around generate(); trl/trainer/ppo_config.py "
+                 "L128-134: ds3_gather_for_generation default True", "W = the two models' weights, unsharded; g = GPUs "
+                 "one shard spans (this GPU's own shard is counted with the weights)", group="rollout")]
 
 
 def rollout_pools(setup: Setup) -> "list[Pool]":
@@ -250,7 +269,7 @@ def head_pools(setup: Setup, tokens: int) -> "list[Pool]":
                       "mini-batch's del", symbols, group="logits_and_loss"))
     if el != 4:
         pools.append(make("saved_log_softmax", "Log-softmax rows saved for backward", response * num(el),
-                          ("forward end",), UTILS + "selective_log_softmax L1530-1536: below fp32, log_softmax one row "
+                          (LOSS,), UTILS + "selective_log_softmax L1530-1536: below fp32, log_softmax one row "
                           "at a time, each row's result saved (and freed by its backward, before the logits' "
                           "gradient is whole)", symbols, group="logits_and_loss"))
     if work.recompute != "full":
@@ -273,7 +292,7 @@ def value_activation_pools(setup: Setup, stage: parallel.Stage, tokens: int) -> 
     vsetup = value_setup(setup)
     per_layer, _, final, _ = act.per_token(vsetup)
     T = sym("T", tokens)
-    moments = ("forward end", "backward start", "backward, first layer", "backward, last layer")
+    moments = ("forward end", LOSS, "backward start", "backward, first layer", "backward, last layer")
     pools = [make("value_activations", "Value model activations (saved for backward)",
                   sym("a", per_layer) * sym("L", setup.arch.layers) * T + sym("f", final) * T, moments,
                   SOURCE + "L125-128: critic_backbone(**kwargs), then value_model.score, before the policy; the "
@@ -301,12 +320,17 @@ def carried_pools(setup: Setup) -> "list[Pool]":
         outputs = outputs + b * sym("K", kv_cache_bytes(arch, work.seq, setup.policy.bytes("act")))
     symbols = "b = rows per micro-batch; T = prompt + response tokens; R = response_length; V = vocabulary; L = " \
         "layers; h = hidden size; K = KV-cache bytes of one row"
-    return [make("previous_outputs", "Previous micro-batch's logits, hidden states and KV cache", outputs,
-                 (later("forward end"),), SOURCE + "L643: output is rebound when the next forward returns", symbols,
+    # measured (validation/measured_ppo.json, the qwen amp-bf16 ga2 case): under autocast they are still held while
+    # the next micro-batch's losses are computed; which reference keeps the fp32 copy alive is not traced
+    held = (later("forward end"),) + ((later(LOSS),) if setup.policy.autocast else ())
+    return [make("previous_outputs", "Previous micro-batch's logits, hidden states and KV cache", outputs, held,
+                 SOURCE + "L643: output is rebound when the next forward returns" +
+                 ("; under autocast measured held through the next losses" if setup.policy.autocast else ""), symbols,
                  group="logits_and_loss"),
             make("previous_softmax", "Previous micro-batch's prob_dist", b * sym("R", setup.finetune.completion) * V *
-                 num(el), tuple(later(m) for m in UPDATE[:-1]), SOURCE + "L678: prob_dist is rebound at the next "
-                 "micro-batch's statistics", symbols, group="logits_and_loss")]
+                 num(el), tuple(later(m) for m in UPDATE[:-1]) + ("optimizer step",), SOURCE + "L678: prob_dist is "
+                 "rebound at the next micro-batch's statistics, after its optimizer step", symbols,
+                 group="logits_and_loss")]
 
 
 def _with_moments(pools: "list[Pool]", moments: "tuple[str, ...]") -> "list[Pool]":
@@ -329,9 +353,13 @@ def with_ppo(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: i
              if p.group != "logits_and_loss"]
     pools += model_pools(setup, stage) + value_activation_pools(setup, stage, tokens)
     pools = _with_moments(pools, BEFORE + (STATISTICS,))
-    pools += (head_pools(setup, tokens) if stage.has_head else []) + rollout_pools(setup) + scoring_pools(setup) + \
-        carried_pools(setup)
-    return pools, BEFORE, per_microbatch + (STATISTICS,)
+    # what is held from the forward's end into backward is held while the losses are computed
+    pools = [replace(p, moments=p.moments + (LOSS,)) if "forward end" in p.moments and "backward start" in p.moments
+             and LOSS not in p.moments else p for p in pools]
+    pools += (head_pools(setup, tokens) if stage.has_head else []) + rollout_pools(setup) + _gathered(setup, stage) + \
+        scoring_pools(setup) + carried_pools(setup)
+    at = per_microbatch.index("forward end") + 1
+    return pools, BEFORE, per_microbatch[:at] + (LOSS,) + per_microbatch[at:] + (STATISTICS,)
 
 
 def notes(setup: Setup) -> "list[str]":
