@@ -188,3 +188,12 @@ def test_under_autocast_the_rollout_and_scoring_passes_run_in_the_weights_fp32()
     assert pool(amp, "reference_forward").bytes - row == 2 * (pool(bf16, "reference_forward").bytes - row)
     # while the update's logits are fp32 under autocast (convert_outputs_to_fp32) and bf16 without it
     assert pool(amp, "update_logits").bytes == 4 * (64 + 128) * 32_000 * 4 == 2 * pool(bf16, "update_logits").bytes
+
+
+def test_ddp_copies_the_value_models_gradients_too():
+    # accelerate.prepare wraps PolicyAndValueWrapper in one DistributedDataParallel (ppo_trainer.py L367): its buckets
+    # (gradient_as_bucket_view=False) hold a second copy of the value model's gradients beside the policy's
+    result = estimate(method="ppo", precision="bf16", batch="2", seq="64", response_length="64", dp="2")
+    gradients = pool(result, "value_gradients").bytes + pool(result, "value_embedding_gradient").bytes
+    assert pool(result, "value_ddp_buckets").bytes == gradients == 22_023_168 * 2
+    assert "Policy DDP gradient buckets" in pool(result, "ddp_buckets").label

@@ -43,6 +43,7 @@ from pycore.memory.accumulation import later
 from pycore.memory.model_states import STATIC, model_states, stored_weights
 from pycore.memory.pools import Pool, make
 from pycore.memory.precision import POLICIES
+from pycore.memory.rollout import lower_first
 from pycore.memory.serving import kv_cache_bytes, serving
 from pycore.memory.setup import Setup
 from pycore.model.architecture import count_parameters
@@ -108,15 +109,24 @@ def model_pools(setup: Setup, stage: parallel.Stage) -> "list[Pool]":
     """The value model's weights, gradients and optimizer state (trained with the policy), the reward model's and
     the reference's weights."""
     vsetup, vstage = value_setup(setup), _value_stage(setup, stage)
+    states = model_states(vsetup, vstage)
     out = []
-    for p in model_states(vsetup, vstage).pools:
+    lay = setup.layout
+    if setup.ddp_buckets and not lay.zero and lay.dp * lay.cp > 1:
+        # accelerate wraps PolicyAndValueWrapper in DDP whole: its buckets copy the value model's gradients too
+        out.append(make("value_ddp_buckets", "Value model DDP gradient buckets (a second copy of its gradients)",
+                        sym("S", states.trainable) * num(states.grad_bytes), STATIC,
+                        "torch DistributedDataParallel, gradient_as_bucket_view=False (its default): "
+                        "Reducer::initialize_buckets allocates buckets as large as every gradient",
+                        "S = the value model's parameters on this GPU", group="value_model"))
+    for p in states.pools:
         moments = p.moments
         if p.key in ("gradients", "embedding_gradient"):
             # made by the value backbone's backward, after the policy's (the policy ran last in the forward)
             moments = tuple(m for m in p.moments if m != "backward, last layer")
             if setup.layout.microbatches > 1:
                 moments += tuple(later(m) for m in UPDATE if m != "backward end")
-        out.append(replace(p, key="value_" + p.key, label="Value model " + p.label[0].lower() + p.label[1:],
+        out.append(replace(p, key="value_" + p.key, label="Value model " + lower_first(p.label),
                            moments=moments, group="value_model"))
     out.append(_frozen(setup, "reward_model_weights", "Reward model", stored_weights(vsetup, vstage),
                        SOURCE + "L267, L379-396: the reward model given, frozen (it is never in the optimizer); "
@@ -187,7 +197,7 @@ def rollout_pools(setup: Setup) -> "list[Pool]":
     served = serving(_generating(setup, chunk), gpu_catalog()[setup.gpu])["pools"]
     for p in served:
         if p.key != "weights":
-            out.append(replace(p, key="rollout_" + p.key, label="Rollout: " + p.label[0].lower() + p.label[1:],
+            out.append(replace(p, key="rollout_" + p.key, label="Rollout: " + lower_first(p.label),
                                moments=tuple(RENAMED[m] for m in p.moments),
                                source=source + f"{chunk:,} rows of the prompt and response_length new tokens; " +
                                p.source, group="rollout"))
@@ -349,7 +359,7 @@ def with_ppo(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: i
     if setup.finetune.recipe != "ppo":
         return pools, before, per_microbatch
     # the update's full logits, their gradient and statistics replace plain fine-tuning's loss buffers
-    pools = [replace(p, label="Policy " + p.label[0].lower() + p.label[1:]) for p in pools
+    pools = [replace(p, label="Policy " + lower_first(p.label)) for p in pools
              if p.group != "logits_and_loss"]
     pools += model_pools(setup, stage) + value_activation_pools(setup, stage, tokens)
     pools = _with_moments(pools, BEFORE + (STATISTICS,))
