@@ -197,3 +197,21 @@ def test_ddp_copies_the_value_models_gradients_too():
     gradients = pool(result, "value_gradients").bytes + pool(result, "value_embedding_gradient").bytes
     assert pool(result, "value_ddp_buckets").bytes == gradients == 22_023_168 * 2
     assert "Policy DDP gradient buckets" in pool(result, "ddp_buckets").label
+
+
+def test_the_reward_and_value_models_can_be_other_checkpoints():
+    # reward_model=llama-3.2-1b: its 1,235,814,400 parameters (validation/param_counts.json) with a [1, 2,048] score head
+    # in place of its tied LM head, bf16; the value model follows it (trl/examples/scripts/ppo/ppo.py loads both from
+    # reward_model_path) unless value_model names another: llama-3.1-8b's 8,030,261,248 less its [128,256, 4,096] LM
+    # head, plus a [1, 4,096] score head
+    inputs = {"model": "llama-3.1-8b", "method": "ppo", "precision": "bf16", "reward_model": "llama-3.2-1b"}
+    result = estimate_values(parse(inputs))
+    assert pool(result, "reward_model_weights").bytes == (1_235_814_400 + 2_048) * 2
+    assert pool(result, "value_weights").bytes == (1_235_814_400 + 2_048) * 2
+    assert pool(result, "reference_model_weights").bytes == 8_030_261_248 * 2
+    result = estimate_values(parse({**inputs, "value_model": "llama-3.1-8b"}))
+    assert pool(result, "value_weights").bytes == (8_030_261_248 - 128_256 * 4_096 + 4_096) * 2
+    assert any("the reward model is llama-3.2-1b's backbone" in w for w in result.warnings)
+    with pytest.raises(FieldError) as error:
+        resolve(parse({**inputs, "reward_model": "no-such-model"}))
+    assert error.value.key == "reward_model"

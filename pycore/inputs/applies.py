@@ -84,6 +84,8 @@ APPLIES: "dict[str, Condition]" = {
     "response_length": {**TRAIN, **TRANSFORMER, **PPO},
     "local_rollout_forward_batch_size": {**TRAIN, **TRANSFORMER, **PPO},
     "num_mini_batches": {**TRAIN, **TRANSFORMER, **PPO},
+    "reward_model": {**TRAIN, **TRANSFORMER, **PPO},
+    "value_model": {**TRAIN, **TRANSFORMER, **PPO},
     "group_size": {**TRANSFORMER, "quant": {"not": ["none"]}},
     # The activation model's own parameter: the model in force (``act_model``), which for a generic network
     # left at "detailed" is the multiplier model when layers and hidden are given.

@@ -312,6 +312,18 @@ FIELDS = (
          "KV cache and the reference, value and reward passes hold this many rows", "finetune",
          "TRL 0.25.1 OnPolicyConfig.local_rollout_forward_batch_size default 64 (trl/trainer/utils.py L877-880)",
          span=(1, 1_000_000), unit="sequences"),
+    Field("reward_model", "text", "auto", "PPO: the reward model: auto (the policy's architecture), or a preset id, "
+          "alias or hub id; on the command line a path to its config.json. Its backbone with a one-output score head, "
+          "frozen, scoring the policy's token ids", "auto, a preset id, an alias or a hub id (python -m pycore models), "
+          "or a path to a config.json", (), "TRL 0.25.1 PPOTrainer's reward_model (trl/trainer/ppo_trainer.py L189); "
+          "PPOConfig.reward_model_path (trl/trainer/ppo_config.py L75-78), loaded as AutoModelForSequenceClassification "
+          "with num_labels=1 by trl/examples/scripts/ppo/ppo.py; pycore's default is the policy's architecture",
+          "finetune"),
+    Field("value_model", "text", "auto", "PPO: the value model, trained with the policy: auto (the reward model's "
+          "architecture, as TRL's example loads both from reward_model_path), or a preset id, alias or hub id; on the "
+          "command line a path to its config.json", "auto, a preset id, an alias or a hub id (python -m pycore models), "
+          "or a path to a config.json", (), "TRL 0.25.1 PPOTrainer's value_model (trl/trainer/ppo_trainer.py L191); "
+          "trl/examples/scripts/ppo/ppo.py loads it from reward_model_path, as the reward model", "finetune"),
     _int("num_mini_batches", 1, "PPO: mini-batches an update's rows (batch × micro-batches) are split into; with "
          "fewer mini-batches than micro-batches a later micro-batch runs beside the previous one's logits", "finetune",
          "TRL 0.25.1 OnPolicyConfig.num_mini_batches default 1 (trl/trainer/utils.py L869-872)", span=(1, 1_000_000)),
@@ -450,7 +462,7 @@ LABELS = {
     "ref_model": "Reference model", "num_generations": "Generations per prompt (GRPO)",
     "max_completion_length": "Completion length (GRPO)", "beta": "KL coefficient beta (GRPO)",
     "response_length": "Response length (PPO)", "local_rollout_forward_batch_size": "Rollout rows at a time (PPO)",
-    "num_mini_batches": "Mini-batches (PPO)",
+    "num_mini_batches": "Mini-batches (PPO)", "reward_model": "Reward model (PPO)", "value_model": "Value model (PPO)",
     "rollout": "Rollout engine (GRPO)", "vllm_gpu_memory_utilization": "vLLM GPU memory share (GRPO)",
     "vllm_enable_sleep_mode": "vLLM sleep mode (GRPO)",
     "vllm_tensor_parallel_size": "vLLM tensor-parallel GPUs (GRPO, distill)",

@@ -46,7 +46,7 @@ from pycore.memory.precision import POLICIES
 from pycore.memory.rollout import lower_first
 from pycore.memory.serving import kv_cache_bytes, serving
 from pycore.memory.setup import Setup
-from pycore.model.architecture import count_parameters
+from pycore.model.architecture import Architecture, count_parameters
 from pycore.model.catalog import gpus as gpu_catalog
 
 PREFILL, GENERATE, PADDED = "rollout, prefill", "rollout, generate", "rollout, logits padded"
@@ -77,19 +77,21 @@ def chunks(setup: Setup) -> "tuple[int, int]":
     return chunk, total - chunk * ((total - 1) // chunk)
 
 
-def value_setup(setup: Setup) -> Setup:
-    """The value (and reward) model: the policy's architecture as a one-label sequence classifier, trained in full
-    (PEFT wraps the policy only, L252), in the policy's dtypes; PPOTrainer never turns on its checkpointing."""
+def value_setup(setup: Setup, reward: bool = False) -> Setup:
+    """The value model (or with ``reward`` the reward model): its backbone (value_model / reward_model, else the
+    policy's architecture) as a one-label sequence classifier, in the policy's dtypes; the value model is trained in
+    full (PEFT wraps the policy only, L252) and PPOTrainer never turns on its checkpointing."""
+    base = (setup.finetune.reward_arch if reward else setup.finetune.value_arch) or setup.arch
     # its score head is a [1, h] matrix of its own: a tied checkpoint's embedding is only looked up (never cast or
     # multiplied by), so it is not among the matrices autocast casts
-    arch = replace(setup.arch, head="classification", num_labels=1, tied_embeddings=False)
+    arch = replace(base, head="classification", num_labels=1, tied_embeddings=False)
     finetune = replace(setup.finetune, method="full", recipe="sft", reference="none", dora=False)
     return replace(setup, arch=arch, counts=count_parameters(arch), finetune=finetune, quant="none",
                    workload=replace(setup.workload, recompute="none"), weight_bytes=0)
 
 
-def _value_stage(setup: Setup, stage: parallel.Stage) -> parallel.Stage:
-    return parallel.stages(value_setup(setup).arch, setup.layout)[stage.index]
+def _value_stage(setup: Setup, stage: parallel.Stage, reward: bool = False) -> parallel.Stage:
+    return parallel.stages(value_setup(setup, reward).arch, setup.layout)[stage.index]
 
 
 def _frozen_sharded(setup: Setup) -> bool:
@@ -128,7 +130,8 @@ def model_pools(setup: Setup, stage: parallel.Stage) -> "list[Pool]":
                 moments += tuple(later(m) for m in UPDATE if m != "backward end")
         out.append(replace(p, key="value_" + p.key, label="Value model " + lower_first(p.label),
                            moments=moments, group="value_model"))
-    out.append(_frozen(setup, "reward_model_weights", "Reward model", stored_weights(vsetup, vstage),
+    rsetup, rstage = value_setup(setup, reward=True), _value_stage(setup, stage, reward=True)
+    out.append(_frozen(setup, "reward_model_weights", "Reward model", stored_weights(rsetup, rstage),
                        SOURCE + "L267, L379-396: the reward model given, frozen (it is never in the optimizer); "
                        "prepare_deepspeed under DeepSpeed, else .to(device)"))
     if setup.finetune.reference == "copy":
@@ -187,7 +190,7 @@ def rollout_pools(setup: Setup) -> "list[Pool]":
            make("rollout_logits_chunks", "Rollout: every chunk's stacked scores, then padded into one tensor",
                 sym("B", total) * per_row, (PADDED,), source + "pad() allocates the [chunks, c, R, V] output while "
                 "the list of chunks is held", ROLLOUT_SYMBOLS, group="rollout"),
-           make("rollout_logits", "Rollout scores, logitss (fp32, through the update)", sym("B", total) * per_row,
+           make("rollout_logits", "Rollout scores (fp32, through the update; TRL's logitss)", sym("B", total) * per_row,
                 (PADDED,) + SCORING + STATIC + UPDATE, SOURCE + "L513, L521-527: the padded scores the log-probs are "
                 "read from, never deleted", ROLLOUT_SYMBOLS, group="rollout")]
     if earlier:
@@ -202,6 +205,13 @@ def rollout_pools(setup: Setup) -> "list[Pool]":
                                source=source + f"{chunk:,} rows of the prompt and response_length new tokens; " +
                                p.source, group="rollout"))
     return out
+
+
+def _hidden(setup: Setup, rows: int) -> Q:
+    """Every hidden state a no_grad forward with output_hidden_states=True returns, in the weights' dtype."""
+    arch = setup.arch
+    return sym("c", rows) * sym("T", setup.workload.seq) * sym("L", arch.layers + 1) * sym("h", arch.hidden) * \
+        num(setup.policy.bytes("weight"))
 
 
 def _working(setup: Setup) -> int:
@@ -219,7 +229,8 @@ def scoring_pools(setup: Setup) -> "list[Pool]":
     arch, e = setup.arch, setup.policy.bytes("weight")
     full, _ = chunks(setup)
     c, T = sym("c", full), sym("T", setup.workload.seq)
-    hidden = c * T * sym("L", arch.layers + 1) * sym("h", arch.hidden) * num(e)
+    hidden = _hidden(setup, full)
+    value, reward = value_setup(setup), value_setup(setup, reward=True)
     cache = c * sym("K", kv_cache_bytes(arch, setup.workload.seq, e))
     row = sym("R", setup.finetune.completion) * sym("V", arch.output_width) * num(4)
     reference = "the reference (the policy with its adapters disabled)" if setup.finetune.reference != "copy" else \
@@ -233,12 +244,12 @@ def scoring_pools(setup: Setup) -> "list[Pool]":
                  "KV cache; " + UTILS + "selective_log_softmax L1506-1538 takes one row at a time", symbols,
                  group="reference_model"),
             make("value_forward", "Value model pass: hidden states of a chunk, one layer's working tensors",
-                 hidden + c * T * sym("w", _working(setup)), (VALUE,),
+                 _hidden(value, full) + c * T * sym("w", _working(value)), (VALUE,),
                  SOURCE + "L551-555: get_reward(value_model, ...) under no_grad; " + UTILS + "get_reward L986-1033: "
                  "the backbone with output_hidden_states=True, use_cache=False, then the score head", symbols,
                  group="value_model"),
             make("reward_forward", "Reward model pass: hidden states of a chunk, one layer's working tensors",
-                 hidden + c * T * sym("w", _working(setup)), (REWARD,),
+                 _hidden(reward, full) + c * T * sym("w", _working(reward)), (REWARD,),
                  SOURCE + "L556-558: get_reward(reward_model, ...) under no_grad, as the value model's", symbols,
                  group="reward_model")]
 
@@ -304,7 +315,7 @@ def value_activation_pools(setup: Setup, stage: parallel.Stage, tokens: int) -> 
     T = sym("T", tokens)
     moments = ("forward end", LOSS, "backward start", "backward, first layer", "backward, last layer")
     pools = [make("value_activations", "Value model activations (saved for backward)",
-                  sym("a", per_layer) * sym("L", setup.arch.layers) * T + sym("f", final) * T, moments,
+                  sym("a", per_layer) * sym("L", vsetup.arch.layers) * T + sym("f", final) * T, moments,
                   SOURCE + "L125-128: critic_backbone(**kwargs), then value_model.score, before the policy; the "
                   "activations pycore.memory.activations counts for the backbone", "a = bytes saved per token per layer; "
                   "L = layers; T = tokens per micro-batch; f = final norm bytes per token", group="value_model")]
@@ -372,6 +383,10 @@ def with_ppo(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: i
     return pools, BEFORE, per_microbatch[:at] + (LOSS,) + per_microbatch[at:] + (STATISTICS,)
 
 
+def _named(arch: "Architecture | None") -> str:
+    return f"{arch.name}'s backbone" if arch else "the policy's architecture"
+
+
 def notes(setup: Setup) -> "list[str]":
     """What a PPO estimate assumes, and the batch TRL would refuse."""
     if setup.finetune.recipe != "ppo":
@@ -380,8 +395,8 @@ def notes(setup: Setup) -> "list[str]":
     out = [f"PPO: batch counts responses (TRL's per_device_train_batch_size); the rollout generates {rows(setup):,} of "
            f"them (batch × micro-batches), {min(ft.rollout_chunk, rows(setup)):,} at a time "
            f"(local_rollout_forward_batch_size), each of seq {ft.prompt:,} + response_length {ft.completion:,} tokens "
-           "(no stop token: every response to the limit); the value and reward models are the policy's architecture "
-           "with a one-output score head"]
+           f"(no stop token: every response to the limit); the reward model is {_named(ft.reward_arch)} and the value "
+           f"model {_named(ft.value_arch)}, each with a one-output score head"]
     if setup.workload.recompute == "full":
         out.append("PPO with gradient checkpointing: TRL 0.25.1 fails at the rollout with a checkpointed policy "
                    "(PolicyAndValueWrapper has no gradient_checkpointing_disable, huggingface/trl#4954); estimated as "

@@ -73,6 +73,8 @@ class FineTune:
     dora: bool = False          # PEFT's use_dora (pycore.memory.finetune)
     rollout_chunk: int = 64     # PPO: local_rollout_forward_batch_size, rows generated and scored at a time
     mini_batches: int = 1       # PPO: num_mini_batches an update's rows are split into
+    value_arch: "Architecture | None" = None    # PPO: the value model's backbone (None: the policy's)
+    reward_arch: "Architecture | None" = None   # PPO: the reward model's backbone (None: the policy's)
     vllm_tp: int = 1            # GRPO, distill: vllm_tensor_parallel_size of a colocated engine
     vllm_max_len: int = 0       # GRPO, distill: vllm_max_model_length (0: None, the model's positions)
     teacher: "Architecture | None" = None   # distill: the teacher model (pycore.memory.distillation)
@@ -377,15 +379,37 @@ def _response(values: "Values", recipe: str, completion: int) -> int:
     return int(values.get("response_length") or 0) if recipe == "ppo" else completion
 
 
+def _scorer(values: "Values", key: str) -> "Architecture | None":
+    """PPO's value_model or reward_model: None for auto, else a preset (id, alias or hub id) or a config.json on disk,
+    whose backbone takes a one-output score head (AutoModelForSequenceClassification, num_labels=1)."""
+    name = str(values.get(key) or "auto").strip()
+    if name == "auto":
+        return None
+    try:
+        arch = architecture_from_file(name) if name.lower().endswith(".json") else preset_architecture(name)
+    except KeyError:
+        raise FieldError(key, unknown_model(name), fallback="auto") from None
+    except FieldError as error:
+        raise FieldError(key, error.message, fallback="auto") from None
+    if arch.kind != "decoder":
+        raise FieldError(key, f"{arch.name} is not a decoder: pycore scores PPO's responses with a decoder's backbone",
+                         fallback="auto")
+    return arch
+
+
 def _ppo(values: "Values", finetune: FineTune) -> FineTune:
-    """PPOConfig's rollout chunk and mini-batches (TRL 0.25.1); PPOTrainer trains data parallel only (no pipeline)."""
+    """PPOConfig's rollout chunk and mini-batches (TRL 0.25.1); PPOTrainer trains data parallel only (no pipeline).
+    The value model is, unless given, the reward model's architecture: trl/examples/scripts/ppo/ppo.py loads both from
+    reward_model_path; the reward model is, unless given, the policy's."""
     if finetune.recipe != "ppo":
         return finetune
     if values.get("pp", 1) > 1:
         raise FieldError("pp", "TRL's PPOTrainer places its four models whole or ZeRO-sharded on every GPU; it has no "
                          "pipeline parallelism", fallback=1)
+    reward = _scorer(values, "reward_model")
     return replace(finetune, rollout_chunk=values.get("local_rollout_forward_batch_size") or 64,
-                   mini_batches=values.get("num_mini_batches") or 1)
+                   mini_batches=values.get("num_mini_batches") or 1, reward_arch=reward,
+                   value_arch=_scorer(values, "value_model") or reward)
 
 
 def resolve(values: "Values") -> Setup:
