@@ -483,6 +483,8 @@ def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[
 BATCH_UNITS = {"dpo": "preference pair", "dpo-lora": "preference pair", "dpo-qlora": "preference pair",
                "grpo": "completion", "grpo-lora": "completion", "reward": "preference pair",
                "reward-lora": "preference pair", "ppo": "response", "ppo-lora": "response"}
+# KTOTrainer: unpaired examples, each with a KL row beside it (DataCollatorForUnpairedPreference, kto_trainer.py L161-203)
+BATCH_UNITS["kto"] = BATCH_UNITS["kto-lora"] = BATCH_UNITS["kto-qlora"] = "example"
 # DistillationTrainer: prompts, one completion each (RepeatSampler mini_repeat_count=1, distillation_trainer.py L868-888)
 BATCH_UNITS["distill"] = BATCH_UNITS["distill-lora"] = "prompt"
 

@@ -32,7 +32,7 @@ def baseline_values(values: dict[str, Any], base_raw: dict[str, Any]) -> dict[st
     else:
         changed.update(PLAIN)
         # no quantization in the baseline: QLoRA becomes LoRA on the 16-bit base (DPO's too)
-        changed["method"] = {"qlora": "lora", "dpo-qlora": "dpo-lora"}.get(values["method"], values["method"])
+        changed["method"] = {"qlora": "lora", "dpo-qlora": "dpo-lora", "kto-qlora": "kto-lora"}.get(values["method"], values["method"])
     try:
         overrides = parse(base_raw)             # strict: a bad base.* value raises, named base.KEY
     except FieldError as error:

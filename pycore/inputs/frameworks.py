@@ -317,7 +317,7 @@ NO_SYNC_UNTIL_LAST = {"hf-trainer", "accelerate", "axolotl"}
 # output in fwd_cache until backward_one_chunk pops it (L913, L966), and Schedule1F1B holds the latest output
 # until the next forward (schedules.py L1070, L1130), so the last stage's logits live through its backward.
 OWN_PIPELINE = {"megatron", "deepspeed"}
-# Post-training recipes (schema method dpo*, grpo*, reward*) run on the Hugging Face Trainer
+# Post-training recipes (schema method dpo*, kto*, grpo*, reward*) run on the Hugging Face Trainer
 # through TRL, whose configs change some of the Trainer's defaults; pycore.memory.posttraining models the step.
 RECIPES = {
     "dpo": Framework(
@@ -331,6 +331,17 @@ RECIPES = {
                       "autocasts to bf16: fp32 weights and AdamW states, bf16 compute (precision=bf16 for a model "
                       "loaded in bf16)"}),
 }
+
+
+RECIPES["kto"] = Framework(
+    "TRL KTOTrainer", "1.16.0", {"recompute": "full", "precision": "amp-bf16"},
+    {"recompute": "huggingface/trl trl/trainer/kto_config.py@v1.16.0 L22, L105: KTOConfig(_BaseConfig), whose "
+                  "gradient_checkpointing defaults to True (base_config.py L62-63); " + HF_CHECKPOINT,
+     "precision": "huggingface/trl trl/trainer/kto_trainer.py@v1.16.0 L628: a model given by name is loaded by "
+                  "create_model_from_path (trl/trainer/utils.py L1332: float32 unless model_init_kwargs names a dtype), "
+                  "the reference (L935) in the policy's dtype; kto_config.py L106 and base_config.py L68-75, L108: bf16 "
+                  "defaults to True, so the Trainer autocasts to bf16: fp32 weights and AdamW states, bf16 compute "
+                  "(precision=bf16 for a model loaded in bf16)"})
 
 
 RECIPES["grpo"] = Framework(
@@ -381,7 +392,7 @@ RECIPES["distill"] = Framework(
 
 
 def recipe_of(values: "Mapping[str, object]") -> str:
-    """The post-training recipe a method names ("dpo" for dpo, dpo-lora, dpo-qlora; "grpo" for grpo, grpo-lora), "sft"
+    """The post-training recipe a method names ("dpo" for dpo, dpo-lora, dpo-qlora; "kto" likewise; "grpo" for grpo, grpo-lora), "sft"
     for plain fine-tuning."""
     recipe = str(values.get("method") or "full").partition("-")[0]
     return recipe if recipe in RECIPES else "sft"

@@ -19,6 +19,7 @@ from pycore.memory import vision_activations
 from pycore.memory.device import overhead_pools, runtime_note
 from pycore.memory.distillation import notes as distill_notes
 from pycore.memory.pools import Pool, StageResult, live, stage_components
+from pycore.memory.posttraining import notes as kto_notes
 from pycore.memory.ppo import notes as ppo_notes
 from pycore.memory.precision import named_policy
 from pycore.memory.record import JSON, Estimate, LayoutInfo, ModelInfo, SetupInfo
@@ -180,6 +181,7 @@ def _warnings(setup: Setup) -> "list[str]":
                      "counted from the parameters")
     notes += _checkpoint_mismatch(setup)
     notes += grpo_notes(setup)
+    notes += kto_notes(setup)
     notes += ppo_notes(setup)
     notes += distill_notes(setup)
     runtime = runtime_note(gpu_catalog()[setup.gpu].get("runtime", "CUDA"))

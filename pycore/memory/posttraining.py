@@ -22,11 +22,29 @@ huggingface/trl 1.16.0 runs it (trl/trainer/dpo_trainer.py, DPOTrainer):
   parameters' dtype before it returns. N is the scored tokens: each row's labels shifted by one, so every token but
   one a row; on a GPU with Triton only the completion's are gathered, so counting the prompt's too is an upper bound
   (its share of these per-token tensors, and of the tile below 4,096 tokens).
+
+KTO (Ethayarajh et al. 2024) as TRL 1.16.0 runs it (trl/trainer/kto_trainer.py, KTOTrainer, loss_type "kto", KTOConfig's
+default) is DPO's pattern with its own rows and one more pass:
+
+- the batch counts unpaired examples, each labelled desirable or undesirable (DataCollatorForUnpairedPreference,
+  L161-203): batch rows, not 2 × batch; beside them the KL rows (``KL_input_ids``: each prompt with the previous row's
+  completion, ``add_kl_completion_ids`` L1146-1151), as many rows of about as many tokens;
+- ``_compute_loss`` (L1370-1439) first runs ``_compute_kl_logps`` (L1337-1368): the policy's forward on the KL rows
+  under ``torch.no_grad()`` (L1364-1365), before anything of the step is saved: its own moment, the weights, optimizer
+  state and (under autocast) the weights' cached 16-bit copies beside one layer's working tensors or the fused head's;
+  then the policy's forward with grad on the batch (L1404); then, under ``torch.no_grad()``, the reference on the KL
+  rows and on the batch, one after the other, while the policy's activations are held (L1427-1439), as DPO's
+  reference forward; none with ``precompute_ref_log_probs`` (ref_logps and ref_KL_logps come with the batch, L1418-1424),
+  though the policy's KL forward still runs;
+- the reference model (KTOTrainer.__init__ L918-940): a frozen copy in the policy's dtype, none for a PEFT policy (the
+  policy inside ``use_adapter(model, None)``: adapters disabled, L1430-1435) or with precompute_ref_log_probs; the
+  policy's fused head asks for log_probs, entropy and mean_logits, the reference's for log_probs (L967-972).
 """
 
 from dataclasses import replace
 
 from pycore.base.expr import Q, maximum, num, rnd, sym
+from pycore.base.units import plural
 from pycore.memory import parallel
 from pycore.memory.model_states import STATIC, stored_weights
 from pycore.memory.pools import Pool, make
@@ -35,11 +53,15 @@ from pycore.memory.setup import Setup
 
 REFERENCE = "reference forward"
 # where each trainer makes its reference model and runs its reference pass (huggingface/trl 1.16.0)
-INIT = {"dpo": "DPOTrainer.__init__ L908-929", "grpo": "GRPOTrainer.__init__ (grpo_trainer.py L984-1003, beta > 0)"}
+INIT = {"dpo": "DPOTrainer.__init__ L908-929", "grpo": "GRPOTrainer.__init__ (grpo_trainer.py L984-1003, beta > 0)",
+        "kto": "KTOTrainer.__init__ (kto_trainer.py L918-940)"}
 PASS = {"dpo": "DPOTrainer._compute_loss: the reference runs under torch.no_grad() after the policy's forward",
         "grpo": "GRPOTrainer._generate_and_score_completions (L2711-2736): the reference scores the completions under "
                 "torch.no_grad() before the update, a micro-batch of rows at a time, with no activation of the policy "
-                "saved"}
+                "saved",
+        "kto": "KTOTrainer._compute_loss (kto_trainer.py L1427-1439): after the policy's forward the reference runs "
+               "under torch.no_grad() on the KL rows (_compute_kl_logps), then on the batch, one forward at a time"}
+KL_FORWARD = "KL forward"       # KTO: the policy's no_grad forward on the KL rows, before its forward with grad
 SAVED_THROUGH = ("forward end", "backward start")   # a pool live in both is live during the reference forward
 TOKEN_TILE = 4096           # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE
 VOCAB_TILE = 32768          # trl/trainer/utils.py _CHUNKED_LOGPROB_CHUNK_SIZE
@@ -47,7 +69,8 @@ SOURCE = "huggingface/trl 1.16.0 "
 HEAD_SOURCE = SOURCE + "trl/kernels/chunked_logprob.py ChunkedLogProbFunction (the fused head add_fused_lm_head adds)"
 HEAD_SYMBOLS = "T = tokens; h = hidden size; V = vocabulary; e = bytes of the compute dtype"
 SCORED = {"dpo": "N = scored tokens (every token of the 2 × pairs sequences but each one's last); ",
-          "grpo": "N = scored tokens (the completions' tokens, batch × max_completion_length); "}
+          "grpo": "N = scored tokens (the completions' tokens, batch × max_completion_length); ",
+          "kto": "N = scored tokens (every token of the batch's rows but each one's last; the KL rows as many); "}
 
 
 def head_symbols(setup: Setup) -> str:
@@ -57,7 +80,7 @@ def head_symbols(setup: Setup) -> str:
 
 def has_reference_forward(setup: Setup) -> bool:
     """Whether the step runs a reference forward: a frozen copy, or the policy with its adapters disabled."""
-    return setup.finetune.recipe in ("dpo", "grpo") and setup.finetune.reference in ("copy", "adapters-off")
+    return setup.finetune.recipe in ("dpo", "grpo", "kto") and setup.finetune.reference in ("copy", "adapters-off")
 
 
 def scored(setup: Setup, tokens: int) -> int:
@@ -70,8 +93,9 @@ def scored(setup: Setup, tokens: int) -> int:
 
 def _statistics(setup: Setup) -> int:
     """fp32 values per scored token of the head's forward: seven running statistics, log_z and the log-prob, and one
-    per extra output (DPOTrainer asks for entropy, mean logits and top-1; GRPOTrainer for entropy)."""
-    return 11 if setup.finetune.recipe == "dpo" else 10
+    per extra output (DPOTrainer asks for entropy, mean logits and top-1; KTOTrainer for entropy and mean logits,
+    kto_trainer.py L967-970; GRPOTrainer for entropy)."""
+    return 11 if setup.finetune.recipe in ("dpo", "kto") else 10
 
 
 def _tile(setup: Setup, tokens: int) -> Q:
@@ -205,6 +229,46 @@ def dpo_step(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: i
     return with_reference_moment(pools + reference_pools(setup, stage, tokens), per_microbatch)
 
 
+def kto_step(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: int,
+             per_microbatch: "tuple[str, ...]") -> "tuple[list[Pool], tuple[str, ...]]":
+    """A KTO step: DPO's pools and reference moment over the batch's rows, and before the policy's forward the KL
+    forward, a no_grad pass of the policy over the KL rows (as many tokens) beside what the whole step holds and, under
+    autocast, the weights' 16-bit copies autocast caches from that pass on."""
+    pools, per_microbatch = dpo_step(setup, stage, pools, tokens, per_microbatch)
+    pools = [replace(p, moments=p.moments + (KL_FORWARD,)) if (all(m in p.moments for m in STATIC) or
+             p.key == "autocast_weight_copies" and p.moments and
+             not setup.finetune.adapters) and KL_FORWARD not in p.moments else p for p in pools]
+    pools.append(make("kl_forward", "Policy KL forward under no_grad (one layer, or the fused head)",
+                      no_grad_working(setup, stage, tokens), (KL_FORWARD,), SOURCE + "KTOTrainer._compute_kl_logps "
+                      "(kto_trainer.py L1337-1368, called first in _compute_loss L1379): the policy's forward on the KL "
+                      "rows under torch.no_grad(), so only the layer it computes holds tensors, then its fused head; the "
+                      "KL rows' log-probs (one per row) are all it keeps", WORKING_SYMBOLS + head_symbols(setup)))
+    at = per_microbatch.index("forward end")
+    return pools, per_microbatch[:at] + (KL_FORWARD,) + per_microbatch[at:]
+
+
+def preference_step(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: int,
+                    per_microbatch: "tuple[str, ...]") -> "tuple[list[Pool], tuple[str, ...]]":
+    """A DPO or a KTO step (kto_step adds the KL forward to DPO's)."""
+    step = kto_step if setup.finetune.recipe == "kto" else dpo_step
+    return step(setup, stage, pools, tokens, per_microbatch)
+
+
+def notes(setup: Setup) -> "list[str]":
+    """What a KTO estimate assumes, and the batch TRL would refuse."""
+    if setup.finetune.recipe != "kto":
+        return []
+    rows = setup.workload.batch
+    out = [f"KTO: batch counts unpaired examples (TRL's per_device_train_batch_size), {plural(rows, 'row')} of "
+           f"{setup.workload.seq:,} tokens, and as many KL rows (each prompt with another row's completion) that the "
+           "policy, then the reference, score under no_grad; loss_type kto (KTOConfig's default; apo_zero_unpaired "
+           "runs no KL rows, so this counts one no_grad pass more than it holds)"]
+    if rows < 2:
+        out.append("TRL 1.16 refuses this KTO setup: the per-device batch must be > 1 for the KL term "
+                   "(KTOTrainer.__init__, kto_trainer.py L844-847); the memory per GPU is estimated all the same")
+    return out
+
+
 def grpo_step(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: int) -> \
         "tuple[list[Pool], tuple[str, ...]]":
     """A GRPO step's pools named by model, and the moments before its update (pycore.memory.rollout): the rollout,
@@ -243,7 +307,8 @@ def _autocast_copies(setup: Setup, stage: parallel.Stage, pools: "list[Pool]") -
             moments = p.moments
             if setup.workload.recompute == "full":
                 moments = () if setup.finetune.adapters else ("forward end",) + \
-                    ((REFERENCE,) if setup.finetune.recipe == "dpo" else ())
+                    ((REFERENCE,) if setup.finetune.recipe in ("dpo", "kto") else ()) + \
+                    ((KL_FORWARD,) if setup.finetune.recipe == "kto" else ())
             p = make(p.key, p.label, quantity, moments, p.source + "; TRL's fused head casts its weight a tile at a "
                      "time", p.symbols + "; V = vocabulary; h = hidden size", p.group)
         out.append(p)

@@ -61,7 +61,7 @@ class FineTune:
     rank: int
     targets: str
     dtype: str                  # adapters, their gradients and states
-    recipe: str = "sft"         # sft (plain fine-tuning) | dpo | grpo | reward (TRL's trainers: memory.posttraining)
+    recipe: str = "sft"         # sft (plain fine-tuning) | dpo | kto | grpo | reward (TRL's trainers: memory.posttraining)
     reference: str = "none"     # the reference: copy (a frozen model) | adapters-off (the base) | precomputed | none
     dropout: float = 0.0        # PEFT's lora_dropout
     prompt: int = 0             # GRPO: the prompt's tokens (seq); the workload's seq is prompt + completion
@@ -233,7 +233,7 @@ def _with_overrides(arch: Architecture, values: "Values") -> Architecture:
 def quantization_of(values: "Values") -> str:
     """The weight storage format: quant, or NF4 with double quantization for QLoRA (Dettmers et al. 2023)."""
     quant: str = values["quant"]
-    if quant == "none" and values["method"] in ("qlora", "dpo-qlora"):
+    if quant == "none" and values["method"] in ("qlora", "dpo-qlora", "kto-qlora"):
         return "nf4-dq"
     return quant
 
@@ -309,6 +309,9 @@ def _recipe(values: "Values") -> "tuple[Values, str, str]":
         # RewardTrainer: AutoModelForSequenceClassification with num_labels=1 (reward_trainer.py L396), no reference
         head = {"head": "classification", "num_labels": 1} if values.get("head") is None else {}
         return {**values, **head, "method": policy}, recipe, "none"
+    if recipe == "kto" and reference == "none":
+        # KTOTrainer's losses (kto, apo_zero_unpaired) both read reference log-probs (kto_trainer.py L1418-1439)
+        raise FieldError("ref_model", "KTO's loss needs reference log-probs: auto or precomputed", fallback="auto")
     if reference == "auto":
         reference = "copy" if policy == "full" else "adapters-off"
     return {**values, "method": policy}, recipe, reference
@@ -368,7 +371,7 @@ def _check_method(values: "Values", arch: Architecture, recipe: str, quant: str)
     if train and values["method"] != "full" and arch.kind != "decoder":
         raise FieldError("method", "LoRA is modelled for decoder transformers (the presets' causal LMs)")
     if recipe != "sft" and (arch.kind != "decoder" or not arch.output_width):
-        trainer = {"dpo": "DPO", "grpo": "GRPO", "reward": "Reward", "ppo": "PPO", "distill": "Distillation"}[recipe]
+        trainer = {"dpo": "DPO", "kto": "KTO", "grpo": "GRPO", "reward": "Reward", "ppo": "PPO", "distill": "Distillation"}[recipe]
         raise FieldError("method", f"{recipe} is modelled for decoder transformers (TRL's {trainer}Trainer trains a "
                          "causal LM or, for reward, its one-label sequence-classification form)")
 

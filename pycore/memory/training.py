@@ -71,7 +71,7 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken
     pools += vision_activations.pools(setup, stage, SAVED + WORKING)     # freed by the tower's backward, the last
     if not generic and stage.has_head and work.mode == "train" and arch.output_width:
         # DPO's and GRPO's policy scores its tokens through TRL's fused head, not the logits (pycore.memory.posttraining)
-        if setup.finetune.recipe in ("dpo", "grpo"):
+        if setup.finetune.recipe in ("dpo", "grpo", "kto"):
             pools += posttraining.head_pools(setup, tokens)
         elif setup.finetune.recipe != "distill":    # the divergence's pools come with the teacher's (distill_step)
             pools += _loss_pools(setup, tokens)
@@ -84,8 +84,8 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken
     if generic:
         pools = [_generic_moments(p) for p in pools]
     before: "tuple[str, ...]" = ()       # GRPO's rollout and reference pass, once before the micro-batches
-    if setup.finetune.recipe == "dpo":
-        pools, per_microbatch = posttraining.dpo_step(setup, stage, pools, tokens, per_microbatch)
+    if setup.finetune.recipe in ("dpo", "kto"):
+        pools, per_microbatch = posttraining.preference_step(setup, stage, pools, tokens, per_microbatch)
     elif setup.finetune.recipe == "grpo":
         pools, before = posttraining.grpo_step(setup, stage, pools, tokens)
     elif setup.finetune.recipe == "distill":

@@ -233,10 +233,10 @@ def _dollars_per_hour(price: float) -> str:
 
 
 # The estimate's messages that say what it assumes, which it stands by (information, not something wrong), by how
-# each producer opens them: a recipe's batch and rollout (pycore.memory.rollout, ppo, distillation notes), what a
+# each producer opens them: a recipe's batch and rollout (pycore.memory.rollout, posttraining, ppo, distillation notes), what a
 # hybrid's scans save (memory.estimate._hybrid_notes), the tokens images add. Any other message - a refusal, a
 # count left out, positions past the model's - is a warning: one not listed here is never played down.
-NOTE_OPENINGS = ("GRPO: batch counts ", "PPO: batch counts ", "Distillation: batch counts ",
+NOTE_OPENINGS = ("GRPO: batch counts ", "KTO: batch counts ", "PPO: batch counts ", "Distillation: batch counts ",
                  "Distillation under autocast: ", "this hybrid's ", "the images of each sequence add ")
 
 
