@@ -123,6 +123,15 @@ def field_html(field):
             f'<form class="control" autocomplete="off">{control}{unit}</form>{after}</div>')
 
 
+# config=: an imported config.json no preset with overrides expresses, carried by the link as its own text
+# (pycore.model.config_import); shown only while it holds one (data-only-given, site/app.js showApplies).
+CONFIG_FIELD = ('<div class="field carried" data-field="config" data-only-given="" hidden>'
+                '<form class="control" autocomplete="off"><input type="hidden" id="f-config" name="config" '
+                'data-key="config" disabled></form>'
+                '<p class="hint" id="h-config">The model is the config.json imported above: no preset with overrides '
+                'expresses it, so the link carries its text. Type or pick another model to leave it.</p>'
+                '<p class="error" id="e-config" role="alert"></p></div>')
+
 # The model picker's list (site/picker.js fills it from the model table form_html writes).
 PICKER = '<ul id="model-picker" class="picker" role="listbox" aria-label="Model presets" hidden></ul>'
 
@@ -175,7 +184,7 @@ def form_html():
             shown += (f'<details class="more" data-folded="{group}"><summary>{html.escape(summary)}</summary>'
                       f'{hidden}</details>')
         if group == "model":
-            shown += IMPORT_PANEL + CHECKPOINT_PANEL
+            shown += CONFIG_FIELD + IMPORT_PANEL + CHECKPOINT_PANEL
         groups.append(f'<fieldset class="group" data-group="{group}"><legend>{html.escape(title)}</legend>'
                       f"{shown}</fieldset>")
     # Two fixed columns (not CSS multi-column), so opening a folded section never moves a fieldset

@@ -72,9 +72,10 @@ function setValue(el, value) {
   }
 }
 
-/** Another model chosen: a checkpoint's bytes read for the last one no longer describe it (issue 30). */
+/** Another model chosen: a checkpoint's bytes read for the last one no longer describe it (issue 30), nor does an
+ * imported config.json the link carried (config=). */
 function forgetCheckpoint() {
-  for (const key of ["weight_bytes", "weight_files"]) {
+  for (const key of ["weight_bytes", "weight_files", "config"]) {
     const field = form.querySelector(`[data-key="${key}"]`);
     if (field) setValue(field, defaults[key]);
   }
@@ -505,7 +506,7 @@ function showApplies() {
     const box = BOXES[i];
     const apply = applies(key, values);
     const given = node.value.trim() !== "" && node.value.trim() !== defaults[key];
-    setHidden(box, !apply && !given);
+    setHidden(box, (!apply || box.dataset.onlyGiven !== undefined) && !given);
     box.classList.toggle("ignored", !apply && given);
     if (!apply && given) ignored.push(key);
   });

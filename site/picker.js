@@ -25,9 +25,11 @@ export function recentImports() {
     return [];
   }
   if (!Array.isArray(stored)) return [];
-  const text = (value) => typeof value === "string" && value.length <= 200;
+  const text = (value, most = 200) => typeof value === "string" && value.length <= most;
+  // config= carries an imported config.json's text (pycore's schema reads up to 20,000 characters of it)
+  const pairOk = (pair) => Array.isArray(pair) && pair.length === 2 && text(pair[0]) && text(pair[1], pair[0] === "config" ? 20000 : 200);
   return stored.filter((item) => item && text(item.label) && text(item.what) && text(item.detail) &&
-    Array.isArray(item.query) && item.query.every((pair) => Array.isArray(pair) && pair.length === 2 && pair.every(text)))
+    Array.isArray(item.query) && item.query.every(pairOk))
     .slice(0, RECENT_MAX);
 }
 
@@ -49,7 +51,7 @@ function matches() {
   const text = typed ? input.value.trim().toLowerCase() : "";
   const words = text.split(/\s+/).filter(Boolean);
   const fits = (haystack) => words.every((word) => haystack.includes(word));
-  const recent = recentImports().filter((item) => fits(`${item.label} ${item.what} ${item.query.map((p) => p[1]).join(" ")}`.toLowerCase()))
+  const recent = recentImports().filter((item) => fits(`${item.label} ${item.what} ${item.query.filter((p) => p[0] !== "config").map((p) => p[1]).join(" ")}`.toLowerCase()))
     .map((entry) => ({ kind: "recent", entry }));
   const presets = MODELS.filter((model) => fits(model.words));
   const starts = (model) => [model.id, ...model.hub, ...model.aliases].some((name) => name.toLowerCase().startsWith(text));

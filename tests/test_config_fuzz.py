@@ -12,6 +12,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pycore import estimate
 from pycore.model.config_import import import_config
 
 CONFIGS = sorted((Path(__file__).resolve().parent / "configs").glob("*.json"))
@@ -40,9 +41,11 @@ def check(text):
         assert isinstance(answer["error"], str) and answer["error"].startswith("config.json")
         assert len(answer["error"]) < 1000 and "Traceback" not in answer["error"]
     else:
-        assert set(answer) == {"query", "params", "message", "warnings"}
+        assert set(answer) - {"carried"} == {"query", "params", "message", "warnings"}
         assert answer["query"][0][0] == "model" and isinstance(answer["params"], int) and answer["params"] > 0
         assert all(isinstance(key, str) and isinstance(value, str) for key, value in answer["query"])
+        if answer.get("carried"):       # the link carries the config's text: the schema reads it back, same count
+            assert estimate({"seq": "512", **dict(answer["query"])}).params_total == answer["params"]
     json.dumps(answer)                                  # the page receives it as JSON
     return answer
 

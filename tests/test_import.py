@@ -92,10 +92,23 @@ def test_a_family_member_is_its_preset_plus_overrides(name, preset, overrides):
     ("variants/synthetic-phi-qk-layernorm.json", "query/key norms"),
     ("variants/synthetic-starcoder2-no-bias.json", "MLP biases"),
 ])
-def test_an_inexpressible_feature_is_named(name, feature):
-    error = import_config(read(name))["error"]
-    assert feature in error
-    assert f"{RECORDED[name]:,}" in error
+def test_an_inexpressible_feature_is_named_and_the_link_carries_the_config(name, feature):
+    answer = import_config(read(name))
+    assert feature in answer["message"] and f"{RECORDED[name]:,}" in answer["message"]
+    query = dict(answer["query"])
+    assert json.loads(query["config"]) == json.loads(read(name))      # the config itself, compact
+    assert estimate({"seq": "512", **query}).params_total == RECORDED[name]
+
+
+@pytest.mark.parametrize("name", sorted(str(p.relative_to(CONFIG_DIR)) for p in (CONFIG_DIR / "families").glob("*.json")))
+def test_every_2025_2026_family_imports_with_its_exact_count(name):
+    # issue 29: a family with no preset (Apertus, Falcon-H1, Granite 4.0 hybrid, Jamba, Mamba-2) or none that overrides
+    # express (GLM-4.5's dense-first layers, LFM2's layer pattern, Nemotron-H's) imported on the page, its count the
+    # count transformers gives on the meta device (validation/config_counts.json)
+    answer = import_config(read(name))
+    assert "error" not in answer
+    assert answer["params"] == RECORDED[name]
+    assert estimate({"seq": "512", **dict(answer["query"])}).params_total == RECORDED[name]
 
 
 def test_unknown_model_type_with_standard_keys_is_read_as_llama_with_a_warning():
@@ -198,3 +211,22 @@ def test_a_memory_relevant_field_without_an_input_key_is_named_in_a_warning():
     answer = import_config(read("variants/phi-1_5.json"))
     assert answer["warnings"] == ["The config's dropout (dropout 0.0) has no input key: the estimate uses "
                                   "phi-2's (0.1)."]
+
+
+def test_a_link_carries_the_config_text_never_a_path():
+    # pycore/output/web.py _pairs: config= from a link is read only as a config.json's own text
+    from urllib.parse import urlencode
+
+    from pycore.output import web
+    text = json.dumps(json.loads(read("families/mamba2.json")), separators=(",", ":"))
+    payload = json.loads(web.run(urlencode({"config": text, "seq": "512"})))
+    assert payload["errors"] == {} and f"{RECORDED['families/mamba2.json']:,} parameters" in payload["summary"]["model"]
+    refused = json.loads(web.run(urlencode({"config": str(CONFIG_DIR / "families" / "mamba2.json")})))
+    assert "not a path" in refused["errors"]["config"]
+    too_long = json.loads(web.run(urlencode({"config": "{" + " " * 20_001 + "}"})))
+    assert "20,000 characters" in too_long["errors"]["config"]
+
+
+def test_the_command_line_reads_a_config_text_as_a_file():
+    text = read("families/jamba.json")
+    assert estimate({"config": text, "seq": "512"}).params_total == RECORDED["families/jamba.json"]

@@ -44,6 +44,7 @@ class Field:
     unit: str = ""
     minimum: float = 0
     maximum: float = 10**15         # the plausible range's top; beyond it the value is refused by name
+    longest: int = 200              # characters of a text value read (config=: a config.json's text, 20,000)
 
     def parse(self, raw: object) -> Value:
         """The typed value of ``raw`` (a string); raises InputError naming the key."""
@@ -112,7 +113,7 @@ def _read_overhead(field: Field, text: str) -> Overhead:
 
 
 def _read_text(field: Field, text: str) -> str:
-    if len(text) > 200:
+    if len(text) > field.longest:
         raise ValueError
     return text
 
@@ -154,8 +155,10 @@ FIELDS = (
           "hub id no preset has: its config.json instead)",
           "a preset id, an alias or a Hugging Face hub id (meta-llama/Llama-3.1-8B), in any case "
           "(python -m pycore models)", (), "a common 8B model", "model"),
-    Field("config", "text", None, "path to a Hugging Face config.json (command line); replaces model",
-          "a readable JSON file", (), "", "model"),
+    Field("config", "text", None, "a Hugging Face config.json: a path on the command line, or the file's own text "
+          "(a link carries it for an imported model no preset with overrides expresses); replaces model",
+          "a readable JSON file (command line), or a config.json's text of up to 20,000 characters", (), "", "model",
+          longest=20_000),
     Field("name", "text", None, "what the model is called in the results (an imported config's own name); "
           "changes no byte", "up to 200 characters; shown as text, at most 80 of them", (), "", "model"),
     _int("layers", None, "transformer layers (num_hidden_layers); " + ARCH_HINT, "model", span=(1, 10_000)),

@@ -5,6 +5,7 @@ from ``web`` or ``estimate``: an import is checked by counting the parameters of
 applied, which must equal the count of the config itself, so the URL it produces describes the same model.
 """
 
+import json
 from typing import Any
 
 from pycore.base.errors import InputError
@@ -21,6 +22,8 @@ from pycore.model.hf_config import (
     parse_config_text,
     read_config_file,
 )
+
+MAX_CARRIED = 20_000        # characters of a config.json a link carries (a model's is 1-5 thousand without spaces)
 
 # Fields that change the parameter count but have no schema key: named when an import cannot express them.
 _FEATURES = {
@@ -96,10 +99,6 @@ def _candidates(family: str, arch: Architecture) -> "list[str]":
     first = FAMILY_PRESETS.get(family)
     others = sorted(model_id for model_id, entry in models().items()
                     if entry.get("hf_class") == arch.hf_class and model_id != first)
-    if first is None and not others:
-        raise InputError("config", f"this {family} config is read (its count is exact) but there is no {family} "
-                                   "preset yet for the page's link to name; estimate it on the command line: "
-                                   "python -m pycore config=config.json")
     return ([first] if first else []) + others
 
 
@@ -114,6 +113,7 @@ def import_config(text: str) -> "dict[str, Any]":
         what is wrong (invalid JSON, a field's type or range, a missing field, a feature the inputs cannot express).
     """
     warnings: "list[str]" = []
+    preset, query, expressed = None, [], None
     try:
         config = parse_config_text(text)
         arch = architecture_from_dict(config, warnings=warnings)
@@ -136,12 +136,12 @@ def import_config(text: str) -> "dict[str, Any]":
     except (ValueError, KeyError, TypeError, RecursionError, MemoryError) as error:
         # A guard: every known problem is an InputError above; anything else still answers in one line.
         return {"error": f"config.json could not be read ({type(error).__name__})"}
-    if expressed != expected:
-        features = _inexpressible(arch, preset)
-        detail = "; ".join(features) if features else "a feature the inputs have no key for"
-        expressed_text = f"{expressed:,}" if expressed is not None else "not a valid model"
-        return {"error": f"config.json: this {family} model has {expected:,} parameters, but the inputs can only "
-                         f"express it as {preset.name} with overrides ({expressed_text}). Not expressible: {detail}."}
+    if preset is None or expressed != expected:
+        learned = preset is not None and "learned" in (arch.positions, preset.positions)
+        differ = None if preset is None else [words for field, words in _FEATURES.items()
+                                              if getattr(arch, field) != getattr(preset, field)
+                                              and (field != "max_positions" or learned)]
+        return _carried(config, family, expected, warnings, differ)
     for field, words in _CARRIED.items():
         ours, theirs = getattr(arch, field), getattr(preset, field)
         unknown = field in ("max_positions", "sliding_window", "global_every") and not ours or \
@@ -159,6 +159,26 @@ def import_config(text: str) -> "dict[str, Any]":
     return {"query": query + [["name", name]], "params": expected, "message": message, "warnings": warnings}
 
 
+def _carried(config: Config, family: str, expected: int, warnings: "list[str]", features: "list[str] | None") -> \
+        "dict[str, Any]":
+    """An import no preset with overrides expresses: the link carries the config.json itself (``config=`` its compact
+    text, which pycore reads as the command line reads a file), the model field its name."""
+    text = json.dumps(config, separators=(",", ":"))
+    if len(text) > MAX_CARRIED:
+        return {"error": f"config.json: this {family} model has {expected:,} parameters; no preset with overrides "
+                         f"expresses it, and its text ({len(text):,} characters without spaces) is over the "
+                         f"{MAX_CARRIED:,} a link carries. Estimate it on the command line: python -m pycore "
+                         "config=config.json"}
+    name = config_name(config)
+    why = f"there is no {family} preset" if features is None else \
+        f"no preset with overrides matches it in {', '.join(features[:4]) or 'a feature the inputs have no key for'}"
+    model_type = str(config.get("model_type") or family)[:40]
+    what = f"a config.json (model_type {model_type})" if name == "imported config" else f"{name} (model_type {model_type})"
+    message = f"Imported {what}: {expected:,} parameters, read from the config itself ({why}); the link carries it."
+    return {"query": [["model", name], ["config", text], ["name", name]], "params": expected, "message": message,
+            "warnings": warnings, "carried": True}
+
+
 def file_notes(path: str) -> "list[str]":
     """What the command line says of ``config=path``: the import's warnings (an unknown model_type read
     Llama-style, ...) and its closest preset, as the page's import says them; [] when it cannot be read."""
@@ -168,7 +188,8 @@ def file_notes(path: str) -> "list[str]":
         return []
     if "error" in answer:
         return []
-    return [*answer["warnings"], answer["message"]]
+    # a config no preset expresses is read from itself: the page's words about its link are not the command line's
+    return [*answer["warnings"]] + ([] if answer.get("carried") else [answer["message"]])
 
 
 def _typed(key: str, value: str) -> "str | int":

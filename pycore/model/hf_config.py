@@ -644,8 +644,17 @@ def config_name(config: object) -> str:
     return "imported config"
 
 
+def is_config_text(value: str) -> bool:
+    """Whether a config= value is a config.json's own text (what the page's link carries for a model no preset with
+    overrides expresses), not a path to one."""
+    return value.lstrip().startswith("{")
+
+
 def read_config_file(path: str) -> str:
-    """The text of a config.json on disk; InputError("config", ...) when it cannot be read."""
+    """The text of a config.json on disk, or ``path`` itself when it is that text (``is_config_text``);
+    InputError("config", ...) when it cannot be read."""
+    if is_config_text(path):
+        return path
     try:
         with open(path, encoding="utf-8") as handle:
             return handle.read(MAX_BYTES + 1)
@@ -654,8 +663,9 @@ def read_config_file(path: str) -> str:
 
 
 def architecture_from_file(path: str, warnings: "list[str] | None" = None) -> Architecture:
-    """An Architecture from a config.json on disk (the CLI's config= key), named by the config's own name
-    (``config_name``), its source the file; ``warnings`` as for ``architecture_from_dict``."""
+    """An Architecture from a config.json on disk (the CLI's config= key) or from its text (a link's config=), named
+    by the config's own name (``config_name``), its source the file; ``warnings`` as for ``architecture_from_dict``."""
     config = parse_config_text(read_config_file(path))
     arch = architecture_from_dict(config, name=config_name(config), warnings=warnings)
-    return replace(arch, source=str(path).rsplit("/", 1)[-1])
+    source = "the imported config.json the link carries" if is_config_text(path) else str(path).rsplit("/", 1)[-1]
+    return replace(arch, source=source)

@@ -18,6 +18,7 @@ from pycore.inputs.applies import describe, ignored
 from pycore.inputs.schema import BY_KEY, DEFAULTS, parse, to_query
 from pycore.memory.estimate import Estimate, estimate_values, totals_only
 from pycore.model.catalog import hub_id, preset_id
+from pycore.model.hf_config import is_config_text
 from pycore.output import export, report
 from pycore.output.explain import formulas as explain_formulas
 
@@ -26,7 +27,9 @@ if TYPE_CHECKING:
 
 MAX_QUERY = 200_000         # characters of a query string that are read at all
 MAX_KEYS = 200              # key=value pairs that are read
-NOT_FROM_LINKS = {"config"}  # a link must not read files: an imported config travels as preset + overrides
+# A link must not read files: an imported config travels as preset + overrides, or (no preset expresses it) as the
+# config.json's own text (config_import's _carried), never as a path.
+NOT_FROM_LINKS = {"config"}
 
 
 def _pairs(query: str) -> "tuple[dict[str, Any], dict[str, Any]]":
@@ -44,8 +47,9 @@ def _pairs(query: str) -> "tuple[dict[str, Any], dict[str, Any]]":
         if name not in BY_KEY:
             errors[shown] = f"{shown}: unknown key, ignored"
             continue
-        if name in NOT_FROM_LINKS:
-            errors[shown] = f"{shown}: not read from links; import the config.json on the page instead"
+        if name in NOT_FROM_LINKS and not is_config_text(value):
+            errors[shown] = f"{shown}: a link carries a config.json's own text, not a path; import the config.json " \
+                            "on the page instead"
             continue
         if key in raw:
             errors[key] = f"{key}: given more than once; the last value is used"
@@ -252,7 +256,9 @@ def import_config(text: str, hub: str = "") -> str:
     from pycore.model.config_import import import_config as convert
     out = convert(text)
     if hub_id(hub) and isinstance(out.get("query"), list):
-        out["query"] = [pair for pair in out["query"] if pair[0] != "name"] + [["name", hub]]
+        # a config the link carries (no preset expresses it) has the hub id in the model field too
+        out["query"] = [[key, hub if key == "model" and out.get("carried") else value]
+                        for key, value in out["query"] if key != "name"] + [["name", hub]]
     # Its sentences can quote the config's own text (a model_type): shown safely, as every echo is. The
     # query is the inputs themselves, parsed again by web.run.
     for key in ("message", "error"):

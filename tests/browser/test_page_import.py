@@ -77,3 +77,41 @@ def test_partial_config_names_the_missing_fields(watched, base_url):
     status = page.locator("#import-status").inner_text()
     assert "num_hidden_layers" in status and "vocab_size" in status
     assert "model=" not in page.url                         # nothing changed
+
+
+def test_a_family_no_preset_expresses_travels_in_the_link(watched, base_url):
+    # issue 29: Granite 4.0's hybrid (Mamba-2 and attention layers, MoE) has no preset; its config.json
+    # (tests/configs/families/granitemoehybrid.json, transformers 5.24's default) is carried by the link itself
+    page = watched.open(base_url, "?mode=infer&engine=vllm&tp=2")
+    open_import(page)
+    page.locator("#import-text").fill((CONFIGS / "families" / "granitemoehybrid.json").read_text())
+    page.locator("#import-apply").click()
+    query = imported_total(page)
+    assert json.loads(query["config"])["model_type"] == "granitemoehybrid" and query["tp"] == "2"
+    assert "the link carries it" in page.locator("#import-status").inner_text()
+    # 38,601,064,448: transformers on the meta device (validation/config_counts.json)
+    assert "38,601,064,448 parameters" in page.locator("#params-line").inner_text()
+    assert page.locator("[data-field='config']").is_visible()
+    assert "KV cache and state slots" in page.locator("#breakdown").inner_text()
+    page.reload()
+    page.wait_for_selector("html.py-ready", timeout=120_000)
+    assert "38,601,064,448 parameters" in page.locator("#params-line").inner_text()
+    # another model leaves the imported config: it is gone from the form and the link
+    page.locator("#f-model").fill("llama-3.1-8b")
+    page.locator("#f-model").press("Enter")
+    page.wait_for_function("!new URLSearchParams(location.search).has('config')")
+    assert page.locator("#f-config").input_value() == ""
+    assert page.locator("[data-field='config']").is_hidden()
+    assert "8,030,261,248 parameters" in page.locator("#params-line").inner_text()
+
+
+def test_a_hub_fetch_no_preset_expresses_names_the_hub_id(watched, base_url):
+    body = (CONFIGS / "families" / "jamba.json").read_text()
+    watched.context.route("https://huggingface.co/**", lambda route: route.fulfill(body=body, content_type="application/json"))
+    page = watched.open(base_url)
+    open_import(page)
+    page.locator("#import-hub").fill("ai21labs/AI21-Jamba-Mini-1.6")
+    page.locator("#import-fetch").click()
+    query = imported_total(page)
+    assert query["model"] == query["name"] == "ai21labs/AI21-Jamba-Mini-1.6"
+    assert page.locator("#f-model").input_value() == "ai21labs/AI21-Jamba-Mini-1.6"

@@ -108,5 +108,7 @@ def test_a_links_unread_keys_are_named_safely(shared, base_url):
     page.wait_for_selector("html.py-ready", timeout=READY_MS)
     settled(page)
     messages = page.locator("#messages").inner_text()
-    assert "Ignored keys this page does not take from a link: ?evil, config." in messages
+    assert "Ignored a key this page does not take from a link: ?evil." in messages
+    # config= carries a config.json's text, never a path: pycore refuses the path by name and reads no file
+    assert "config: a link carries a config.json's own text, not a path" in messages
     assert "\u202e" not in messages
