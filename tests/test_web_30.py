@@ -202,7 +202,7 @@ def test_what_fits_estimates_every_other_preset_from_its_own_parameters():
 # --- fuzz: truncated, oversized and malformed headers and pasted text never raise, hang or lose the inputs --------
 
 from fuzz_counts import count_fuzz  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 GOOD = safetensors_bytes(llama())
@@ -219,6 +219,7 @@ def _prefix_and_noise(data):
                                                                                                  GGUF_TENSORS))),
        st.sampled_from(["model.safetensors", "model.gguf", "model.safetensors.index.json"]),
        st.integers(-1, 2**40))
+@example(data=b"GGUF\x03\x00\x00\x00", name="model.safetensors", size=8)      # hypothesis found: asked for 8 again
 def test_any_header_bytes_give_a_length_or_a_message(data, name, size):
     count_fuzz("web.header_need / header_summary")
     reads = 0
