@@ -154,6 +154,7 @@ KINDS = {   # the README's row -> the section of docs/validation.md and which of
     "vision-language training with images": ("Vision-language training with images", None),
     "LoRA and DoRA through PEFT": ("LoRA through PEFT", None),
     "DPO (TRL's DPOTrainer)": ("DPO (TRL's DPOTrainer)", None),
+    "KTO (TRL's KTOTrainer)": ("KTO (TRL's KTOTrainer)", None),
     "GRPO (TRL's GRPOTrainer, `generate()` rollout)": ("GRPO (TRL's GRPOTrainer, rollout by generate())", None),
     "reward models (TRL's RewardTrainer)": ("Reward models (TRL's RewardTrainer)", None),
     "PPO (TRL 0.25.1's PPOTrainer)": ("PPO (TRL 0.25.1's PPOTrainer)", None),

@@ -240,6 +240,41 @@ def test_dpo_cases_cover_the_policies_and_references():
         assert word in labels, word
 
 
+# validation/measure_kto.py (validation/measured_kto.json): one step of TRL 1.16's KTOTrainer (its own _compute_loss:
+# the policy's no_grad KL forward, its forward, the reference's two no_grad forwards; then backward and AdamW), with
+# measure_dpo.py's set-up
+KTO = compare.kto_rows()[1]
+
+
+@pytest.mark.parametrize("case", KTO, ids=[c["label"] for c in KTO])
+def test_kto_peak_within_10_percent_of_measured(case):
+    assert abs(case["error"]) <= 0.10
+
+
+def test_kto_median_error_within_3_percent():
+    assert statistics.median(abs(c["error"]) for c in KTO) <= 0.03
+
+
+@pytest.mark.parametrize("case", KTO, ids=[c["label"] for c in KTO])
+def test_kto_no_grad_forwards_as_measured(case):
+    # the KL forward (weights, optimizer state, reference, one no_grad pass) and the reference forward (the policy's
+    # saved activations beside it): within 5% of each phase's measured peak (at most +3.9% measured: the prompt's
+    # tokens the estimate counts in the head's tile)
+    for phase in ("KL forward", "reference forward"):
+        if phase not in case["phases"]:
+            assert phase == "reference forward" and "precomputed" in case["label"]
+            continue
+        measured, estimated = case["phases"][phase]
+        assert abs(estimated - measured) <= 0.05 * measured, phase
+
+
+def test_kto_cases_cover_the_policies_and_references():
+    labels = " ".join(c["label"] for c in KTO)
+    for word in ("llama", "qwen", " full ", " lora ", "precomputed", " gc ", "wide-MLP", " bf16 ", " amp-bf16 ",
+                 " fp32 "):
+        assert word in labels, word
+
+
 def test_dora_keeps_the_outputs_it_multiplies():
     # validation/measured_lora.json's dora_study: DoRA's bytes a token beyond LoRA's in the second block, measured at
     # hidden 512 (q 512 and v 128 outputs; all-linear 512 + 128 + 128 + 512 + 1,408 + 1,408 + 512), bf16 and amp-bf16

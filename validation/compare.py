@@ -261,6 +261,7 @@ def markdown(record, table):
     lines += vl_section()
     lines += lora_section()
     lines += dpo_section()
+    lines += kto_section()
     lines += grpo_section()
     lines += reward_section()
     lines += ppo_section()
@@ -598,6 +599,63 @@ def dpo_section():
         phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
         lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
                      f"{100 * r['error']:+.1f}% | {100 * r['plain_error']:+.1f}% | {r['phase']} | {phases} |")
+    return lines
+
+
+KTO = ROOT / "validation" / "measured_kto.json"
+
+
+def kto_rows(path=KTO):
+    """validation/measure_kto.py's cases: the step's peak and each phase's, measured against estimated, as dpo_rows
+    (the policy's no_grad forward on the KL rows against the KL-forward moment)."""
+    record = json.loads(path.read_text())
+    out = []
+    for case in record["cases"]:
+        inputs = dpo_inputs(case)
+        result = estimate(inputs)
+        moments = result.moments
+        phases = {"KL forward": moments["KL forward"], "policy forward": moments["forward end"],
+                  "reference forward": moments.get("reference forward"),
+                  "backward": max(v for k, v in moments.items() if k.startswith("backward")),
+                  "optimizer step": moments["optimizer step"]}
+        # the nearest DPO estimate: as many rows (batch / 2 pairs), no KL forward
+        dpo = {**inputs, "method": inputs["method"].replace("kto", "dpo"), "batch": str(int(inputs["batch"]) // 2)}
+        dpo = estimate(dpo).peak_bytes
+        out.append({"label": case["label"], "measured": case["peak_bytes"], "estimated": result.peak_bytes,
+                    "error": (result.peak_bytes - case["peak_bytes"]) / case["peak_bytes"],
+                    "dpo_error": (dpo - case["peak_bytes"]) / case["peak_bytes"],
+                    "phase": result.peak_moment, "phases": {k: (v, phases[k]) for k, v in case["phase_peaks"].items()
+                                                            if phases.get(k) is not None}})
+    return record, out
+
+
+def kto_section():
+    """One KTO step as TRL's KTOTrainer runs it, small Llama and Qwen2 configs, beside the estimate."""
+    record, cases = kto_rows()
+    mib = 2 ** 20
+    errors = [abs(r["error"]) for r in cases]
+    lines = ["", "## KTO (TRL's KTOTrainer)", "",
+             "`validation/measure_kto.py` runs TRL 1.16's own `KTOTrainer._compute_loss` (loss_type `kto`, KTOConfig's",
+             "default: the policy's forward on the KL rows under no_grad, its forward with grad on the batch, then the",
+             "reference's forwards on the KL rows and on the batch under no_grad), backward, AdamW and `zero_grad`, with",
+             "measure_dpo.py's set-up: batch unpaired rows labelled desirable and undesirable, a 32-token prompt masked",
+             "out of the labels, each KL row the prompt with the previous row's completion, TRL's fused log-prob head on",
+             "both models, a frozen reference copy for a full policy, the base with its adapters disabled for a LoRA",
+             "policy, none with `precompute_ref_log_probs` (ref_model=precomputed). The KL forward is the estimate's own",
+             "moment before the policy's forward: the weights, optimizer state and reference beside one no_grad pass;",
+             "never the peak here, as it holds no activation. The LoRA cases' excess is the prompt's share of the head's",
+             "tile, as in DPO's; as there, a layer's working tensors under checkpointing (the wide LoRA case's policy",
+             "forward) are not modelled. The DPO column is the DPO estimate of as many rows (batch / 2 pairs), which has",
+             "no KL forward: the same peak wherever the peak is not that moment.",
+             f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
+             f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
+             f"{100 * max(errors):.1f}% worst.", "",
+             "| case | measured MiB | estimate MiB | error | DPO of as many rows error | peak moment | phases, measured / "
+             "estimated MiB |", "|---|---:|---:|---:|---:|---|---|"]
+    for r in cases:
+        phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
+        lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
+                     f"{100 * r['error']:+.1f}% | {100 * r['dpo_error']:+.1f}% | {r['phase']} | {phases} |")
     return lines
 
 

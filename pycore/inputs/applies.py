@@ -20,8 +20,9 @@ Condition = dict[str, Allowed]                 # every other key -> what it must
 TRAIN: Condition = {"mode": ["train"]}
 INFER: Condition = {"mode": ["infer"]}
 TRANSFORMER: Condition = {"kind": ["transformer"]}
-ADAPTERS: Condition = {"method": ["lora", "qlora", "dpo-lora", "dpo-qlora", "grpo-lora", "ppo-lora", "reward-lora", "distill-lora"]}
-PREFERENCE: Condition = {"method": ["dpo", "dpo-lora", "dpo-qlora"]}     # TRL DPOTrainer recipes
+ADAPTERS: Condition = {"method": ["lora", "qlora", "dpo-lora", "dpo-qlora", "kto-lora", "kto-qlora", "grpo-lora", "ppo-lora",
+                                "reward-lora", "distill-lora"]}
+PREFERENCE: Condition = {"method": ["dpo", "dpo-lora", "dpo-qlora", "kto", "kto-lora", "kto-qlora"]}  # DPO/KTOTrainer
 GRPO: Condition = {"method": ["grpo", "grpo-lora"]}                     # TRL GRPOTrainer recipes
 PPO: Condition = {"method": ["ppo", "ppo-lora"]}                        # TRL 0.25.1 PPOTrainer recipes
 DISTILL: Condition = {"method": ["distill", "distill-lora"]}            # TRL DistillationTrainer recipes

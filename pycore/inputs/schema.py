@@ -260,23 +260,25 @@ FIELDS = (
             "training framework whose defaults fill every input left at auto: precision, optimizer kernel, "
             "attention, recomputation, loss chunks", "precision",
             "the Hugging Face Trainer, transformers 5.23 (pycore/inputs/frameworks.py cites each default)"),
-    _choice("method", "full", ("full", "lora", "qlora", "dpo", "dpo-lora", "dpo-qlora", "grpo", "grpo-lora", "reward",
-                               "reward-lora", "ppo", "ppo-lora", "distill", "distill-lora"),
+    _choice("method", "full", ("full", "lora", "qlora", "dpo", "dpo-lora", "dpo-qlora", "kto", "kto-lora", "kto-qlora",
+                               "grpo", "grpo-lora", "reward", "reward-lora", "ppo", "ppo-lora", "distill", "distill-lora"),
             "what is trained: every weight, LoRA adapters, or LoRA adapters on an NF4-quantized base (QLoRA); dpo*, "
-            "grpo* and reward*: one step of TRL's DPOTrainer (batch counts pairs), GRPOTrainer (a rollout, then the "
+            "kto*, grpo* and reward*: one step of TRL's DPOTrainer (batch counts pairs), KTOTrainer (batch counts unpaired "
+            "examples, each scored beside a KL row), GRPOTrainer (a rollout, then the "
             "update; batch counts completions, seq is the prompt) or RewardTrainer (a one-label score head; batch "
             "counts pairs), the policy trained as full, lora or qlora; ppo*: TRL 0.25.1's PPOTrainer (a rollout, the "
             "reference, value and reward models' passes, then the PPO epochs over the policy and its value model; batch "
             "counts responses, seq is the prompt); distill*: TRL's DistillationTrainer (the "
             "student's rollout, then its update against a frozen teacher's distribution; batch counts prompts, seq is "
             "the prompt)", "finetune",
-            "plain fine-tuning; dpo, grpo and reward follow TRL 1.16's DPOTrainer, GRPOTrainer and RewardTrainer "
+            "plain fine-tuning; dpo, kto, grpo and reward follow TRL 1.16's DPOTrainer, KTOTrainer, GRPOTrainer and "
+            "RewardTrainer "
             "(pycore/memory/posttraining.py, pycore/memory/rollout.py)"),
     _choice("ref_model", "auto", ("auto", "none", "precomputed"),
-            "DPO's reference model: auto (a frozen copy of the model for a full policy, the base with its adapters "
-            "disabled for a LoRA policy), none (a reference-free loss: SimPO, ORPO), precomputed "
+            "DPO's and KTO's reference model: auto (a frozen copy of the model for a full policy, the base with its "
+            "adapters disabled for a LoRA policy), none (DPO's reference-free losses: SimPO, ORPO), precomputed "
             "(precompute_ref_log_probs=True: log-probs computed before training, no reference held)", "finetune",
-            "TRL 1.16 DPOTrainer.__init__: ref_model None creates one unless the policy is a PEFT model or "
+            "TRL 1.16 DPOTrainer.__init__ and KTOTrainer.__init__: ref_model None creates one unless the policy is a PEFT model or "
             "precompute_ref_log_probs (DPOConfig default False)"),
     _int("num_generations", 8, "GRPO: completions sampled per prompt; the generation batch (batch × dp × "
          "micro-batches) holds whole groups of them. Per GPU the memory follows batch, which counts completions",
