@@ -126,6 +126,7 @@ def field_html(field):
 # config=: an imported config.json no preset with overrides expresses, carried by the link as its own text
 # (pycore.model.config_import); shown only while it holds one (data-only-given, site/app.js showApplies).
 CONFIG_FIELD = ('<div class="field carried" data-field="config" data-only-given="" hidden>'
+                '<label for="f-config">Imported config.json</label>'
                 '<form class="control" autocomplete="off"><input type="hidden" id="f-config" name="config" '
                 'data-key="config" disabled></form>'
                 '<p class="hint" id="h-config">The model is the config.json imported above: no preset with overrides '
