@@ -42,12 +42,17 @@ SPOT = {
     "olmo-3.1-32b-instruct": (65536, "bf16"),
     # meta-llama/Llama-4-Scout-17B-16E-Instruct text_config: 10485760, "bfloat16" (tests/configs/llama-4-scout-...)
     "llama-4-scout-17b-16e-instruct": (10485760, "bf16"),
+    # ibm-granite/granite-4.0-h-350m config.json: 32768, "bfloat16" (tests/configs/granite-4.0-h-350m.json)
+    "granite-4.0-h-350m": (32768, "bf16"),
+    # ai21labs/AI21-Jamba-1.5-Mini config.json: 262144, "bfloat16" (tests/configs/ai21-jamba-1.5-mini.json)
+    "ai21-jamba-1.5-mini": (262144, "bf16"),
 }
 
 
 def test_every_transformer_preset_is_covered():
     # 52 first-round presets + 14 for the families added in issue 10 + 9 for the 2025-26 families of issue 29
-    assert len(TRANSFORMERS) == 75
+    # + 2 from published config.json files of issue 29's hybrid families (Granite 4.0 H-350M, Jamba 1.5 Mini)
+    assert len(TRANSFORMERS) == 77
     assert {"resnet-50", "vit-base-patch16-224"}.isdisjoint(TRANSFORMERS)
 
 

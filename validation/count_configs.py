@@ -36,7 +36,9 @@ def vision_count(config_dict):
 
 
 def _counts(config_dict):
-    config_dict = dict(config_dict)
+    # as transformers reads a config.json: {"__float__": "Infinity"} (how transformers 5 writes an infinite float) is
+    # the float itself
+    config_dict = dict(transformers.PreTrainedConfig._decode_special_floats(config_dict))
     config = transformers.AutoConfig.for_model(config_dict.pop("model_type"), **config_dict)
     multimodal = "vision_config" in config_dict
     auto = transformers.AutoModelForMaskedLM if config.model_type == "bert" else \
