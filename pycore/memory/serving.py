@@ -19,7 +19,7 @@ experts.
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pycore.base.expr import Q, ceil, floor, num, rnd, split, sym
+from pycore.base.expr import Q, ceil, floor, maximum, num, rnd, split, sym
 from pycore.base.units import GIB
 from pycore.memory import parallel
 from pycore.memory.model_states import stored_weights, weight_symbols, weights_source
@@ -203,6 +203,17 @@ def _widest(arch: "Architecture") -> int:
     return max(3 * arch.ffn * max(arch.experts_per_token, 1), 4 * arch.q_dim + 2 * arch.kv_dim)
 
 
+def scan_layers_apart(arch: "Architecture") -> bool:
+    """Whether every scan layer is a block of its own, with no MLP, beside MLP-only blocks: Nemotron-H's
+    (transformers 5.24 modeling_nemotron_h.py NemotronHBlock holds one mixer, chosen per layer by
+    layers_block_type: mamba, attention, mlp or moe). The prefill working set of such a model is then the
+    larger of a scan layer's transient and an MLP layer's intermediates (validation/measure_hybrid.py's
+    nemotron_h cases, +27% and +10% when both were counted)."""
+    mlps = arch.mlp_pattern
+    return "-" in mlps and any(m != "-" for m in mlps) and \
+        all(m == "-" for kind, m in zip(arch.layer_pattern, mlps) if kind in "MmLP")
+
+
 def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) -> "list[Pool]":
     """transformers ``generate()``: the prompt's cache and the prefill working set, then the cache at its
     final length and DynamicCache's append copy of one layer."""
@@ -222,7 +233,11 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
     if work.attention == "eager":
         working = working + rnd(split(sym("a", (4 + e) * arch.heads), "t", lay.tp, None) * sym("n", prompt) * tokens)
     scan = prefill_transient(arch, prompt, work.scan_kernels == "fused")
-    if scan:
+    if scan and scan_layers_apart(arch):
+        # the scan's transient and the MLP's intermediates are in different layers: the larger of them, not both
+        widest = split(sym("wf", _widest(arch)), "t", lay.tp, None) * e * tokens
+        working = working - widest + maximum(widest, split(sym("x", scan), "t", lay.tp, None) * tokens)
+    elif scan:
         working = working + split(sym("x", scan), "t", lay.tp, None) * tokens
     kv_source = "keys and values of every cached layer (transformers DynamicCache)"
     state = _state_pools(setup, stage, first_layer, "hf", MOMENTS)
