@@ -240,3 +240,31 @@ def test_nemotron_h_prefill_counts_the_larger_of_its_scan_and_mlp_layers():
                                       .read_text())["cases"] if c["label"] == "nemotron_h a infer bf16 b2 s512+8")
     result = estimate({**case["inputs"], "config": json.dumps(case["config_json"])})
     assert abs(result.peak_bytes / case["peak_bytes"] - 1) < 0.10      # +27% when both were counted
+
+
+def test_a_hybrids_cache_per_request_is_split_by_layer_kind():
+    # Qwen3-Next-80B-A3B at tp=4 under vLLM 0.11: per GPU a gated DeltaNet layer keeps (2 × 2,048 + 4,096) / 4
+    # channels × 3 columns of convolution state and 32 × 128 × 128 / 4 recurrent values, bf16: 274,432 bytes, 36 layers
+    # 9,879,552; an attention layer's token is 2 × 1 KV head × 256 × 2 = 1,024 bytes, so the page is 272 tokens
+    # (the smallest multiple of 16 holding 274,432 bytes: HybridAttentionMambaModelConfig) of 278,528 bytes, and the
+    # 12 attention and 36 DeltaNet layers form groups of 12 (one attention group, three state groups)
+    from pycore.answers.answer import answer
+    from pycore.inputs import frameworks
+    from pycore.inputs.schema import parse
+    from pycore.memory.estimate import estimate_values
+    from pycore.output.report import display_answers
+
+    def setup(inputs):
+        values = frameworks.apply(parse(inputs))
+        return values, estimate_values(values)
+    values, result = setup({"model": "qwen3-next-80b-a3b-instruct", "mode": "infer", "engine": "vllm", "tp": "4"})
+    answers = answer(values, result)
+    request = answers["vllm_request"]
+    assert request["block_bytes"] == 278_528 * 12 and request["block_tokens"] == 272
+    assert request["attention_blocks"] == -(-2_304 // 272) == 9 and request["state_blocks"] == 3
+    assert request["state_bytes_per_request"] == 36 * 274_432
+    assert (9 + 3) * 278_528 * 12 == result.vllm["kv_bytes_needed"]
+    shown = next(row["text"] for row in display_answers(result, answers) if row["key"] == "vllm_request")
+    assert shown.startswith("12 blocks of 3,342,336 bytes") and "36 state layers" in shown
+    # a model with attention only has no such line
+    assert "vllm_request" not in answer(*setup({"model": "llama-3.1-8b", "mode": "infer", "engine": "vllm"}))

@@ -370,7 +370,18 @@ def _hybrid_capacity(pages: "Mapping[str, int]", kv: int, context: int, state: i
             "blocks_needed": per_request, "state_bytes_per_request": state, "block_tokens": block,
             "attention_groups": pages["attention_groups"], "state_groups": fixed,
             "kv_bytes_needed": per_request * page * group, "kv_bytes_available": kv,
-            "longest_max_model_len": longest if block and pages["attention_groups"] else None}
+            "longest_max_model_len": longest if block and pages["attention_groups"] else None,
+            **(_per_kind(pages, context) if pages.get("state_layers") and not sliding else {})}
+
+
+def _per_kind(pages: "Mapping[str, int]", context: int) -> "dict[str, int]":
+    """What one request takes of a hybrid's cache by layer kind: its full-attention groups' blocks (cdiv(max_model_len,
+    block) each) and one block in each state group, every block page × group_size bytes (kv_cache_utils.py, v0.11)."""
+    block = pages["block_tokens"]
+    return {"block_bytes": pages["page_bytes"] * pages["group_size"],
+            "attention_blocks": pages["attention_groups"] * (-(-context // block) if block else 0),
+            "state_blocks": pages["state_groups"], "attention_layers": pages.get("attention_layers", 0),
+            "state_layers": pages["state_layers"]}
 
 
 def longest_context(capacity: "Mapping[str, Any]", batch: int) -> "int | None":

@@ -9,7 +9,7 @@ from typing import Any
 
 from pycore.answers.fit import gpu_fits
 from pycore.answers.rollout_answers import generations_text
-from pycore.base.units import GIB, duration_text, format_bytes, format_count, plural, printable
+from pycore.base.units import GIB, MIB, duration_text, format_bytes, format_count, plural, printable
 from pycore.inputs import frameworks
 from pycore.inputs.applies import applies
 from pycore.inputs.schema import FIELDS, format_value
@@ -212,6 +212,22 @@ def _concurrency_text(answers: dict[str, Any]) -> str:
     return f"{answers['max_concurrency']:.2f}×"
 
 
+def request_cache_text(request: dict[str, Any]) -> str:
+    """A hybrid's cache per request under vLLM by layer kind: "12 blocks of 3,342,336 bytes (38.25 MiB): 9 for the 12
+    attention layers' keys and values (12,288 bytes a token, 2,304 tokens in blocks of 272), 3 for the 36 state
+    layers' convolution and recurrent state (9.42 MiB, padded to whole blocks)"."""
+    size = request["block_bytes"]
+    attention, state = request["attention_blocks"], request["state_blocks"]
+    blocks = attention + state
+    text = f"{plural(blocks, 'block')} of {size:,} bytes ({blocks * size / MIB:,.2f} MiB): "
+    if request["attention_layers"]:
+        text += (f"{attention:,} for the {plural(request['attention_layers'], 'attention layer')}' keys and values "
+                 f"({request['kv_bytes_per_token']:,} bytes a token, {request['context']:,} tokens in blocks of "
+                 f"{request['block_tokens']:,}), ")
+    return text + (f"{state:,} for the {plural(request['state_layers'], 'state layer')}' convolution and recurrent "
+                   f"state ({request['state_bytes_per_request'] / MIB:,.2f} MiB, padded to whole blocks)")
+
+
 def _cost_text(cost: dict[str, Any]) -> str:
     """The time and cost, saying which of train_tokens and train_hours was given and which derived from it:
     "22.0 days on 64 GPUs, $101,156 (train_tokens 1T given; the time derived from the throughput)"."""
@@ -315,6 +331,8 @@ def display_answers(result: Estimate, answers: dict[str, Any], host: bool = Fals
          lambda: answers.get("max_batch_unbounded") or _batch_text(answers)),
         ("max_concurrency", "Maximum concurrency (vLLM)", known("max_concurrency") and "vllm_context" in answers,
          lambda: _concurrency_text(answers)),
+        ("vllm_request", "Cache per request (vLLM)", "vllm_request" in answers,
+         lambda: request_cache_text(answers["vllm_request"])),
         ("max_seq", "Longest prompt" if "generations" in answers else "Longest sequence", known("max_seq"),
          lambda: f"{answers['max_seq']:,} tokens at this batch"),
         ("max_context", "Longest context", known("max_context"),
