@@ -138,3 +138,12 @@ def test_an_lfm2_vl_config_with_other_processor_settings_is_refused_by_name():
     config = json.loads((Path(__file__).resolve().parent / "configs" / "lfm2.5-vl-1.6b.json").read_text())
     with pytest.raises(InputError, match="max_tiles: pycore counts LFM2-VL's image tokens with the processor's default"):
         architecture_from_dict({**config, "max_tiles": 4})
+
+
+def test_vllm_serving_of_a_vl_model_names_the_encoders_profiling_run():
+    # vLLM 0.11.0 gpu_model_runner.py profile_run: the encoder runs on the processor's largest input before the KV cache
+    # is sized; pycore does not count it yet and says so, with the flags that change it
+    from pycore import estimate
+    result = estimate({"model": "qwen2.5-vl-7b-instruct", "mode": "infer", "engine": "vllm", "images": "1"})
+    said = " ".join(result.warnings)
+    assert "runs the vision encoder on the largest input" in said and "--limit-mm-per-prompt" in said
