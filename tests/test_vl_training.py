@@ -3,6 +3,7 @@
 tensors, MemTracker),
 and the vision tower's saved tensors (pycore/memory/vision_activations.py) against what autograd saved."""
 
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -10,11 +11,14 @@ from pathlib import Path
 import pytest
 
 from pycore import estimate
+from pycore.memory.setup import resolve_architecture
 from pycore.model import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "validation"))
 import compare  # noqa: E402
+
+VL_RECORD = ROOT / "validation" / "measured_vl.json"
 
 VL = compare.vl_rows()[1]
 
@@ -75,3 +79,18 @@ def test_a_chunked_scan_counts_its_sequence_padded_to_whole_chunks():
     qwen = catalog.architecture("qwen3.5-9b")
     assert padding(qwen, "L", 200) == 256 / 200 and padding(qwen, "L", 256) == 1.0
     assert padding(qwen, "L", 200, fused=True) == 1.0 and padding(qwen, "m", 200) == 1.0
+
+
+def test_lora_on_lfm2_vl_adapts_its_attention_layers_only():
+    # validation/measured_vl.json's lfm2_vl LoRA case: its 2-layer decoder is one attention and one short-convolution
+    # layer; PEFT's q_proj/v_proj adapters go in the attention layer only, so the weights MemTracker measured
+    # (5,295,104 bytes: the bf16 model and one layer's fp32 adapters) are pycore's, and the adapters' AdamW state
+    # (114,704 measured, with the step counters) is 2 × 4 bytes × 14,336: rank 16 × ((256 + 256) for q_proj + (256 + 128)
+    # for v_proj), hidden 256, 4 heads of 64, 2 KV heads (its config_json)
+    from pycore.memory import finetune
+    case = next(c for c in json.loads(VL_RECORD.read_text())["cases"] if c["label"].endswith("1280x720 lora"))
+    result = estimate({**compare.measured_inputs(case["inputs"]), "config": json.dumps(case["config_json"])})
+    assert result.components["weights"] == case["peak_breakdown"]["Param"] == 5_295_104
+    assert result.components["optimizer"] == 2 * 4 * 14_336
+    arch = resolve_architecture({"config": json.dumps(case["config_json"]), "model": "llama-3.1-8b"})
+    assert finetune.layers_with(arch, "q") == 1 and finetune.layers_with(arch, "gate") == 2

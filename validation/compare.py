@@ -484,8 +484,8 @@ def vl_section():
              f"{100 * max(towers):.1f}% worst (autocast's weight copies, constants the CPU measurement counts with",
              f"them, are not per patch); the step's peak {100 * statistics.median(errors):.1f}% median, "
              f"{100 * max(errors):.1f}% worst.",
-             "Not here: LoRA over LFM2-VL (its decoder's short-convolution layers keep less with frozen weights than",
-             "pycore counts: +13.5% on lfm2_vl bf16 b1 text64 1x1280x720, left out of measure_vl.py's CASES).",
+             "The LoRA cases put adapters on the decoder's q_proj and v_proj only: LFM2-VL's short-convolution layers",
+             "have none, and their frozen convolution keeps no input (pycore said +13.5% before it counted so).",
              f"Torch {record['torch']}, transformers {record['transformers']}.", "",
              "| case | measured MiB | estimate MiB | error | tower saved: measured / estimated MiB |",
              "|---|---:|---:|---:|---|"]

@@ -19,7 +19,7 @@ from pycore.base.errors import FieldError
 from pycore.base.remember import remembered
 from pycore.memory import scan_activations
 from pycore.memory.scan_activations import mixer_saved
-from pycore.model.mixers import MIXERS, STATEFUL, layer_kinds
+from pycore.model.mixers import ATTENTION, MIXERS, STATEFUL, layer_kinds, mixer_at, mlp_at
 
 if TYPE_CHECKING:
     from pycore.memory.precision import Policy
@@ -37,6 +37,7 @@ class Term:
     replicated: bool = False    # outside the tensor-parallel region (norms, residual path): split only by SP
     feeds: str = ""             # what reads it for a weight's gradient (the linear layers qkv, o, gate_up, down;
                                 # a norm's weight): kept only if that weight is trained
+    kind: str = ""              # a hybrid's layer kind it belongs to: its mixer and MLP letters (mixers.py)
 
 
 # per_token's answer: (saved bytes per token per layer, the layer's terms, final-norm bytes per token, working
@@ -262,7 +263,7 @@ def _mixed_layer_terms(arch: "Architecture", e: float, amp: bool, attention: str
                 kind += _norm_terms(arch, e, amp, 2 if arch.mlp == "gated" else 1, "MLP norm", "gate_up")
             kind += _mlp_terms(arch if mlp == "E" else _dense(arch), e, amp)
         terms += [replace(t, name=f"{t.name} ({count} of {arch.layers} layers)",
-                          bytes_per_token=t.bytes_per_token * share) for t in kind]
+                          bytes_per_token=t.bytes_per_token * share, kind=mixer + mlp) for t in kind]
     if arch.dropout:
         terms.append(Term("residual dropout masks", 2 * arch.hidden, "2·h", replicated=True))
     return terms
@@ -349,8 +350,10 @@ def _adapter_terms(setup: "Setup", terms: "list[Term]") -> "list[Term]":
     saved = finetune.adapter_saved(arch, ft.rank, ft.targets, BITS[ft.dtype] / 8, policy.bytes("act"), amp, dropout)
     first = ft.method == "lora" and work.recompute != "full"
     share = (arch.layers - 1) / arch.layers if first else 1.0
-    out = [t for t in terms if not t.feeds]
-    if first:
+    out = [_frozen_short_conv(t, amp) if t.name.startswith(MIXERS["V"]) else t for t in terms if not t.feeds]
+    if first and any(t.kind for t in out):
+        out = _before_the_first_adapter(arch, ft.targets, out)
+    elif first:
         out = [replace(t, bytes_per_token=t.bytes_per_token * share, formula=f"{t.formula}·(L − 1)/L")
                if t.name.startswith("attention norm") else t for t in out]
     # SDPA's output, kept by SDPA itself, is what o_proj reads: lora_A reading it uncopied adds nothing
@@ -372,6 +375,46 @@ def _adapter_terms(setup: "Setup", terms: "list[Term]") -> "list[Term]":
         out.append(Term("DoRA: the base layer's and lora_B's outputs, one each per adapted layer", kept,
                         "(2 + 2)·Σ out" if amp else f"({policy.bytes('act'):g} + {BITS[ft.dtype] / 8:g})·Σ out"))
     return out
+
+
+def _before_the_first_adapter(arch: "Architecture", targets: str, terms: "list[Term]") -> "list[Term]":
+    """A hybrid's terms by layer kind with nothing kept before the first adapted layer (no input there needs a
+    gradient): the layers before it keep nothing, and the first one's mixer norm nothing (its input needs none).
+    With q and v targets a hybrid's first adapted layer is its first attention layer (LFM2's third)."""
+    from pycore.memory import finetune
+    chosen = finetune.TARGETS[targets]
+    adapted = [index for index in range(arch.layers)
+               if (mixer_at(arch, index) in ATTENTION and {"q", "k", "v", "o"} & set(chosen))
+               or (mlp_at(arch, index) != "-" and {"gate", "up", "down"} & set(chosen))]
+    if not adapted:
+        return terms
+    first = adapted[0]
+    kinds = layer_kinds(arch)
+    before: "dict[str, int]" = {}
+    for index in range(first):
+        key = mixer_at(arch, index) + mlp_at(arch, index)
+        before[key] = before.get(key, 0) + 1
+    first_kind = mixer_at(arch, first) + mlp_at(arch, first)
+    out = []
+    for term in terms:
+        count = kinds[(term.kind[0], term.kind[1])][0] if term.kind else 0
+        gone = before.get(term.kind, 0) + (term.kind == first_kind and term.name.startswith("mixer norm"))
+        if not count or not gone:
+            out.append(term)
+            continue
+        out.append(replace(term, bytes_per_token=term.bytes_per_token * (count - gone) / count,
+                           formula=f"{term.formula}·({count} − {gone})/{count} (none before the first adapted layer)"))
+    return out
+
+
+def _frozen_short_conv(term: Term, amp: bool) -> Term:
+    """LFM2's short convolution with its weights frozen (transformers 5.24 Lfm2ShortConv.slow_forward: in_proj, B·x,
+    conv, C·conv_out, out_proj): the frozen conv keeps no input (its weight takes no gradient), nor the frozen
+    out_proj its input y, so of the 6·h (7·h·2 bytes under autocast) the layer saves, B·x and y go: 4·h
+    (5·h·2 under autocast, not measured). validation/measure_vl.py's lfm2_vl LoRA case."""
+    kept, full = (5, 7) if amp else (4, 6)
+    return replace(term, bytes_per_token=term.bytes_per_token * kept / full,
+                   formula=f"{term.formula} × {kept}/{full} (frozen conv and out_proj keep no input)")
 
 
 def _recomputed(setup: "Setup", per_layer: float, terms: "list[Term]", final: float, working: float) -> PerToken:

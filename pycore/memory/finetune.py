@@ -12,6 +12,8 @@ column-norm working set in every adapted layer's forward.
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pycore.model.mixers import ATTENTION, mixer_at, mlp_at
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -38,13 +40,21 @@ def _linears(arch: "Architecture") -> "list[tuple[str, int, int, int]]":
     return rows
 
 
+def layers_with(arch: "Architecture", name: str) -> int:
+    """Layers that hold the linear layer ``name``: q, k, v and o the attention layers (a hybrid's state-space and
+    convolution layers have none: LFM2's Lfm2ShortConv has in_proj and out_proj, which PEFT's q_proj/v_proj
+    targets do not match), gate, up and down the layers with an MLP (none in Nemotron-H's mixer-only blocks)."""
+    if name in ("q", "k", "v", "o"):
+        return sum(1 for index in range(arch.layers) if mixer_at(arch, index) in ATTENTION)
+    return sum(1 for index in range(arch.layers) if mlp_at(arch, index) != "-")
+
+
 def adapter_params(arch: "Architecture", rank: int, targets: str, dora: bool = False) -> int:
     """Trainable LoRA parameters of the whole model; DoRA adds a magnitude per output of each adapted layer
     (peft/tuners/lora/dora.py DoraLinearLayer.weight)."""
     chosen = TARGETS[targets]
-    per_layer = sum(copies * (rank * (fan_in + fan_out) + (fan_out if dora else 0))
-                    for name, fan_in, fan_out, copies in _linears(arch) if name in chosen)
-    return arch.layers * per_layer
+    return sum(layers_with(arch, name) * copies * (rank * (fan_in + fan_out) + (fan_out if dora else 0))
+               for name, fan_in, fan_out, copies in _linears(arch) if name in chosen)
 
 
 def dora_outputs(arch: "Architecture", targets: str, adapter_bytes: float, act_bytes: float, amp: bool) -> float:
@@ -123,20 +133,28 @@ def adapter_saved(arch: "Architecture", rank: int, targets: str, adapter_bytes: 
     kept = 2 if amp else adapter_bytes
     copied: "list[tuple[str, float]]" = []
     shared: "dict[str, tuple[float, str]]" = {}
-    count = 0
+    count = 0.0
     for name, fan_in, _, copies in _linears(arch):
         if name not in chosen:
             continue
         n = min(copies, routed)
-        count += n
+        share = layers_with(arch, name) / arch.layers    # per layer on average: a hybrid's layers without it
+        count += n * share
         x = input_bytes(name, act_bytes, amp)
         if x != adapter_bytes or dropout or (amp and adapter_bytes != 2):
-            copied += [(GROUPS[name], fan_in)] * n
+            copied += [(GROUPS[name], fan_in * share)] * n
         else:
-            shared[GROUPS[name]] = (x * fan_in, f"{x:g}·{WIDTHS[GROUPS[name]]}")
+            shared[GROUPS[name]] = (x * fan_in * share, f"{x:g}·{WIDTHS[GROUPS[name]]}" + _of_layers(share))
     symbols = _sum_of(WIDTHS[group] for group, _ in copied)
     inputs = sum(width for _, width in copied)
     first = sum(width for group, width in copied if group == "qkv")
-    return AdapterSaved(kept * inputs, f"{kept:g}·({symbols})" if copied else "0",
-                        inputs if dropout else 0, f"1·({symbols})" if dropout and copied else "0",
-                        first if dropout else 0, shared, count * rank * kept, f"{kept:g}·r ×{count}")
+    part = _of_layers(min((layers_with(arch, name) / arch.layers for name in chosen), default=1.0))
+    return AdapterSaved(kept * inputs, f"{kept:g}·({symbols}){part}" if copied else "0",
+                        inputs if dropout else 0, f"1·({symbols}){part}" if dropout and copied else "0",
+                        first if dropout else 0, shared, count * rank * kept, f"{kept:g}·r ×{count:g}")
+
+
+def _of_layers(share: float) -> str:
+    """" × 0.5 (the share of layers that have them)" where the adapted linear layers are in some layers only (a
+    hybrid's), "" where every layer has them."""
+    return "" if share == 1 else f" × {share:.3g} (the share of layers that have them)"
