@@ -72,18 +72,29 @@ function setValue(el, value) {
   }
 }
 
-/** Another model chosen: a checkpoint's bytes read for the last one no longer describe it (issue 30), nor does an
- * imported config.json the link carried (config=). */
+/** Another model chosen: a checkpoint's bytes read for the last one no longer describe it (issue 30), nor do an
+ * imported config.json the link carried (config=) and the name it gave the model. */
 function forgetCheckpoint() {
-  for (const key of ["weight_bytes", "weight_files", "config"]) {
+  for (const key of ["weight_bytes", "weight_files", "config", "name"]) {
     const field = form.querySelector(`[data-key="${key}"]`);
     if (field) setValue(field, defaults[key]);
   }
 }
 
+/** Inputs set from elsewhere (pasted launch settings, a checkpoint's headers) onto ``params``: a model other than the
+ * form's leaves the model's inputs (its overrides, an imported config, its name, a checkpoint's bytes), as picking
+ * one in the picker does. */
+function setInputPairs(params, pairs) {
+  const model = pairs.find(([key]) => key === "model");
+  if (model && model[1] !== (params.get("model") ?? defaults.model)) {
+    for (const field of form.querySelectorAll('fieldset[data-group="model"] [data-key]')) params.delete(field.dataset.key);
+  }
+  for (const [key, value] of pairs) params.set(key, value);
+}
+
 function requestQuery() {
-  // Only form fields and base.FIELD reach pycore: never config= (a path on the machine running Python)
-  // nor any other key a link carries. Unknown <select> values still go, so pycore's message names them.
+  // Only form fields and base.FIELD reach pycore, never any other key a link carries (config= is a config.json's
+  // text, which pycore reads; it refuses a path). Unknown <select> values still go, so pycore's message names them.
   const params = new URLSearchParams(formQuery());
   for (const el of FIELDS) if (el.dataset.pending !== undefined) params.set(el.dataset.key, el.dataset.pending);
   return params.toString();
@@ -1012,4 +1023,4 @@ showApplies();
 ready();
 
 // The panels in their own modules (import.js, fits.js) take what they need from here.
-export { MODELS, editDone, el, fillForm, form, formQuery, requestQuery, settleModel, update };
+export { MODELS, editDone, el, fillForm, form, formQuery, requestQuery, setInputPairs, settleModel, update };

@@ -1,7 +1,7 @@
 // Read the checkpoint (issue 30): only each chosen file's header bytes are read (Blob.slice, never the whole
 // file), as many as pycore asks for (web.header_need); pycore sums the tensors' bytes by pool (web.header_summary)
 // and the page sets weight_bytes and weight_files from its answer. Nothing is sent anywhere; all is textContent.
-import { editDone, el, fillForm, formQuery, update } from "./app.js";
+import { editDone, el, fillForm, formQuery, setInputPairs, update } from "./app.js";
 import { importConfig } from "./import.js";
 
 const $ = (id) => document.getElementById(id);
@@ -140,7 +140,7 @@ function show(answer) {
   $("checkpoint-notes").hidden = !answer.notes.length;
   say(answer.message);
   const params = new URLSearchParams(formQuery());
-  for (const [key, value] of answer.set) params.set(key, value);
+  setInputPairs(params, answer.set);
   fillForm(params.toString());
   update("push");
   editDone();

@@ -23,7 +23,9 @@ function drawFits() {
     : fitsSort === "params" ? y.params - x.params : (y.headroom_bytes ?? -Infinity) - (x.headroom_bytes ?? -Infinity));
   const workload = new URLSearchParams(formQuery());
   // each row's link is its own model's: no layout, and no checkpoint bytes read for the model in the form
-  for (const key of ["model", "tp", "pp", "dp", "fsdp", "zero", "weight_bytes", "weight_files"]) workload.delete(key);
+  for (const key of ["model", "config", "name", "tp", "pp", "dp", "fsdp", "zero", "weight_bytes", "weight_files"]) {
+    workload.delete(key);
+  }
   for (const row of rows) {
     const tr = el("tr", undefined, `fits-${row.status}`);
     const link = el("a", row.id);

@@ -1,7 +1,7 @@
 // Launch settings out and back, and calibration from a run (issue 30). pycore makes every block, row and
 // message (pycore.output.web: launch, launch_read, calibration); this only moves text between the page and it.
 // Pasted text stays in this page: it is handed to Python here and sent nowhere. All of it is shown as textContent.
-import { editDone, el, fillForm, formQuery, requestQuery, update } from "./app.js";
+import { editDone, el, fillForm, formQuery, requestQuery, setInputPairs, update } from "./app.js";
 
 const $ = (id) => document.getElementById(id);
 const CONTROLS = ["export-text", "export-apply", "calibrate-text", "calibrate-run", "calibrate-apply"];
@@ -15,7 +15,7 @@ function say(node, text, failed = false) {
 /** The form's inputs with these [key, value] pairs set, drawn and written to the link (one history entry). */
 function setInputs(pairs) {
   const params = new URLSearchParams(formQuery());
-  for (const [key, value] of pairs) params.set(key, value);
+  setInputPairs(params, pairs);
   fillForm(params.toString());
   update("push");
   editDone();

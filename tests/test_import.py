@@ -230,3 +230,29 @@ def test_a_link_carries_the_config_text_never_a_path():
 def test_the_command_line_reads_a_config_text_as_a_file():
     text = read("families/jamba.json")
     assert estimate({"config": text, "seq": "512"}).params_total == RECORDED["families/jamba.json"]
+
+
+def test_a_carried_config_in_links_answers_and_exports_as_its_own_model():
+    # the review of the config= links: a baseline naming another model leaves the config and its name; a config the
+    # link cannot read leaves its name too; vllm serve names a hub id or says to give one; no path from a link
+    from urllib.parse import urlencode
+
+    from pycore.output import web
+    text = json.dumps(json.loads(read("families/mamba2.json")), separators=(",", ":"))
+    mamba = RECORDED["families/mamba2.json"]
+    payload = json.loads(web.answers(urlencode({"config": text, "name": "imported config", "seq": "512",
+                                                "base.model": "llama-3.1-8b"})))
+    weights = next(row for row in payload["comparison"]["rows"] if row["key"] == "weights")
+    assert weights["baseline"] == f"{8_030_261_248 * 4 / 2**30:.2f} GiB"      # llama-3.1-8b's fp32 weights
+    bad = json.loads(web.run(urlencode({"config": '{"model_type": "llama"}', "name": "imported config"})))
+    assert "config" in bad["errors"] and "imported config" not in bad["summary"]["model"]
+    served = json.loads(web.launch(urlencode({"config": text, "name": "imported config", "mode": "infer",
+                                              "engine": "vllm"})))
+    assert any("<model path or hub id>" in b["text"] for b in served["blocks"] if b["kind"] == "vllm")
+    hub = json.loads(web.launch(urlencode({"config": text, "name": "mistralai/Mamba-Codestral-7B-v0.1", "mode": "infer",
+                                           "engine": "vllm"})))
+    assert any("vllm serve mistralai/Mamba-Codestral-7B-v0.1" in b["text"] for b in hub["blocks"] if b["kind"] == "vllm")
+    for key in ("reward_model", "value_model", "teacher", "draft_model"):
+        refused = json.loads(web.run(urlencode({"method": "ppo", key: "/etc/x.json"})))
+        assert "never a file" in refused["errors"][key]
+    assert f"{mamba:,}" in json.loads(web.run(urlencode({"config": text})))["summary"]["model"]

@@ -85,7 +85,8 @@ def test_precomputed_reference_log_probs_hold_no_reference_but_the_kl_forward_st
     result = estimate({**SMALL, "method": "kto", "ref_model": "precomputed"})
     assert REFERENCE not in result.moments
     assert not any(p.group == "reference_model" for p in result.pools)
-    # 76,813,312 + 153,626,624 + 69,072,896; measured 295,490,000-odd bytes (281.8 MiB, +1.4%)
+    # 76,813,312 + 153,626,624 + 69,072,896; measured 295,494,772 bytes in the KL forward (validation/measured_kto.json
+    # phase_peaks, the precomputed case; +1.4%)
     assert result.moments[KL_FORWARD] == WEIGHTS + ADAM + NO_GRAD == 299_512_832
 
 

@@ -215,3 +215,11 @@ def test_the_reward_and_value_models_can_be_other_checkpoints():
     with pytest.raises(FieldError) as error:
         resolve(parse({**inputs, "reward_model": "no-such-model"}))
     assert error.value.key == "reward_model"
+
+
+def test_a_scorer_with_a_smaller_vocabulary_is_refused():
+    # TRL 0.25.1 get_reward feeds the policy's token ids to the reward and value models: gpt2's 50,257-token
+    # embedding cannot look up Qwen2.5's ids (its vocabulary 151,936)
+    with pytest.raises(FieldError) as error:
+        resolve(parse({"model": "qwen2.5-0.5b", "method": "ppo", "value_model": "gpt2"}))
+    assert error.value.key == "value_model" and "50,257" in error.value.message

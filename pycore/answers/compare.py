@@ -38,6 +38,10 @@ def baseline_values(values: dict[str, Any], base_raw: dict[str, Any]) -> dict[st
     except FieldError as error:
         raise error.under("base.") from None
     changed.update({key: overrides[key] for key in base_raw})
+    if ({"model", "params"} & set(base_raw)) and "config" not in base_raw:
+        changed["config"] = None            # base.model names the baseline's model: the current config does not
+    if ({"model", "params", "config"} & set(base_raw)) and "name" not in base_raw:
+        changed["name"] = None              # nor its name
     # A base.KEY of a pair said either way (train_hours or train_tokens) replaces the other, inherited one.
     changed.update({other: DEFAULTS[other] for pair in EITHER for key, other in (pair, pair[::-1])
                     if key in base_raw and other not in base_raw})

@@ -211,8 +211,9 @@ FIELDS = (
             "loads draft_model, a smaller model of the same vocabulary, with its own weights and KV cache",
             "workload", "vLLM's default: no speculative_config"),
     Field("draft_model", "text", None, "speculative=draft: the draft model, a preset, alias or hub id (as model=), "
-          "split over the same tensor-parallel GPUs; its vocabulary must be the target's", "a preset, alias or hub "
-          "id", (), "vllm/v1/spec_decode/draft_model.py (vLLM main, 2026: DraftModelProposer)", "workload"),
+          "or on the command line a path to its config.json, split over the same tensor-parallel GPUs; its vocabulary "
+          "must be the target's", "a preset, alias or hub id, or (command line) a path to a config.json", (),
+          "vllm/v1/spec_decode/draft_model.py (vLLM main, 2026: DraftModelProposer)", "workload"),
     Field("gpu_util", "float", 0.9, "vLLM gpu_memory_utilization: the share of the GPU vLLM may use",
           "a number from 0.05 to 1", (), "vLLM's default (EngineArgs.gpu_memory_utilization)", "workload", "",
           0.05, 1),

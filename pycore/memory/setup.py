@@ -142,9 +142,11 @@ def _draft(values: "Values", target: Architecture, layout: Layout) -> "Architect
     if not name:
         raise FieldError("draft_model", "speculative=draft needs the draft model: a preset, alias or hub id")
     try:
-        draft = preset_architecture(name)
+        draft = architecture_from_file(name) if name.lower().endswith(".json") else preset_architecture(name)
     except KeyError:
-        raise FieldError("draft_model", unknown_model(name)) from None
+        raise FieldError("draft_model", unknown_model(name, "draft_model")) from None
+    except FieldError as error:
+        raise FieldError("draft_model", error.message) from None
     if draft.kind != "decoder" or not draft.output_width:
         raise FieldError("draft_model", f"{draft.name} is not a causal LM: a draft model is one")
     if draft.vocab != target.vocab:
@@ -206,15 +208,21 @@ def _named_architecture(model: str, params: int, layers: int, hidden: int, heads
     return _with_overrides(arch, dict(overrides))
 
 
-def unknown_model(model: str) -> str:
+def unknown_model(model: str, key: str = "model") -> str:
     """Why a model name is refused, and for a hub id no preset has, how to estimate it all the same: from its
-    config.json, a file on the command line (config= reads files; links never do), fetched on the page."""
+    config.json, a file on the command line (config= reads files; links never do), fetched on the page. ``key``: the
+    input that named it (teacher, reward_model, value_model and draft_model take a config.json path on the command
+    line only)."""
     hub = hub_id(model)
     if hub is None:
         return f"unknown preset {model[:40]!r}; see python -m pycore models"
+    where = f"https://huggingface.co/{hub}/resolve/main/config.json"
+    if key != "model":
+        return (f"no preset has the hub id {hub!r} (python -m pycore models lists the presets): on the command line, "
+                f"download {where} and give {key}=PATH to it")
     return (f"no preset has the hub id {hub!r} (python -m pycore models lists the presets): estimate it from its "
-            f"config.json instead: on the command line, download https://huggingface.co/{hub}/resolve/main/config.json "
-            "and give config=PATH; on the page, fetch it from the hub")
+            f"config.json instead: on the command line, download {where} and give config=PATH; on the page, fetch it "
+            "from the hub")
 
 
 def _with_overrides(arch: Architecture, values: "Values") -> Architecture:
@@ -326,7 +334,7 @@ def _teacher(values: "Values", student: Architecture) -> Architecture:
     try:
         teacher = architecture_from_file(name) if name.lower().endswith(".json") else preset_architecture(name)
     except KeyError:
-        raise FieldError("teacher", unknown_model(name), fallback="auto") from None
+        raise FieldError("teacher", unknown_model(name, "teacher"), fallback="auto") from None
     except FieldError as error:
         raise FieldError("teacher", error.message, fallback="auto") from None
     if teacher.kind != "decoder" or not teacher.output_width:
@@ -382,25 +390,29 @@ def _response(values: "Values", recipe: str, completion: int) -> int:
     return int(values.get("response_length") or 0) if recipe == "ppo" else completion
 
 
-def _scorer(values: "Values", key: str) -> "Architecture | None":
+def _scorer(values: "Values", key: str, policy: Architecture) -> "Architecture | None":
     """PPO's value_model or reward_model: None for auto, else a preset (id, alias or hub id) or a config.json on disk,
-    whose backbone takes a one-output score head (AutoModelForSequenceClassification, num_labels=1)."""
+    whose backbone takes a one-output score head (AutoModelForSequenceClassification, num_labels=1). TRL's get_reward
+    (trl/trainer/utils.py L986-1033) feeds it the policy's token ids: a smaller vocabulary cannot embed them."""
     name = str(values.get(key) or "auto").strip()
     if name == "auto":
         return None
     try:
         arch = architecture_from_file(name) if name.lower().endswith(".json") else preset_architecture(name)
     except KeyError:
-        raise FieldError(key, unknown_model(name), fallback="auto") from None
+        raise FieldError(key, unknown_model(name, key), fallback="auto") from None
     except FieldError as error:
         raise FieldError(key, error.message, fallback="auto") from None
     if arch.kind != "decoder":
         raise FieldError(key, f"{arch.name} is not a decoder: pycore scores PPO's responses with a decoder's backbone",
                          fallback="auto")
+    if arch.vocab < policy.vocab:
+        raise FieldError(key, f"{arch.name}'s vocabulary ({arch.vocab:,}) is smaller than the policy's "
+                         f"({policy.vocab:,}): PPOTrainer scores the policy's token ids with it", fallback="auto")
     return arch
 
 
-def _ppo(values: "Values", finetune: FineTune) -> FineTune:
+def _ppo(values: "Values", finetune: FineTune, policy: Architecture) -> FineTune:
     """PPOConfig's rollout chunk and mini-batches (TRL 0.25.1); PPOTrainer trains data parallel only (no pipeline).
     The value model is, unless given, the reward model's architecture: trl/examples/scripts/ppo/ppo.py loads both from
     reward_model_path; the reward model is, unless given, the policy's."""
@@ -409,10 +421,10 @@ def _ppo(values: "Values", finetune: FineTune) -> FineTune:
     if values.get("pp", 1) > 1:
         raise FieldError("pp", "TRL's PPOTrainer places its four models whole or ZeRO-sharded on every GPU; it has no "
                          "pipeline parallelism", fallback=1)
-    reward = _scorer(values, "reward_model")
+    reward = _scorer(values, "reward_model", policy)
     return replace(finetune, rollout_chunk=values.get("local_rollout_forward_batch_size") or 64,
                    mini_batches=values.get("num_mini_batches") or 1, reward_arch=reward,
-                   value_arch=_scorer(values, "value_model") or reward)
+                   value_arch=_scorer(values, "value_model", policy) or reward)
 
 
 def resolve(values: "Values") -> Setup:
@@ -462,7 +474,7 @@ def resolve(values: "Values") -> Setup:
                         values.get("lora_variant") == "dora")
     finetune = _vllm_engine(values, arch, finetune)
     finetune, policy = _with_teacher(values, arch, policy, finetune) if recipe == "distill" else (finetune, policy)
-    finetune = _ppo(values, finetune)
+    finetune = _ppo(values, finetune, arch)
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
                  values["optimizer"], values["optimizer_impl"], values["gpu"],
                  values["overhead"], values.get("expandable_segments", "no"),

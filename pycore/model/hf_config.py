@@ -667,5 +667,5 @@ def architecture_from_file(path: str, warnings: "list[str] | None" = None) -> Ar
     by the config's own name (``config_name``), its source the file; ``warnings`` as for ``architecture_from_dict``."""
     config = parse_config_text(read_config_file(path))
     arch = architecture_from_dict(config, name=config_name(config), warnings=warnings)
-    source = "the imported config.json the link carries" if is_config_text(path) else str(path).rsplit("/", 1)[-1]
+    source = "a config.json's text (config=)" if is_config_text(path) else str(path).rsplit("/", 1)[-1]
     return replace(arch, source=source)

@@ -14,7 +14,7 @@ from typing import Any
 from pycore.base.errors import InputError
 from pycore.inputs import frameworks
 from pycore.memory.record import Estimate
-from pycore.model.catalog import models, preset_id
+from pycore.model.catalog import hub_id, models, preset_id
 from pycore.output import export_pytorch
 
 KINDS = ("vllm", "trainer", "deepspeed", "accelerate", "torchtitan", "torchtune")
@@ -34,6 +34,8 @@ _FSDP = {"FULL_SHARD": "full_shard", "SHARD_GRAD_OP": "shard_grad_op", "NO_SHARD
 
 
 def _hub(values: "dict[str, Any]", key: str = "model") -> str:
+    if key == "model" and values.get("config"):     # a config.json's model: its hub id when it was fetched by one
+        return hub_id(str(values.get("name") or "")) or "<model path or hub id>"
     entry = models().get(preset_id(str(values[key])) or "")
     return entry["hub"][0] if entry and entry.get("hub") else str(values[key])
 

@@ -3,6 +3,7 @@ estimate's records (pycore.memory.pools), nothing is derived here."""
 
 import csv
 import io
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -76,6 +77,11 @@ def import_choice(answer: "dict[str, Any]", label: str) -> "dict[str, str]":
     config's name), what it is (``model_what`` of its closest preset with the import's overrides) and its
     parameters and context length, as ``model_choices`` words them."""
     pairs = dict(answer["query"])
+    if answer.get("carried"):       # no preset describes it: its model_type, and a label that tells two such apart
+        model_type = str(json.loads(pairs["config"]).get("model_type") or "config")[:40]
+        shown = label if label != "imported config" else f"{model_type} config, {format_count(answer['params'])}"
+        return {"label": shown, "what": f"imported {model_type} config, read from itself",
+                "detail": f"{format_count(answer['params'])} parameters"}
     entry = dict(model_catalog().get(pairs.get("model", ""), {}))
     for key, value in pairs.items():
         entry[key] = int(value) if value.isdigit() else value

@@ -28,8 +28,10 @@ if TYPE_CHECKING:
 MAX_QUERY = 200_000         # characters of a query string that are read at all
 MAX_KEYS = 200              # key=value pairs that are read
 # A link must not read files: an imported config travels as preset + overrides, or (no preset expresses it) as the
-# config.json's own text (config_import's _carried), never as a path.
+# config.json's own text (config_import's _carried), never as a path; the other models named by a preset or (on the
+# command line) a config.json path take no path from a link either.
 NOT_FROM_LINKS = {"config"}
+NO_PATHS_FROM_LINKS = {"teacher", "reward_model", "value_model", "draft_model"}
 
 
 def _pairs(query: str) -> "tuple[dict[str, Any], dict[str, Any]]":
@@ -50,6 +52,10 @@ def _pairs(query: str) -> "tuple[dict[str, Any], dict[str, Any]]":
         if name in NOT_FROM_LINKS and not is_config_text(value):
             errors[shown] = f"{shown}: a link carries a config.json's own text, not a path; import the config.json " \
                             "on the page instead"
+            continue
+        if name in NO_PATHS_FROM_LINKS and value.strip().lower().endswith(".json"):
+            errors[shown] = f"{shown}: a link names a preset, alias or hub id here, never a file (a config.json path " \
+                            "is read on the command line only)"
             continue
         if key in raw:
             errors[key] = f"{key}: given more than once; the last value is used"
@@ -83,6 +89,8 @@ def _estimate(query: str, explain: bool = True, fallbacks: "dict[str, Any] | Non
     raw = {k: v for k, v in raw.items() if v != "" and not k.startswith("base.")}
     values, parse_errors = parse(raw, strict=False)
     errors.update(parse_errors)
+    if {"model", "config"} & set(parse_errors):
+        values["name"] = None               # a name the link gave for a model it could not read
     if base_raw and values["compare"] == "off":
         values["compare"] = "baseline"
     given = [k for k in raw if k not in parse_errors]
@@ -113,6 +121,8 @@ def _estimate(query: str, explain: bool = True, fallbacks: "dict[str, Any] | Non
                 continue
             errors[key] = str(error)
             values[key] = DEFAULTS[key]
+            if key in ("model", "config"):
+                values["name"] = None       # the name was the refused model's: the default's is its own
     return values, None, errors, base_raw
 
 

@@ -80,8 +80,8 @@ def test_partial_config_names_the_missing_fields(watched, base_url):
 
 
 def test_a_family_no_preset_expresses_travels_in_the_link(watched, base_url):
-    # issue 29: Granite 4.0's hybrid (Mamba-2 and attention layers, MoE) has no preset; its config.json
-    # (tests/configs/families/granitemoehybrid.json, transformers 5.24's default) is carried by the link itself
+    # issue 29: Granite 4.0's hybrid (Mamba-2 and attention layers, MoE): transformers 5.24's default config
+    # (tests/configs/families/granitemoehybrid.json), which no preset with overrides expresses, is carried by the link
     page = watched.open(base_url, "?mode=infer&engine=vllm&tp=2")
     open_import(page)
     page.locator("#import-text").fill((CONFIGS / "families" / "granitemoehybrid.json").read_text())
@@ -100,18 +100,20 @@ def test_a_family_no_preset_expresses_travels_in_the_link(watched, base_url):
     page.locator("#f-model").fill("llama-3.1-8b")
     page.locator("#f-model").press("Enter")
     page.wait_for_function("!new URLSearchParams(location.search).has('config')")
+    assert "name" not in dict(parse_qsl(urlsplit(page.url).query))      # nor the name it gave the model
     assert page.locator("#f-config").input_value() == ""
     assert page.locator("[data-field='config']").is_hidden()
     assert "8,030,261,248 parameters" in page.locator("#params-line").inner_text()
 
 
 def test_a_hub_fetch_no_preset_expresses_names_the_hub_id(watched, base_url):
-    body = (CONFIGS / "families" / "jamba.json").read_text()
+    # Mamba-2 in transformers' format has no preset (tests/configs/families/mamba2.json, transformers 5.24's default)
+    body = (CONFIGS / "families" / "mamba2.json").read_text()
     watched.context.route("https://huggingface.co/**", lambda route: route.fulfill(body=body, content_type="application/json"))
     page = watched.open(base_url)
     open_import(page)
-    page.locator("#import-hub").fill("ai21labs/AI21-Jamba-Mini-1.6")
+    page.locator("#import-hub").fill("mistralai/Mamba-Codestral-7B-v0.1")
     page.locator("#import-fetch").click()
     query = imported_total(page)
-    assert query["model"] == query["name"] == "ai21labs/AI21-Jamba-Mini-1.6"
-    assert page.locator("#f-model").input_value() == "ai21labs/AI21-Jamba-Mini-1.6"
+    assert query["model"] == query["name"] == "mistralai/Mamba-Codestral-7B-v0.1" and "config" in query
+    assert page.locator("#f-model").input_value() == "mistralai/Mamba-Codestral-7B-v0.1"
