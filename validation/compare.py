@@ -261,6 +261,7 @@ def markdown(record, table):
     lines += vl_section()
     lines += lora_section()
     lines += dpo_section()
+    lines += dpo_full_section()
     lines += kto_section()
     lines += grpo_section()
     lines += reward_section()
@@ -554,10 +555,11 @@ def dpo_rows(path=DPO):
         result = estimate(dpo_inputs(case))
         moments = result.moments
         phases = {"policy forward": moments["forward end"], "reference forward": moments.get("reference forward"),
+                  "loss": moments.get("log-prob metrics"),       # trl_head=full: TRL 1.14.2's metrics copy logits
                   "backward": max(v for k, v in moments.items() if k.startswith("backward")),
                   "optimizer step": moments["optimizer step"]}
         # the nearest plain fine-tuning estimate: the same policy and batch, no recipe
-        plain = {k: v for k, v in dpo_inputs(case).items() if k != "ref_model"}
+        plain = {k: v for k, v in dpo_inputs(case).items() if k not in ("ref_model", "trl_head")}
         plain["method"] = plain["method"].partition("-")[2] or "full"
         plain = estimate(plain).peak_bytes
         out.append({"label": case["label"], "measured": case["peak_bytes"], "estimated": result.peak_bytes,
@@ -590,6 +592,37 @@ def dpo_section():
              "forward), never the step's peak here. The plain column is the nearest plain fine-tuning estimate (the",
              "same policy, batch and sequence, method=full or lora): it misses the reference and the doubled batch",
              "and charges full logits.",
+             f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
+             f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
+             f"{100 * max(errors):.1f}% worst.", "",
+             "| case | measured MiB | estimate MiB | error | plain fine-tuning error | peak moment | phases, measured / "
+             "estimated MiB |", "|---|---:|---:|---:|---:|---|---|"]
+    for r in cases:
+        phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
+        lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
+                     f"{100 * r['error']:+.1f}% | {100 * r['plain_error']:+.1f}% | {r['phase']} | {phases} |")
+    return lines
+
+
+DPO_FULL = ROOT / "validation" / "measured_dpo_full.json"
+
+
+def dpo_full_section():
+    """One DPO step as TRL 1.14.2's DPOTrainer runs it (trl_head=full: the models' full logits), beside the estimate."""
+    record, cases = dpo_rows(DPO_FULL)
+    mib = 2 ** 20
+    errors = [abs(r["error"]) for r in cases]
+    lines = ["", "## DPO before the fused head (TRL 1.14.2's DPOTrainer, trl_head=full)", "",
+             "`validation/measure_dpo_full.py` runs TRL 1.14.2's own `DPOTrainer._compute_loss`, the last release before",
+             "1.15.0 added the fused log-prob head: the policy's and the reference's own lm_head return their full logits",
+             "[2 × pairs, T, V], fp32 under amp-bf16 (accelerate's `convert_outputs_to_fp32`, applied to both models as",
+             "`prepare_model` does), scored by TRL 1.14.2's log-prob kernel (its Python wrapper's allocations as they",
+             "are, its two Triton kernels replaced by untracked fills), then the loss's metrics, which copy the chosen",
+             "rows' logits while both models' logits are alive (the `loss` phase, the estimate's `log-prob metrics`",
+             "moment), backward, AdamW and `zero_grad`, with measure_dpo.py's set-up (batch counts pairs, a 32-token",
+             "prompt out of the labels, a frozen reference copy for a full policy, the base with its adapters disabled",
+             "for a LoRA one, none with `precompute_ref_log_probs`). The estimate counts the prompt's tokens in the",
+             "metrics' copy (an upper bound). The plain column is the nearest plain fine-tuning estimate.",
              f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
              f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
              f"{100 * max(errors):.1f}% worst.", "",

@@ -281,6 +281,12 @@ FIELDS = (
             "(precompute_ref_log_probs=True: log-probs computed before training, no reference held)", "finetune",
             "TRL 1.16 DPOTrainer.__init__ and KTOTrainer.__init__: ref_model None creates one unless the policy is a PEFT model or "
             "precompute_ref_log_probs (DPOConfig default False)"),
+    _choice("trl_head", "fused", ("fused", "full"),
+            "DPO: how the TRL release computes the log-probs: fused (TRL 1.15.0 and later: add_fused_lm_head's chunked "
+            "head, the logits never whole) or full (TRL 1.14.2 and earlier: the model's lm_head returns the logits "
+            "[2 × pairs, seq, vocab] of the policy and of the reference, held until backward; fp32 under autocast)",
+            "finetune", "TRL 1.16.0 (fused): DPOTrainer.__init__ calls trl.trainer.utils.add_fused_lm_head, added in "
+            "1.15.0; TRL 1.14.2 (full): dpo_trainer.py L1366-1370 (outputs.logits) and L1430-1434 (ref_outputs.logits)"),
     _int("num_generations", 8, "GRPO: completions sampled per prompt; the generation batch (batch × dp × "
          "micro-batches) holds whole groups of them. Per GPU the memory follows batch, which counts completions",
          "finetune", "TRL 1.16 GRPOConfig.num_generations default 8 (trl/trainer/grpo_config.py L480-481)",
@@ -465,7 +471,7 @@ LABELS = {
     "max_batched_tokens": "Max batched tokens (vLLM)", "max_num_seqs": "Max sequences a step (vLLM)",
     "optimizer_impl": "Optimizer kernel", "framework": "Framework",
     "loss_chunks": "Loss chunks", "method": "Training method", "lora_rank": "LoRA rank", "lora_targets": "LoRA targets",
-    "ref_model": "Reference model", "num_generations": "Generations per prompt (GRPO)",
+    "ref_model": "Reference model", "trl_head": "Log-prob head (TRL release)", "num_generations": "Generations per prompt (GRPO)",
     "max_completion_length": "Completion length (GRPO)", "beta": "KL coefficient beta (GRPO)",
     "response_length": "Response length (PPO)", "local_rollout_forward_batch_size": "Rollout rows at a time (PPO)",
     "num_mini_batches": "Mini-batches (PPO)", "reward_model": "Reward model (PPO)", "value_model": "Value model (PPO)",

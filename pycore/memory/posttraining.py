@@ -23,6 +23,21 @@ huggingface/trl 1.16.0 runs it (trl/trainer/dpo_trainer.py, DPOTrainer):
   one a row; on a GPU with Triton only the completion's are gathered, so counting the prompt's too is an upper bound
   (its share of these per-token tensors, and of the tile below 4,096 tokens).
 
+Before the fused head (trl_head=full), DPO as huggingface/trl 1.14.2 runs it, the last release before 1.15.0 added
+``add_fused_lm_head`` (trl/trainer/dpo_trainer.py, DPOTrainer._compute_loss L1341-1700):
+
+- the policy's forward is the model's own, lm_head included: ``outputs.logits`` [2 × pairs, T, V] (L1366-1370), in
+  the compute dtype, fp32 under autocast (accelerate's ``convert_outputs_to_fp32`` around the prepared model's
+  forward copies the bf16 logits to fp32); ``selective_log_softmax_and_entropy(outputs.logits[..., :-1, :], ...)``
+  (trl/trainer/utils.py L643-681) runs, on CUDA, TRL's Triton kernel (trl/kernels/logprob_entropy.py
+  ``_LogProbEntropyFunction``, picked by utils.py L501-532), which returns the log-probs and entropy, saves the
+  logits with two fp32 statistics a token (L165-192), and in backward allocates ``grad_logits = empty_like(logits)``
+  (L210) beside the saved logits; the slice's backward then makes the gradient of the whole [2 × pairs, T, V];
+- the reference's forward under ``torch.no_grad()`` returns its own logits (L1396-1434), scored by the same kernel;
+  ``ref_outputs`` is referenced until ``_compute_loss`` returns, so they are alive while the loss's metrics copy the
+  chosen rows' completion logits (``chosen_logits[chosen_mask.bool()]``, L1661-1667), the step's last moment before
+  backward. TRL 1.13 and earlier (no kernel) save a log_softmax of every row as well: not modelled.
+
 KTO (Ethayarajh et al. 2024) as TRL 1.16.0 runs it (trl/trainer/kto_trainer.py, KTOTrainer, loss_type "kto", KTOConfig's
 default) is DPO's pattern with its own rows and one more pass:
 
@@ -61,6 +76,8 @@ PASS = {"dpo": "DPOTrainer._compute_loss: the reference runs under torch.no_grad
                 "saved",
         "kto": "KTOTrainer._compute_loss (kto_trainer.py L1427-1439): after the policy's forward the reference runs "
                "under torch.no_grad() on the KL rows (_compute_kl_logps), then on the batch, one forward at a time"}
+METRICS = "log-prob metrics"  # DPO with trl_head=full: the loss's metrics copy logits, both models' logits alive
+FULL_SOURCE = "huggingface/trl 1.14.2 "    # the last release before add_fused_lm_head (TRL 1.15.0)
 KL_FORWARD = "KL forward"       # KTO: the policy's no_grad forward on the KL rows, before its forward with grad
 SAVED_THROUGH = ("forward end", "backward start")   # a pool live in both is live during the reference forward
 TOKEN_TILE = 4096           # trl/kernels/chunked_logprob.py TOKEN_CHUNK_SIZE
@@ -117,8 +134,71 @@ def _casts(setup: Setup, tokens: int) -> Q:
     return (columns + sym("n", min(scored(setup, tokens), TOKEN_TILE))) * sym("h", setup.arch.hidden) * num(2)
 
 
+def full_head(setup: Setup) -> bool:
+    """Whether the policy and the reference return their full logits (trl_head=full: TRL 1.14.2 and earlier)."""
+    return setup.finetune.recipe == "dpo" and setup.finetune.trl_head == "full"
+
+
+def _logit_bytes(setup: Setup) -> int:
+    """The logits' bytes per element: fp32 under autocast (accelerate's convert_outputs_to_fp32), else the compute
+    dtype's."""
+    return 4 if setup.policy.autocast else int(setup.policy.bytes("act"))
+
+
+FULL_SYMBOLS = "T = tokens (2 × pairs sequences); N = scored tokens (every token but each row's last); V = vocabulary"
+
+
+def full_head_pools(setup: Setup, tokens: int) -> "list[Pool]":
+    """TRL 1.14.2's head: the policy's full logits, held from its forward to their gradient, the kernel's per-token
+    statistics, the logits' gradient and, under autocast, the bf16 logits before their fp32 copy."""
+    T, V, N = sym("T", tokens), sym("V", setup.arch.output_width), sym("N", scored(setup, tokens))
+    el = _logit_bytes(setup)
+    name = "fp32" if el == 4 else setup.policy.act
+    kernel = FULL_SOURCE + "trl/kernels/logprob_entropy.py _LogProbEntropyFunction"
+    pools = [make("logits", f"Logits ({name}), saved for backward", T * V * num(el),
+                  SAVED_THROUGH, FULL_SOURCE + "trl/trainer/dpo_trainer.py L1366-1370: outputs.logits of the model's "
+                  "own lm_head (fp32 under autocast: accelerate's convert_outputs_to_fp32), sliced [..., :-1, :] into "
+                  "selective_log_softmax_and_entropy, whose kernel saves them (logprob_entropy.py L192)", FULL_SYMBOLS,
+                  group="logits_and_loss"),
+             make("log_probs", "Per-token log-probs, entropy and the kernel's two saved statistics (fp32)",
+                  N * num(4 * 4), SAVED_THROUGH, kernel + ".forward L165-168: logprobs, entropy, log_z and "
+                  "expected_logit, one fp32 value a token each", FULL_SYMBOLS, group="logits_and_loss"),
+             make("loss_gradients", "Gradient of the logits (the kernel's, then the slice's)", N * V * num(el),
+                  ("backward start",), kernel + ".backward L210: grad_logits = torch.empty_like(logits) beside the "
+                  "saved logits; the slice's backward then fills a gradient of the whole [rows, T, V] as they are "
+                  "freed", FULL_SYMBOLS, group="logits_and_loss")]
+    if setup.policy.autocast:
+        pools.append(make("logits_autocast", "Logits in bf16 before their fp32 copy", T * V * num(2),
+                          ("forward end",), "accelerate 1.15.0 convert_outputs_to_fp32 (Accelerator.prepare_model "
+                          "under native amp): .float() of the autocast forward's bf16 logits", FULL_SYMBOLS,
+                          group="logits_and_loss"))
+    return pools
+
+
+def metrics_pools(setup: Setup, tokens: int) -> "list[Pool]":
+    """TRL 1.14.2's loss metrics: the chosen rows' completion logits copied by a boolean mask (then their mean), and
+    the reference's logits, still referenced until _compute_loss returns."""
+    T, V, N = sym("T", tokens), sym("V", setup.arch.output_width), sym("N", scored(setup, tokens))
+    el = num(_logit_bytes(setup))
+    name = "fp32" if _logit_bytes(setup) == 4 else setup.policy.act
+    pools = [make("logit_metrics", "Chosen rows' logits copied for the logged mean", rnd(N * el * V / num(2)),
+                  (METRICS,), FULL_SOURCE + "trl/trainer/dpo_trainer.py L1661-1667: chosen_logits[chosen_mask.bool()]"
+                  ".mean(-1), the chosen half of the scored tokens (the prompt's too: an upper bound)", FULL_SYMBOLS,
+                  group="logits_and_loss")]
+    if has_reference_forward(setup):
+        pools.append(make("reference_logits", f"Reference logits ({name})", T * V * el, (METRICS,),
+                          FULL_SOURCE + "trl/trainer/dpo_trainer.py L1396-1434: "
+                          "ref_outputs.logits under torch.no_grad(), referenced until _compute_loss returns (in the reference "
+                          "forward's own pool while it runs)",
+                          FULL_SYMBOLS, group="reference_model"))
+    return pools
+
+
 def head_pools(setup: Setup, tokens: int) -> "list[Pool]":
-    """The policy's fused head, in place of the logits and cross-entropy pools of plain fine-tuning."""
+    """The policy's fused head, in place of the logits and cross-entropy pools of plain fine-tuning (or, with
+    trl_head=full, TRL 1.14.2's full logits)."""
+    if full_head(setup):
+        return full_head_pools(setup, tokens)
     arch, policy = setup.arch, setup.policy
     N, h, eh = sym("N", scored(setup, tokens)), sym("h", arch.hidden), _hidden_bytes(setup)
     tile_symbols = "n = tokens per tile, min(N, 4,096); c = vocabulary columns per tile (32,768; fewer with autocast's " \
@@ -202,7 +282,12 @@ def no_grad_working(setup: Setup, stage: parallel.Stage, tokens: int) -> Q:
         working = working + sym("Pl", stage.largest_layer) * 2
     if setup.layout.zero == 3 and setup.layout.shard_group > 1:
         working = working + sym("Pl", stage.largest_layer) * num(setup.policy.bytes("gather"))
-    if stage.has_head:
+    if stage.has_head and full_head(setup):
+        # its forward ends with its logits, and under autocast their bf16 original beside the fp32 copy
+        logits = sym("T", tokens) * sym("V", setup.arch.output_width) * \
+            num(_logit_bytes(setup) + (2 if setup.policy.autocast else 0))
+        working = maximum(working, logits)
+    elif stage.has_head:
         h, eh = sym("h", setup.arch.hidden), num(_hidden_bytes(setup))
         head = _tile(setup, tokens) + (sym("T", tokens) + sym("N", scored(setup, tokens))) * h * eh + _casts(setup, tokens)
         working = maximum(working, head)
@@ -213,10 +298,16 @@ def with_reference_moment(pools: "list[Pool]", per_microbatch: "tuple[str, ...]"
         "tuple[list[Pool], tuple[str, ...]]":
     """The reference forward as a moment after the policy's forward: every pool live both at the forward's end and at
     the start of backward (weights, optimizer state, saved activations) is live in it too."""
-    out = [replace(p, moments=p.moments + (REFERENCE,)) if all(m in p.moments for m in SAVED_THROUGH) and
-           REFERENCE not in p.moments else p for p in pools]
-    at = per_microbatch.index("forward end") + 1
-    return out, per_microbatch[:at] + (REFERENCE,) + per_microbatch[at:]
+    return _with_moment(pools, per_microbatch, REFERENCE, "forward end")
+
+
+def _with_moment(pools: "list[Pool]", per_microbatch: "tuple[str, ...]", moment: str, after: str) -> \
+        "tuple[list[Pool], tuple[str, ...]]":
+    """``moment`` right after ``after``, with every pool live both at the forward's end and at backward's start."""
+    out = [replace(p, moments=p.moments + (moment,)) if all(m in p.moments for m in SAVED_THROUGH) and
+           moment not in p.moments else p for p in pools]
+    at = per_microbatch.index(after) + 1
+    return out, per_microbatch[:at] + (moment,) + per_microbatch[at:]
 
 
 def dpo_step(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: int,
@@ -224,9 +315,14 @@ def dpo_step(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: i
     """A DPO step's pools named by model (the policy's, the reference's), with the reference forward's pools and
     moment where the step runs one."""
     pools = [replace(p, label="Policy " + lower_first(p.label)) for p in _autocast_copies(setup, stage, pools)]
-    if not has_reference_forward(setup):
+    after = "forward end"
+    if has_reference_forward(setup):
+        pools, per_microbatch = with_reference_moment(pools + reference_pools(setup, stage, tokens), per_microbatch)
+        after = REFERENCE
+    if not (full_head(setup) and stage.has_head):
         return pools, per_microbatch
-    return with_reference_moment(pools + reference_pools(setup, stage, tokens), per_microbatch)
+    # TRL 1.14.2: the loss's metrics copy logits after the reference forward, both models' logits alive
+    return _with_moment(pools + metrics_pools(setup, tokens), per_microbatch, METRICS, after)
 
 
 def kto_step(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: int,
@@ -298,18 +394,26 @@ def _with_pass(pools: "list[Pool]", moment: str) -> "list[Pool]":
 def _autocast_copies(setup: Setup, stage: parallel.Stage, pools: "list[Pool]") -> "list[Pool]":
     """Autocast's 16-bit weight copies as a DPO step keeps them: none of the head (the fused head casts its weight a
     tile at a time); under full recompute the layers' copies live in autocast's cache until the forward ends (the
-    reference forward runs inside it) and nothing saves them for backward, and a frozen base is never cached."""
+    reference forward runs inside it) and nothing saves them for backward, and a frozen base is never cached. With
+    trl_head=full the model's lm_head casts its whole weight and autograd saves that copy until the head's backward,
+    outside any checkpointed layer and whether or not the head is trained: its own pool."""
     out = []
+    head = sym("V", setup.arch.output_width) * sym("h", setup.arch.hidden) * num(2)
     for p in pools:
         if p.key == "autocast_weight_copies" and setup.layout.zero < 3:
-            quantity = p.quantity - (sym("V", setup.arch.output_width) * sym("h", setup.arch.hidden) * num(2)
-                                     if stage.has_head else num(0))
+            quantity = p.quantity - (head if stage.has_head else num(0))
             moments = p.moments
             if setup.workload.recompute == "full":
                 moments = () if setup.finetune.adapters else ("forward end",) + \
                     ((REFERENCE,) if setup.finetune.recipe in ("dpo", "kto") else ()) + \
                     ((KL_FORWARD,) if setup.finetune.recipe == "kto" else ())
-            p = make(p.key, p.label, quantity, moments, p.source + "; TRL's fused head casts its weight a tile at a "
-                     "time", p.symbols + "; V = vocabulary; h = hidden size", p.group)
+            p = make(p.key, p.label, quantity, moments, p.source + "; the head's apart (TRL's fused head casts its "
+                     "weight a tile at a time; TRL 1.14.2's lm_head copy is its own pool)",
+                     p.symbols + "; V = vocabulary; h = hidden size", p.group)
+            if stage.has_head and full_head(setup):
+                out.append(make("head_autocast_copy", "Autocast bf16 copy of the lm_head weight, saved for backward",
+                                head, SAVED_THROUGH, "torch.autocast casts the lm_head weight for the model's own head "
+                                "(" + FULL_SOURCE + "dpo_trainer.py L1366) and its matmul saves the copy for backward",
+                                "V = vocabulary; h = hidden size"))
         out.append(p)
     return out
