@@ -264,6 +264,7 @@ def markdown(record, table):
     lines += dpo_full_section()
     lines += kto_section()
     lines += grpo_section()
+    lines += grpo_full_section()
     lines += reward_section()
     lines += ppo_section()
     lines += distill_section()
@@ -712,7 +713,8 @@ def grpo_rows(path=GRPO):
         # with gradient accumulation a phase's moments recur in a later micro-batch ("..., later micro-batch")
         phases = {name: max(v for m, v in result.moments.items() if m.removesuffix(LATER) in moments)
                   for name, moments in GRPO_PHASES.items() if any(m in result.moments for m in moments)}
-        plain = {k: v for k, v in inputs.items() if k not in ("num_generations", "max_completion_length", "beta")}
+        plain = {k: v for k, v in inputs.items()
+                 if k not in ("num_generations", "max_completion_length", "beta", "trl_head")}
         plain["method"] = plain["method"].partition("-")[2] or "full"
         plain["seq"] = str(int(inputs["seq"]) + int(inputs["max_completion_length"]))
         plain = estimate(plain).peak_bytes
@@ -765,6 +767,40 @@ def grpo_section():
              f"{100 * max(errors):.1f}% worst; every phase of every case: {100 * statistics.median(phase_errors):.1f}% "
              f"median, {100 * max(phase_errors):.1f}% worst (the phases set apart above: up to "
              f"{100 * max(apart, default=0):.1f}% under).", "",
+             "| case | measured MiB | estimate MiB | error | plain fine-tuning error | peak: measured / estimated | "
+             "phases, measured / estimated MiB |", "|---|---:|---:|---:|---:|---|---|"]
+    for r in cases:
+        phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
+        lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
+                     f"{100 * r['error']:+.1f}% | {100 * r['plain_error']:+.1f}% | {r['measured_phase']} / {r['phase']} "
+                     f"| {phases} |")
+    return lines
+
+
+GRPO_FULL = ROOT / "validation" / "measured_grpo_full.json"
+
+
+def grpo_full_section():
+    """One GRPO step as TRL 1.14.2's GRPOTrainer runs it (trl_head=full: the models' full logits), beside the estimate."""
+    record, cases = grpo_rows(GRPO_FULL)
+    mib = 2 ** 20
+    errors = [abs(r["error"]) for r in cases]
+    phase_errors = [abs(e - m) / m for r in cases for (m, e) in r["phases"].values()]
+    lines = ["", "## GRPO before the fused head (TRL 1.14.2's GRPOTrainer, trl_head=full)", "",
+             "`validation/measure_grpo_full.py` runs measure_grpo.py's step (the rollout by `generate()`, the",
+             "reference's log-probs under no_grad when beta > 0, the update, AdamW and `zero_grad`) with TRL 1.14.2's",
+             "own `_get_per_token_logps_and_entropies` and `_compute_loss`, the last release before 1.15.0 added the",
+             "fused log-prob head: `_full_logits_logps` runs the model's own lm_head with `logits_to_keep` =",
+             "completion + 1, so the policy's and the reference's logits are [batch, completion + 1, V], fp32 under",
+             "amp-bf16 (accelerate's `convert_outputs_to_fp32` on both models, as `prepare_model` does), scored by",
+             "TRL 1.14.2's log-prob kernel (its Python wrapper's allocations as they are, its two Triton kernels",
+             "replaced by untracked fills, as measure_dpo_full.py does). The LoRA case under checkpointing measures",
+             "its optimizer step above the estimate by MemTracker's residue, as in the section above. The plain column",
+             "is the nearest plain fine-tuning estimate (the same policy over prompt + completion).",
+             f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
+             f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
+             f"{100 * max(errors):.1f}% worst; every phase of every case: {100 * statistics.median(phase_errors):.1f}% "
+             f"median, {100 * max(phase_errors):.1f}% worst.", "",
              "| case | measured MiB | estimate MiB | error | plain fine-tuning error | peak: measured / estimated | "
              "phases, measured / estimated MiB |", "|---|---:|---:|---:|---:|---|---|"]
     for r in cases:

@@ -69,8 +69,8 @@ APPLIES: "dict[str, Condition]" = {
     "lora_variant": {**ADAPTERS, **TRANSFORMER},
     # DPO's reference model (pycore.memory.posttraining).
     "ref_model": {**TRAIN, **TRANSFORMER, **PREFERENCE},
-    # DPO's log-prob head as the TRL release runs it (measured for DPOTrainer only: validation/measure_dpo_full.py)
-    "trl_head": {**TRAIN, **TRANSFORMER, "method": ["dpo", "dpo-lora", "dpo-qlora"]},
+    # DPO's and GRPO's log-prob head as the TRL release runs it (validation/measure_dpo_full.py, measure_grpo_full.py)
+    "trl_head": {**TRAIN, **TRANSFORMER, "method": ["dpo", "dpo-lora", "dpo-qlora", "grpo", "grpo-lora"]},
     # GRPO's rollout and reference model (pycore.memory.rollout, pycore.memory.posttraining).
     "num_generations": {**TRAIN, **TRANSFORMER, **GRPO},
     "max_completion_length": {**TRAIN, **TRANSFORMER, **ROLLOUTS},

@@ -282,11 +282,14 @@ FIELDS = (
             "TRL 1.16 DPOTrainer.__init__ and KTOTrainer.__init__: ref_model None creates one unless the policy is a PEFT model or "
             "precompute_ref_log_probs (DPOConfig default False)"),
     _choice("trl_head", "fused", ("fused", "full"),
-            "DPO: how the TRL release computes the log-probs: fused (TRL 1.15.0 and later: add_fused_lm_head's chunked "
-            "head, the logits never whole) or full (TRL 1.14.2 and earlier: the model's lm_head returns the logits "
-            "[2 × pairs, seq, vocab] of the policy and of the reference, held until backward; fp32 under autocast)",
-            "finetune", "TRL 1.16.0 (fused): DPOTrainer.__init__ calls trl.trainer.utils.add_fused_lm_head, added in "
-            "1.15.0; TRL 1.14.2 (full): dpo_trainer.py L1366-1370 (outputs.logits) and L1430-1434 (ref_outputs.logits)"),
+            "DPO, GRPO: how the TRL release computes the log-probs: fused (TRL 1.15.0 and later: add_fused_lm_head's "
+            "chunked head, the logits never whole) or full (TRL 1.14.2 and earlier: the model's lm_head returns the "
+            "logits of the policy and of the reference, DPO's [2 × pairs, seq, vocab], GRPO's [batch, "
+            "max_completion_length + 1, vocab], the policy's held until backward; fp32 under autocast)",
+            "finetune", "TRL 1.16.0 (fused): DPOTrainer.__init__ and GRPOTrainer.__init__ call "
+            "trl.trainer.utils.add_fused_lm_head, added in 1.15.0; TRL 1.14.2 (full): dpo_trainer.py L1366-1370 "
+            "(outputs.logits) and L1430-1434 (ref_outputs.logits); grpo_trainer.py L1562-1590 (_full_logits_logps: "
+            "logits_to_keep = completion + 1)"),
     _int("num_generations", 8, "GRPO: completions sampled per prompt; the generation batch (batch × dp × "
          "micro-batches) holds whole groups of them. Per GPU the memory follows batch, which counts completions",
          "finetune", "TRL 1.16 GRPOConfig.num_generations default 8 (trl/trainer/grpo_config.py L480-481)",

@@ -38,6 +38,17 @@ Before the fused head (trl_head=full), DPO as huggingface/trl 1.14.2 runs it, th
   chosen rows' completion logits (``chosen_logits[chosen_mask.bool()]``, L1661-1667), the step's last moment before
   backward. TRL 1.13 and earlier (no kernel) save a log_softmax of every row as well: not modelled.
 
+GRPO before the fused head (trl_head=full), as huggingface/trl 1.14.2 runs it (trl/trainer/grpo_trainer.py):
+``_get_per_token_logps_and_entropies`` (L1380-1396) calls ``_full_logits_logps`` unless use_liger_kernel (GRPOConfig
+default False), which runs ``batch_size`` rows at a time through the model's own forward with ``logits_to_keep =
+completion + 1`` (L1562-1564), so its logits are [rows, C + 1, V] (C = max_completion_length), fp32 under autocast as
+DPO's; it slices ``[:, :-1, :]`` and ``[:, -logits_to_keep:, :]`` (L1575-1579) into the same Triton kernel
+(``selective_log_softmax_and_entropy`` in the update, L1583-1590; ``selective_log_softmax`` for the reference and the
+old policy, L1592-1594), which saves the logits for backward and allocates the [rows, C, V] gradient there. The
+reference (L2765-2797) and, under vLLM, the old policy (L2706-2721) score the completions under ``torch.no_grad()``
+with ``batch_size = per_device_train_batch_size`` (L2567): their forward ends with those logits. ``_compute_loss``
+(L3091-3362) keeps no logits itself and copies none for its metrics.
+
 KTO (Ethayarajh et al. 2024) as TRL 1.16.0 runs it (trl/trainer/kto_trainer.py, KTOTrainer, loss_type "kto", KTOConfig's
 default) is DPO's pattern with its own rows and one more pass:
 
@@ -136,7 +147,15 @@ def _casts(setup: Setup, tokens: int) -> Q:
 
 def full_head(setup: Setup) -> bool:
     """Whether the policy and the reference return their full logits (trl_head=full: TRL 1.14.2 and earlier)."""
-    return setup.finetune.recipe == "dpo" and setup.finetune.trl_head == "full"
+    return setup.finetune.recipe in ("dpo", "grpo") and setup.finetune.trl_head == "full"
+
+
+def logit_tokens(setup: Setup, tokens: int) -> int:
+    """T: the positions a full head's forward returns logits for: every token under DPO; under GRPO each row's
+    completion and one more (TRL 1.14.2 grpo_trainer.py L1562-1564: logits_to_keep = completion + 1)."""
+    if setup.finetune.recipe == "grpo":
+        return setup.workload.batch * (setup.finetune.completion + 1)
+    return tokens
 
 
 def _logit_bytes(setup: Setup) -> int:
@@ -145,32 +164,40 @@ def _logit_bytes(setup: Setup) -> int:
     return 4 if setup.policy.autocast else int(setup.policy.bytes("act"))
 
 
-FULL_SYMBOLS = "T = tokens (2 × pairs sequences); N = scored tokens (every token but each row's last); V = vocabulary"
+FULL_SYMBOLS = {"dpo": "T = tokens (2 × pairs sequences); N = scored tokens (every token but each row's last); "
+                       "V = vocabulary",
+                "grpo": "T = positions with logits, batch × (max_completion_length + 1) (logits_to_keep + 1); N = scored "
+                        "tokens, batch × max_completion_length; V = vocabulary"}
+# where TRL 1.14.2 takes the policy's logits and hands them to its log-prob kernel
+FULL_LOGITS = {"dpo": "trl/trainer/dpo_trainer.py L1366-1370: outputs.logits of the model's own lm_head",
+               "grpo": "trl/trainer/grpo_trainer.py L1562-1590: outputs.logits of the model's own lm_head with "
+                       "logits_to_keep = completion + 1"}
 
 
 def full_head_pools(setup: Setup, tokens: int) -> "list[Pool]":
     """TRL 1.14.2's head: the policy's full logits, held from its forward to their gradient, the kernel's per-token
     statistics, the logits' gradient and, under autocast, the bf16 logits before their fp32 copy."""
-    T, V, N = sym("T", tokens), sym("V", setup.arch.output_width), sym("N", scored(setup, tokens))
+    T, V = sym("T", logit_tokens(setup, tokens)), sym("V", setup.arch.output_width)
+    N = sym("N", scored(setup, tokens))
     el = _logit_bytes(setup)
     name = "fp32" if el == 4 else setup.policy.act
     kernel = FULL_SOURCE + "trl/kernels/logprob_entropy.py _LogProbEntropyFunction"
+    symbols = FULL_SYMBOLS[setup.finetune.recipe]
     pools = [make("logits", f"Logits ({name}), saved for backward", T * V * num(el),
-                  SAVED_THROUGH, FULL_SOURCE + "trl/trainer/dpo_trainer.py L1366-1370: outputs.logits of the model's "
-                  "own lm_head (fp32 under autocast: accelerate's convert_outputs_to_fp32), sliced [..., :-1, :] into "
-                  "selective_log_softmax_and_entropy, whose kernel saves them (logprob_entropy.py L192)", FULL_SYMBOLS,
-                  group="logits_and_loss"),
+                  SAVED_THROUGH, FULL_SOURCE + FULL_LOGITS[setup.finetune.recipe] + " (fp32 under autocast: "
+                  "accelerate's convert_outputs_to_fp32), sliced [..., :-1, :] into selective_log_softmax_and_entropy, "
+                  "whose kernel saves them (logprob_entropy.py L192)", symbols, group="logits_and_loss"),
              make("log_probs", "Per-token log-probs, entropy and the kernel's two saved statistics (fp32)",
                   N * num(4 * 4), SAVED_THROUGH, kernel + ".forward L165-168: logprobs, entropy, log_z and "
-                  "expected_logit, one fp32 value a token each", FULL_SYMBOLS, group="logits_and_loss"),
+                  "expected_logit, one fp32 value a token each", symbols, group="logits_and_loss"),
              make("loss_gradients", "Gradient of the logits (the kernel's, then the slice's)", N * V * num(el),
                   ("backward start",), kernel + ".backward L210: grad_logits = torch.empty_like(logits) beside the "
                   "saved logits; the slice's backward then fills a gradient of the whole [rows, T, V] as they are "
-                  "freed", FULL_SYMBOLS, group="logits_and_loss")]
+                  "freed", symbols, group="logits_and_loss")]
     if setup.policy.autocast:
         pools.append(make("logits_autocast", "Logits in bf16 before their fp32 copy", T * V * num(2),
                           ("forward end",), "accelerate 1.15.0 convert_outputs_to_fp32 (Accelerator.prepare_model "
-                          "under native amp): .float() of the autocast forward's bf16 logits", FULL_SYMBOLS,
+                          "under native amp): .float() of the autocast forward's bf16 logits", symbols,
                           group="logits_and_loss"))
     return pools
 
@@ -183,14 +210,14 @@ def metrics_pools(setup: Setup, tokens: int) -> "list[Pool]":
     name = "fp32" if _logit_bytes(setup) == 4 else setup.policy.act
     pools = [make("logit_metrics", "Chosen rows' logits copied for the logged mean", rnd(N * el * V / num(2)),
                   (METRICS,), FULL_SOURCE + "trl/trainer/dpo_trainer.py L1661-1667: chosen_logits[chosen_mask.bool()]"
-                  ".mean(-1), the chosen half of the scored tokens (the prompt's too: an upper bound)", FULL_SYMBOLS,
-                  group="logits_and_loss")]
+                  ".mean(-1), the chosen half of the scored tokens (the prompt's too: an upper bound)",
+                  FULL_SYMBOLS["dpo"], group="logits_and_loss")]
     if has_reference_forward(setup):
         pools.append(make("reference_logits", f"Reference logits ({name})", T * V * el, (METRICS,),
                           FULL_SOURCE + "trl/trainer/dpo_trainer.py L1396-1434: "
                           "ref_outputs.logits under torch.no_grad(), referenced until _compute_loss returns (in the reference "
                           "forward's own pool while it runs)",
-                          FULL_SYMBOLS, group="reference_model"))
+                          FULL_SYMBOLS["dpo"], group="reference_model"))
     return pools
 
 
@@ -264,11 +291,14 @@ def reference_pools(setup: Setup, stage: parallel.Stage, tokens: int, moment: st
     pools.append(make("reference_forward", "Reference forward under no_grad (one layer, or the fused head)",
                       no_grad_working(setup, stage, tokens), (moment,), SOURCE + PASS[setup.finetune.recipe] +
                       ", so only the layer it computes holds tensors (its residual stream, norm and MLP), then its "
-                      "fused head (mm_buf, the last hidden states and their gathered copy)", WORKING_SYMBOLS +
+                      + (FULL_HEAD_END if full_head(setup) else "fused head (mm_buf, the last hidden states and their "
+                         "gathered copy)"), WORKING_SYMBOLS +
                       head_symbols(setup), group="reference_model"))
     return pools
 
 
+FULL_HEAD_END = "logits (" + FULL_SOURCE + "trl_head=full: T × V in the compute dtype, under autocast fp32 beside " \
+                "their bf16 original)"
 WORKING_SYMBOLS = "w = working bytes per token of one layer; T = tokens per micro-batch; Pl = parameters of the " \
                   "largest layer (gathered under ZeRO-3/FSDP, dequantized under QLoRA); "
 
@@ -284,7 +314,7 @@ def no_grad_working(setup: Setup, stage: parallel.Stage, tokens: int) -> Q:
         working = working + sym("Pl", stage.largest_layer) * num(setup.policy.bytes("gather"))
     if stage.has_head and full_head(setup):
         # its forward ends with its logits, and under autocast their bf16 original beside the fp32 copy
-        logits = sym("T", tokens) * sym("V", setup.arch.output_width) * \
+        logits = sym("T", logit_tokens(setup, tokens)) * sym("V", setup.arch.output_width) * \
             num(_logit_bytes(setup) + (2 if setup.policy.autocast else 0))
         working = maximum(working, logits)
     elif stage.has_head:

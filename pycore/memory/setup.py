@@ -79,7 +79,7 @@ class FineTune:
     vllm_max_len: int = 0       # GRPO, distill: vllm_max_model_length (0: None, the model's positions)
     teacher: "Architecture | None" = None   # distill: the teacher model (pycore.memory.distillation)
     teacher_dtype: str = ""     # distill: the dtype the teacher is loaded in
-    trl_head: str = "fused"     # DPO: fused (TRL >= 1.15: add_fused_lm_head) | full (TRL <= 1.14.2: the model's logits)
+    trl_head: str = "fused"     # DPO, GRPO: fused (TRL >= 1.15: add_fused_lm_head) | full (TRL <= 1.14.2: the model's logits)
     generate_policy: "Policy | None" = None     # distill under autocast: the policy generate() runs (the update's is
                                                 # the setup's, autocast bypassed)
 
@@ -473,7 +473,7 @@ def resolve(values: "Values") -> Setup:
                         values.get("num_generations") or 0 if recipe == "grpo" else 0, values.get("rollout") or "generate",
                         values.get("vllm_gpu_memory_utilization") or 0.3, values.get("vllm_enable_sleep_mode") == "yes",
                         values.get("lora_variant") == "dora",
-                        trl_head=values.get("trl_head") or "fused" if recipe == "dpo" else "fused")
+                        trl_head=values.get("trl_head") or "fused" if recipe in ("dpo", "grpo") else "fused")
     finetune = _vllm_engine(values, arch, finetune)
     finetune, policy = _with_teacher(values, arch, policy, finetune) if recipe == "distill" else (finetune, policy)
     finetune = _ppo(values, finetune, arch)
