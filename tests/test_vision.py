@@ -28,8 +28,10 @@ def test_the_vision_tower_is_counted_exactly():
 
 
 @pytest.mark.parametrize("width,height,tokens", [
-    # smart_resize(height, width) -> (728, 1288), (728, 1316), (224, 224), (56, 56), (28, 560); tokens = tiles of 28 px
-    (1280, 720, 1196), (3840, 2160, 1222), (224, 224, 64), (30, 30, 4), (1000, 10, 20),
+    # smart_resize(height, width) within Qwen/Qwen2.5-VL-7B-Instruct's preprocessor_config.json bounds (3,136 to
+    # 12,845,056 pixels) -> (728, 1288), (2156, 3836), (224, 224), (56, 56), (28, 560); tokens = tiles of 28 px.
+    # 3840 x 2160 stays 2156 x 3836 = 8,270,416 pixels (under the class default's 1,003,520 it was 1,222 tokens)
+    (1280, 720, 1196), (3840, 2160, 10549), (224, 224, 64), (30, 30, 4), (1000, 10, 20),
 ])
 def test_an_image_becomes_the_tokens_its_processor_gives(width, height, tokens):
     assert vision.tower(catalog.architecture(QWEN_VL)).tokens(width, height) == tokens
@@ -85,8 +87,10 @@ def test_qwen3_5s_tower_is_counted_exactly():
 
 @pytest.mark.parametrize("width,height,tokens", [
     # transformers 5.24's smart_resize with factor 32 (patch 16 x merge 2: Qwen3.5 is processed by Qwen2VLImageProcessor,
-    # auto/image_processing_auto.py) at the processor's default min/max pixels: (704, 1280), (736, 1312), (224, 224)
-    (1280, 720, 880), (3840, 2160, 943), (224, 224, 49),
+    # auto/image_processing_auto.py) within Qwen/Qwen3.5-27B's preprocessor_config.json bounds (size shortest_edge
+    # 65,536, longest_edge 16,777,216): (704, 1280); (2176, 3840) = 8,355,840 pixels, under the most; 224 x 224 =
+    # 50,176 pixels, under the least, scaled up by sqrt(65,536 / 50,176) to (256, 256), 64 tokens
+    (1280, 720, 880), (3840, 2160, 8160), (224, 224, 64),
 ])
 def test_a_qwen3_5_image_becomes_the_tokens_its_processor_gives(width, height, tokens):
     assert vision.tower(catalog.architecture("qwen3.5-9b")).tokens(width, height) == tokens

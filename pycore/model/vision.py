@@ -5,8 +5,8 @@ temporal_patch_size frames of patch_size² pixels, ``depth`` blocks of RMSNorm, 
 projections and a biased gated MLP, then a merger that
 concatenates spatial_merge_size² patches and projects them to the decoder's width. An image is resized by
 ``smart_resize`` (image_processing_qwen2_vl.py) to multiples of patch_size × spatial_merge_size pixels within
-[min_pixels, max_pixels] (the processor's defaults, 56·56 and 28·28·1280), and becomes one token per merged
-tile.
+[min_pixels, max_pixels] (the checkpoint's preprocessor_config.json: 3,136 and 12,845,056 pixels for Qwen2.5-VL, 4 to
+16,384 tokens; 65,536 and 16,777,216 for Qwen3-VL and Qwen3.5), and becomes one token per merged tile.
 
 Llama 4 (``Llama4VisionModel``): a linear patch embedding of patch_size² pixels, a class token and learned
 positions for one tile of image_size², ``num_hidden_layers`` LayerNorm blocks with biased attention and a
@@ -38,8 +38,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pycore.model.architecture import Architecture
 
-MIN_PIXELS = 56 * 56            # Qwen2VLImageProcessor's defaults (transformers 5.24)
+MIN_PIXELS = 56 * 56            # Qwen2VLImageProcessor's class defaults (transformers 5.24)
 MAX_PIXELS = 28 * 28 * 1280
+# smart_resize's pixel bounds as the checkpoints' preprocessor_config.json set them, which override the class defaults
+# (AutoProcessor.from_pretrained, and vLLM's processor, read that file): Qwen/Qwen2.5-VL-7B-Instruct's min_pixels 3,136
+# and max_pixels 12,845,056, 4 to 16,384 tokens of 28² pixels ("the default range for the number of visual tokens per
+# image in the model is 4-16384", Qwen2-VL's model card); Qwen/Qwen3-VL-8B-Instruct's and Qwen/Qwen3.5-27B's size
+# shortest_edge 65,536 and longest_edge 16,777,216, 64 to 16,384 tokens of 32²
+PIXEL_BOUNDS = {"qwen2_5_vl": (3_136, 12_845_056), "qwen3_vl": (65_536, 16_777_216)}
 # Lfm2VlImageProcessor's defaults (transformers 5.24), which LFM2-VL's config.json repeats: image tokens per tile or
 # resized image, tiles per grid, and how far past max_image_tokens an image may be before it is tiled
 LFM2_MIN_TOKENS, LFM2_MAX_TOKENS, LFM2_MIN_TILES, LFM2_MAX_TILES, LFM2_TOLERANCE = 64, 256, 2, 10, 2.0
@@ -210,13 +216,14 @@ class VisionTower:
         factor = self.patch * self.merge
         if max(height, width) / min(height, width) > 200:
             raise ValueError("image_size: the processor refuses an aspect ratio over 200")
+        least, most = PIXEL_BOUNDS.get(self.family, (MIN_PIXELS, MAX_PIXELS))
         h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
-        if h_bar * w_bar > MAX_PIXELS:
-            beta = math.sqrt(height * width / MAX_PIXELS)
+        if h_bar * w_bar > most:
+            beta = math.sqrt(height * width / most)
             h_bar = max(factor, math.floor(height / beta / factor) * factor)
             w_bar = max(factor, math.floor(width / beta / factor) * factor)
-        elif h_bar * w_bar < MIN_PIXELS:
-            beta = math.sqrt(MIN_PIXELS / (height * width))
+        elif h_bar * w_bar < least:
+            beta = math.sqrt(least / (height * width))
             h_bar, w_bar = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
         return h_bar // self.patch, w_bar // self.patch
 
