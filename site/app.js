@@ -323,7 +323,7 @@ function renderDetails(payload) {
     const texts = messages.filter((message) => message.kind === kind).map((message) => message.text);
     const line = document.getElementById(id);
     setHidden(line, !texts.length);
-    setText(line, texts.join(" "));
+    setText(line, texts.join("\n"));      // one message a line (style.css: pre-line), never run together
   }
 
   // The bar is to scale: each segment's width is its row's share of the total.

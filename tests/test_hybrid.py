@@ -265,6 +265,13 @@ def test_a_hybrids_cache_per_request_is_split_by_layer_kind():
     assert request["state_bytes_per_request"] == 36 * 274_432
     assert (9 + 3) * 278_528 * 12 == result.vllm["kv_bytes_needed"]
     shown = next(row["text"] for row in display_answers(result, answers) if row["key"] == "vllm_request")
-    assert shown.startswith("12 blocks of 3,342,336 bytes") and "36 state layers" in shown
+    assert shown.startswith("12 blocks, 38.25 MiB (a block is a page of 272 tokens, 278,528 bytes, in each of 12 "
+                            "layers: 3,342,336 bytes)") and "36 state layers" in shown and "4 layer groups" in shown
     # a model with attention only has no such line
     assert "vllm_request" not in answer(*setup({"model": "llama-3.1-8b", "mode": "infer", "engine": "vllm"}))
+
+
+def test_a_context_past_the_positions_of_a_model_without_attention_names_no_rope():
+    # transformers 5.24's default granitemoehybrid config: 32 Mamba-2 layers, max_position_embeddings 2,048
+    said = " ".join(estimate({"config": _file("granitemoehybrid"), "mode": "infer", "engine": "vllm", "tp": "2"}).warnings)
+    assert "beyond" in said and "no attention layers" in said and "rope" not in said

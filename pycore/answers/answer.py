@@ -456,9 +456,10 @@ def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[
     out["max_concurrency"] = round(capacity.get("max_concurrency", 0.0), 2)
     out["vllm_context"] = capacity.get("context")
     if capacity.get("state_blocks"):                # a hybrid: a request's cache by layer kind
-        out["vllm_request"] = {key: capacity[key] for key in ("context", "block_tokens", "block_bytes",
-                                                              "attention_blocks", "state_blocks", "attention_layers",
-                                                              "state_layers", "state_bytes_per_request")}
+        out["vllm_request"] = {key: capacity[key] for key in ("context", "block_tokens", "block_bytes", "page_bytes",
+                                                              "group_size", "groups", "attention_blocks",
+                                                              "state_blocks", "attention_layers", "state_layers",
+                                                              "state_bytes_per_request")}
         out["vllm_request"]["kv_bytes_per_token"] = result.kv_bytes_per_token
     # v1/worker/gpu_model_runner.py load_model (v0.11): the model's and a drafter's weights (MTP layers or a draft
     # model), under one memory profiler

@@ -30,7 +30,7 @@ from pycore.memory.setup import Setup, quantization_of, resolve, resolve_archite
 from pycore.memory.training import training
 from pycore.model.catalog import gpus as gpu_catalog
 from pycore.model.catalog import preset_id
-from pycore.model.mixers import MIXERS, STATEFUL, layer_counts, layers_read
+from pycore.model.mixers import ATTENTION, MIXERS, STATEFUL, layer_counts, layers_read
 
 __all__ = ["Estimate", "estimate", "estimate_values", "estimate_setup", "kv_cache_bytes", "quantization_of",
            "resolve_architecture", "FieldError", "InputError"]
@@ -198,9 +198,13 @@ def _warnings(setup: Setup) -> "list[str]":
             what = "prompt + new tokens" if not work.training else "seq"
             engine = " (vLLM refuses a longer max_model_len without it)" if work.engine == "vllm" and \
                 not work.training else ""
+            # a model without attention layers has no rotary positions to scale: vLLM only caps max_model_len
+            rotary = not arch.layer_pattern or any(kind in ATTENTION for kind in arch.layer_pattern)
+            fix = "rope scaling must be configured for it to work" if rotary else \
+                "the model has no attention layers, but its config caps the context there"
+            engine = engine.replace(" without it", "") if not rotary else engine
             notes.append(f"{what} = {length:,} tokens is beyond {arch.name}'s {limit:,} positions "
-                         f"(max_position_embeddings): rope scaling must be configured for it to work{engine}; "
-                         "the memory is estimated as if it were")
+                         f"(max_position_embeddings): {fix}{engine}; the memory is estimated as if it were")
     return notes
 
 

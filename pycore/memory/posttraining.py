@@ -288,7 +288,8 @@ def reference_pools(setup: Setup, stage: parallel.Stage, tokens: int, moment: st
                           SOURCE + INIT[setup.finetune.recipe] + ": create_model_from_path in the policy's dtype, frozen; "
                           "prepare_deepspeed keeps ZeRO-3 (and its offload_param), prepare_fsdp shards it as the policy",
                           "S = parameters on this GPU; g = GPUs one shard spans", group="reference_model"))
-    pools.append(make("reference_forward", "Reference forward under no_grad (one layer, or the fused head)",
+    head = "its full logits" if full_head(setup) else "the fused head"
+    pools.append(make("reference_forward", f"Reference forward under no_grad (one layer, or {head})",
                       no_grad_working(setup, stage, tokens), (moment,), SOURCE + PASS[setup.finetune.recipe] +
                       ", so only the layer it computes holds tensors (its residual stream, norm and MLP), then its "
                       + (FULL_HEAD_END if full_head(setup) else "fused head (mm_buf, the last hidden states and their "
@@ -404,7 +405,8 @@ def grpo_step(setup: Setup, stage: parallel.Stage, pools: "list[Pool]", tokens: 
     pools, before = with_rollout(setup, stage, pools)
     if old_policy_pass(setup):
         pools = _with_pass(pools, OLD_PASS) + [make(
-            "old_policy_forward", "Old-policy log-probs under no_grad (one layer, or the fused head)",
+            "old_policy_forward", "Old-policy log-probs under no_grad (one layer, or "
+            + ("its full logits)" if full_head(setup) else "the fused head)"),
             no_grad_working(setup, stage, tokens), (OLD_PASS,), SOURCE + "GRPOTrainer._generate_and_score_completions "
             "L2642-2657: under vLLM the policy scores the completions under torch.no_grad() for the importance "
             "sampling correction, a micro-batch of rows at a time", WORKING_SYMBOLS + head_symbols(setup))]

@@ -190,7 +190,7 @@ def rollout_pools(setup: Setup) -> "list[Pool]":
            make("rollout_logits_chunks", "Rollout: every chunk's stacked scores, then padded into one tensor",
                 sym("B", total) * per_row, (PADDED,), source + "pad() allocates the [chunks, c, R, V] output while "
                 "the list of chunks is held", ROLLOUT_SYMBOLS, group="rollout"),
-           make("rollout_logits", "Rollout scores (fp32, through the update; TRL's logitss)", sym("B", total) * per_row,
+           make("rollout_logits", "Rollout scores (fp32, held through the update)", sym("B", total) * per_row,
                 (PADDED,) + SCORING + STATIC + UPDATE, SOURCE + "L513, L521-527: the padded scores the log-probs are "
                 "read from, never deleted", ROLLOUT_SYMBOLS, group="rollout")]
     if earlier:

@@ -378,7 +378,8 @@ def _per_kind(pages: "Mapping[str, int]", context: int) -> "dict[str, int]":
     """What one request takes of a hybrid's cache by layer kind: its full-attention groups' blocks (cdiv(max_model_len,
     block) each) and one block in each state group, every block page × group_size bytes (kv_cache_utils.py, v0.11)."""
     block = pages["block_tokens"]
-    return {"block_bytes": pages["page_bytes"] * pages["group_size"],
+    return {"block_bytes": pages["page_bytes"] * pages["group_size"], "page_bytes": pages["page_bytes"],
+            "group_size": pages["group_size"], "groups": pages["attention_groups"] + pages["state_groups"],
             "attention_blocks": pages["attention_groups"] * (-(-context // block) if block else 0),
             "state_blocks": pages["state_groups"], "attention_layers": pages.get("attention_layers", 0),
             "state_layers": pages["state_layers"]}

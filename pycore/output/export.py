@@ -44,11 +44,14 @@ def vllm(values: "dict[str, Any]", result: Estimate) -> str:
     """``vllm serve`` with the layout, context, memory share, batch budget and dtypes of this estimate."""
     args = ["vllm", "serve", _hub(values), "--dtype", _DTYPES.get(result.setup.weight_dtype, "auto"),
             "--tensor-parallel-size", str(result.layout.tp), "--pipeline-parallel-size", str(result.layout.pp),
-            "--max-model-len", str(values["seq"] + values["new_tokens"]),
+            # the context the estimate sized each request by: prompt, new tokens and the images' tokens
+            "--max-model-len", str((result.vllm or {}).get("context") or values["seq"] + values["new_tokens"]),
             "--gpu-memory-utilization", f"{values['gpu_util']:g}",
             "--max-num-batched-tokens", str(values["max_batched_tokens"])]
     if values.get("max_num_seqs"):
         args += ["--max-num-seqs", str(values["max_num_seqs"])]
+    if values.get("images"):            # vLLM 0.11 config/multimodal.py: limit_mm_per_prompt, items per prompt
+        args += ["--limit-mm-per-prompt", json.dumps({"image": values["images"]})]
     if result.setup.kv_dtype == "fp8":
         args += ["--kv-cache-dtype", "fp8"]
     if values.get("quant") in _QUANT:

@@ -218,20 +218,32 @@ def _concurrency_text(answers: dict[str, Any]) -> str:
     return f"{answers['max_concurrency']:.2f}×"
 
 
+def _hold(count: int) -> str:
+    return "holds" if count == 1 else "hold"
+
+
 def request_cache_text(request: dict[str, Any]) -> str:
-    """A hybrid's cache per request under vLLM by layer kind: "12 blocks of 3,342,336 bytes (38.25 MiB): 9 for the 12
-    attention layers' keys and values (12,288 bytes a token, 2,304 tokens in blocks of 272), 3 for the 36 state
-    layers' convolution and recurrent state (9.42 MiB, padded to whole blocks)"."""
+    """A hybrid's cache per request under vLLM by layer kind: "12 blocks, 38.25 MiB (a block is a page of 272 tokens,
+    278,528 bytes, in each of 12 layers: 3,342,336 bytes): 9 hold the 12 attention layers' keys and values for 2,304
+    tokens (12,288 bytes a token), 3 the 36 state layers' convolution and recurrent state (9.42 MiB, padded to whole
+    blocks); vLLM's "GPU KV cache size" is the tokens of one of its 4 layer groups, which share the blocks"."""
     size = request["block_bytes"]
     attention, state = request["attention_blocks"], request["state_blocks"]
     blocks = attention + state
-    text = f"{plural(blocks, 'block')} of {size:,} bytes ({blocks * size / MIB:,.2f} MiB): "
+    page = (f"a page of {request['block_tokens']:,} tokens, " if request["block_tokens"] else "a page, ")
+    text = (f"{plural(blocks, 'block')}, {blocks * size / MIB:,.2f} MiB (a block is {page}{request['page_bytes']:,} "
+            f"bytes, in each of {plural(request['group_size'], 'layer')}: {size:,} bytes): ")
     if request["attention_layers"]:
-        text += (f"{attention:,} for the {plural(request['attention_layers'], 'attention layer')}' keys and values "
-                 f"({request['kv_bytes_per_token']:,} bytes a token, {request['context']:,} tokens in blocks of "
-                 f"{request['block_tokens']:,}), ")
-    return text + (f"{state:,} for the {plural(request['state_layers'], 'state layer')}' convolution and recurrent "
-                   f"state ({request['state_bytes_per_request'] / MIB:,.2f} MiB, padded to whole blocks)")
+        text += (f"{attention:,} {_hold(attention)} the {plural(request['attention_layers'], 'attention layer')}' keys and values "
+                 f"for {request['context']:,} tokens ({request['kv_bytes_per_token']:,} bytes a token), {state:,} ")
+    else:
+        text += f"{state:,} {_hold(state)} "
+    text += (f"the {plural(request['state_layers'], 'state layer')}' convolution and recurrent state "
+             f"({request['state_bytes_per_request'] / MIB:,.2f} MiB, padded to whole blocks)")
+    if request["attention_layers"] and request["groups"] > 1:
+        text += (f"; vLLM's \"GPU KV cache size\" is the tokens of one of its {request['groups']:,} layer groups, "
+                 "which share the blocks")
+    return text
 
 
 def _cost_text(cost: dict[str, Any]) -> str:
@@ -468,9 +480,11 @@ def gpu_lines(fits: "list[dict[str, Any]]", every: bool = False) -> "list[str]":
     roles = gpu_roles(fits)
     shown = fits if every else [row for row in fits if row["id"] in roles]
     width = max([38, *(len(row["name"]) for row in shown)])     # the columns stay put for a long GPU name
+    # a GPU whose bytes would hold the estimate but where vLLM would not start says so (its verdict's reason)
     lines = [f"{row['name']:{width}s} {row['memory_bytes'] / GIB:9,.2f} GiB usable  {row['status']:>5s}  "
              f"headroom {row['headroom_bytes'] / GIB:10,.2f} GiB" + (f"  ({', '.join(roles[row['id']])})"
                                                                     if row["id"] in roles else "")
+             + ("  vLLM would refuse to start" if row.get("why") else "")
              for row in shown]
     hidden = len(fits) - len(shown)
     return lines + ([f"{plural(hidden, 'more GPU')}: --gpus all lists every one."] if hidden else [])

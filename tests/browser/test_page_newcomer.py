@@ -123,8 +123,9 @@ def test_notes_are_not_drawn_as_warnings(sized):
     show(page, GRPO_REFUSED)
     expected = json.loads(web.run(GRPO_REFUSED))["messages"]
     shown = _lines(page)
-    assert shown["warnings-line"][0] == " ".join(m["text"] for m in expected if m["kind"] == "warning")
-    assert shown["notes-line"][0] == " ".join(m["text"] for m in expected if m["kind"] == "note")
+    # one message a line: two warnings never run together into one sentence (the newcomer's run-through)
+    assert shown["warnings-line"][0] == "\n".join(m["text"] for m in expected if m["kind"] == "warning")
+    assert shown["notes-line"][0] == "\n".join(m["text"] for m in expected if m["kind"] == "note")
     assert shown["warnings-line"][0].startswith("TRL 1.16 refuses") and shown["notes-line"][0].startswith("GRPO:")
     assert shown["warnings-line"][1] == "rgb(192, 57, 43)" and shown["notes-line"][1] != shown["warnings-line"][1]
 
