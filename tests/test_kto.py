@@ -110,3 +110,20 @@ def test_kto_needs_a_reference_and_two_rows():
 def test_kto_qlora_stores_the_base_in_nf4_as_dpo_qlora_does():
     kto = resolve(parse({**SMALL, "method": "kto-qlora", "lora_targets": "qv"}))
     assert kto.quant == "nf4-dq" and kto.finetune.recipe == "kto" and kto.finetune.reference == "adapters-off"
+
+
+def test_the_precision_trl_defaults_to_is_explained_with_what_bf16_would_save():
+    # pycore.inputs.frameworks.RECIPES: TRL loads in float32 unless model_init_kwargs names a dtype, bf16=True
+    # autocasts (amp-bf16); the answer re-estimates at precision=bf16 (the newcomer's run-through: never explained)
+    from pycore.answers.compare import precision_default
+    from pycore.base.steps import finish
+    from pycore.inputs import frameworks
+    from pycore.inputs.schema import parse
+    from pycore.memory.estimate import estimate_values
+    values = parse({"model": "llama-3.1-8b", "method": "kto"})         # precision=auto, as the page and CLI pass it
+    result = estimate_values(values)
+    said = finish(precision_default(values, result))
+    bf16 = estimate_values(parse({"model": "llama-3.1-8b", "method": "kto", "precision": "bf16"}))
+    assert result.setup.precision == frameworks.RECIPES["kto"].defaults["precision"] == "amp-bf16"
+    assert said["text"].startswith("Precision: TRL KTOTrainer loads a model given by name in float32")
+    assert said["total_bytes"] == bf16.total_bytes < result.total_bytes and said["query"] == {"precision": "bf16"}

@@ -8,7 +8,7 @@ from pycore.answers.fit import compute_dtype, matmul_rate
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
 from pycore.base.units import format_bytes
-from pycore.inputs.frameworks import CHECKPOINT_DTYPE, framework_name
+from pycore.inputs.frameworks import CHECKPOINT_DTYPE, RECIPES, framework_name
 from pycore.inputs.schema import DEFAULTS, EITHER, parse, to_query
 from pycore.memory.estimate import Estimate, estimate_values
 from pycore.memory.pools import Pool
@@ -179,11 +179,35 @@ def _state_bytes(name: str, optimizer: str) -> "float | None":
     return p.bytes("weight") + p.bytes("grad") + master + _STATES[optimizer] * p.bytes("opt")
 
 
+def _trl_precision(values: dict[str, Any], result: Estimate, trainer: str) -> "Steps[dict[str, Any] | None]":
+    """Under TRL's trainers precision=auto is amp-bf16 (pycore.inputs.frameworks.RECIPES: create_model_from_path
+    loads in float32 unless model_init_kwargs names a dtype, and bf16=True autocasts): say why, and what loading the
+    model in bf16 would save, re-estimated."""
+    yield
+    change = {**values, "precision": "bf16"}
+    try:
+        other = estimate_values(change, explain=False)
+    except FieldError:
+        return None
+    difference = result.total_bytes - other.total_bytes
+    how = "model_init_kwargs names a dtype" if trainer != "TRL PPOTrainer" else "its script passes a dtype"
+    hint = 'model_init_kwargs={"dtype": "bfloat16"}, ' if trainer != "TRL PPOTrainer" else ""
+    text = (f"Precision: {trainer} loads a model given by name in float32 unless {how}, and autocasts to bf16 "
+            f"(precision=auto → amp-bf16: fp32 weights and optimizer states, bf16 compute); loaded in bf16 ({hint}"
+            f"precision=bf16) it would need {format_bytes(abs(difference))['text']} "
+            f"{'less' if difference >= 0 else 'more'} per GPU: {format_bytes(other.total_bytes)['text']}.")
+    return {"text": text, "change": "precision=bf16", "query": {"precision": "bf16"},
+            "total_bytes": other.total_bytes, "difference_bytes": other.total_bytes - result.total_bytes}
+
+
 def precision_default(values: dict[str, Any], result: Estimate) -> "Steps[dict[str, Any] | None]":
     """When training at precision=auto lands on pure 16-bit (weights, gradients and optimizer state all 16-bit,
     as the Trainer loads a bf16 checkpoint), one sentence saying so and what fp32 master weights and states
     would cost instead, re-estimated: {text, change, query, total_bytes, difference_bytes}; None otherwise."""
     name = result.setup.precision
+    recipe = RECIPES.get(str(values.get("method") or "").split("-")[0])
+    if values["mode"] == "train" and values["precision"] == "auto" and recipe and name == "amp-bf16":
+        return (yield from _trl_precision(values, result, recipe.name))
     if values["mode"] != "train" or values["precision"] != "auto" or name not in _MASTER_OF:
         return None
     yield
