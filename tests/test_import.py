@@ -141,9 +141,9 @@ def _llama(**changes):
 
 
 @pytest.mark.parametrize("text,message", [
-    ("{not json", "config.json: config.json is not valid JSON: line 1 column 2 (expected a key in double quotes)"),
-    ("", "config.json: config.json is empty"),
-    ("nonsense", "config.json: config.json is not valid JSON: line 1 column 1 (expected a value"),
+    ("{not json", "config.json is not valid JSON: line 1 column 2 (expected a key in double quotes)"),
+    ("", "config.json is empty"),
+    ("nonsense", "config.json is not valid JSON: line 1 column 1 (expected a value"),
     ('{"a": 1,}', "config.json is not valid JSON: line 1 column 9"),
     ('{"a": 1} {"b": 2}', "unexpected text after the end"),
     (_llama(num_hidden_layers=float("nan")), "num_hidden_layers: must be a whole number from 1 to 10,000, got NaN"),

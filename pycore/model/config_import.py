@@ -132,7 +132,8 @@ def import_config(text: str) -> "dict[str, Any]":
                 preset, query, expressed = candidate, [["model", model_id]] + pairs, count
                 break
     except InputError as error:
-        return {"error": "config.json: " + _plain(error)}
+        plain = _plain(error)
+        return {"error": plain if plain.startswith("config.json") else "config.json: " + plain}
     except (ValueError, KeyError, TypeError, RecursionError, MemoryError) as error:
         # A guard: every known problem is an InputError above; anything else still answers in one line.
         return {"error": f"config.json could not be read ({type(error).__name__})"}
