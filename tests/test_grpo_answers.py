@@ -129,8 +129,8 @@ def test_other_methods_get_no_grpo_answers():
 def test_the_page_and_the_table_word_them():
     display = json.loads(web.answers("model=qwen2.5-7b&method=grpo&rollout=vllm-colocate&dp=8&zero=3"))["display"]
     texts = {row["key"]: row["text"] for row in display}
-    assert texts["generations"].startswith("max_completion_length → num_generations at most (largest micro-batch), "
-                                           "1 prompt a generation batch")
+    assert texts["generations"].startswith("with 1 prompt a generation batch on ")
+    assert "the most num_generations for each max_completion_length: 128 tokens → " in texts["generations"]
     assert "(max_completion_length)" in texts["max_completion"]
     out = subprocess.run([sys.executable, "-m", "pycore", "model=qwen2.5-7b", "method=grpo", "rollout=vllm-colocate",
                           "dp=8", "zero=3", "--csv"], capture_output=True, text=True, check=True).stdout

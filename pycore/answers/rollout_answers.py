@@ -191,8 +191,12 @@ def generations_text(found: dict[str, Any]) -> str:
         return f"no completion length is left: the prompt leaves {plural(max(found['longest'], 0), 'position')} of " \
             "the model's"
     parts = []
-    for row in found["rows"]:
+    for number, row in enumerate(found["rows"]):
         most = row["max_generations"]
-        parts.append(f"{row['completion']:,} → " + ("none" if most is None else f"{most:,} ({row['max_batch']:,})"))
-    return f"max_completion_length → num_generations at most (largest micro-batch), {plural(found['prompts'], 'prompt')} " \
-           f"a generation batch, {found['layout']}: " + "; ".join(parts)
+        length = f"{row['completion']:,} tokens" if number == 0 else f"{row['completion']:,}"
+        shown = "none" if most is None else \
+            f"{most:,} generations ({row['max_batch']:,} a micro-batch)" if number == 0 else \
+            f"{most:,} ({row['max_batch']:,})"
+        parts.append(f"{length} → {shown}")
+    return (f"with {plural(found['prompts'], 'prompt')} a generation batch on {found['layout']}, the most "
+            "num_generations for each max_completion_length: " + "; ".join(parts))
