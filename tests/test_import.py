@@ -256,3 +256,20 @@ def test_a_carried_config_in_links_answers_and_exports_as_its_own_model():
         refused = json.loads(web.run(urlencode({"method": "ppo", key: "/etc/x.json"})))
         assert "never a file" in refused["errors"][key]
     assert f"{mamba:,}" in json.loads(web.run(urlencode({"config": text})))["summary"]["model"]
+
+
+def test_an_exported_vllm_line_with_images_reads_back_to_the_same_context():
+    # export.vllm: --max-model-len is the estimate's context, the images' tokens included, and --limit-mm-per-prompt
+    # only for a model whose images add tokens; read back, images=0 so they are not counted twice (the review)
+    from pycore.inputs.schema import parse as parse_values
+    from pycore.output import export
+    inputs = {"model": "qwen2.5-vl-7b-instruct", "mode": "infer", "engine": "vllm", "images": "2", "seq": "1024",
+              "new_tokens": "256"}
+    result = estimate(inputs)
+    line = export.vllm(parse_values(inputs), result)
+    assert f"--max-model-len {result.vllm['context']}" in line and "--limit-mm-per-prompt" in line
+    again = estimate(export.read(line))
+    assert again.vllm["context"] == result.vllm["context"] and again.vllm["kv_cache_tokens"] == result.vllm["kv_cache_tokens"]
+    assert "--limit-mm-per-prompt" not in export.unread(line)
+    text_only = {"model": "llama-3.1-8b", "mode": "infer", "engine": "vllm", "images": "2"}
+    assert "--limit-mm-per-prompt" not in export.vllm(parse_values(text_only), estimate(text_only))

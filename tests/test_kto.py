@@ -127,3 +127,17 @@ def test_the_precision_trl_defaults_to_is_explained_with_what_bf16_would_save():
     assert result.setup.precision == frameworks.RECIPES["kto"].defaults["precision"] == "amp-bf16"
     assert said["text"].startswith("Precision: TRL KTOTrainer loads a model given by name in float32")
     assert said["total_bytes"] == bf16.total_bytes < result.total_bytes and said["query"] == {"precision": "bf16"}
+
+
+@pytest.mark.parametrize("inputs", [{"method": "dpo-qlora"}, {"method": "distill"}, {"method": "ppo"},
+                                    {"method": "dpo", "weight_dtype": "bf16"}, {"method": "dpo", "precision": "bf16"}])
+def test_the_trl_precision_answer_is_not_given_where_its_words_would_be_wrong(inputs):
+    # an NF4 base (QLoRA), distillation's fp32 update, PPO's script-loaded models, a dtype given per pool, a precision
+    # given: the review of the answer's wording
+    from pycore.answers.compare import precision_default
+    from pycore.base.steps import finish
+    from pycore.inputs.schema import parse
+    from pycore.memory.estimate import estimate_values
+    values = parse({"model": "llama-3.2-1b", **inputs})
+    said = finish(precision_default(values, estimate_values(values)))
+    assert said is None or not said["text"].startswith("Precision: TRL")

@@ -190,10 +190,9 @@ def _trl_precision(values: dict[str, Any], result: Estimate, trainer: str) -> "S
     except FieldError:
         return None
     difference = result.total_bytes - other.total_bytes
-    how = "model_init_kwargs names a dtype" if trainer != "TRL PPOTrainer" else "its script passes a dtype"
-    hint = 'model_init_kwargs={"dtype": "bfloat16"}, ' if trainer != "TRL PPOTrainer" else ""
-    text = (f"Precision: {trainer} loads a model given by name in float32 unless {how}, and autocasts to bf16 "
-            f"(precision=auto → amp-bf16: fp32 weights and optimizer states, bf16 compute); loaded in bf16 ({hint}"
+    text = (f"Precision: {trainer} loads a model given by name in float32 unless model_init_kwargs names a dtype, "
+            "and autocasts to bf16 (precision=auto → amp-bf16: fp32 weights and optimizer states, bf16 compute); "
+            'loaded in bf16 (model_init_kwargs={"dtype": "bfloat16"}, '
             f"precision=bf16) it would need {format_bytes(abs(difference))['text']} "
             f"{'less' if difference >= 0 else 'more'} per GPU: {format_bytes(other.total_bytes)['text']}.")
     return {"text": text, "change": "precision=bf16", "query": {"precision": "bf16"},
@@ -205,8 +204,14 @@ def precision_default(values: dict[str, Any], result: Estimate) -> "Steps[dict[s
     as the Trainer loads a bf16 checkpoint), one sentence saying so and what fp32 master weights and states
     would cost instead, re-estimated: {text, change, query, total_bytes, difference_bytes}; None otherwise."""
     name = result.setup.precision
-    recipe = RECIPES.get(str(values.get("method") or "").split("-")[0])
-    if values["mode"] == "train" and values["precision"] == "auto" and recipe and name == "amp-bf16":
+    method = str(values.get("method") or "")
+    # the TRL trainers that load a model given by name with create_model_from_path and autocast the whole step
+    # (pycore.inputs.frameworks.RECIPES' sources; PPO's script and distillation's fp32 update are worded otherwise);
+    # not with an NF4 base (QLoRA) or a dtype given per pool
+    recipe = RECIPES.get(method.split("-")[0]) if method.split("-")[0] in ("dpo", "kto", "grpo", "reward") else None
+    overridden = any(values.get(key) for key in ("weight_dtype", "grad_dtype", "master_dtype", "opt_dtype", "act_dtype"))
+    if values["mode"] == "train" and values["precision"] == "auto" and recipe and name == "amp-bf16" \
+            and not method.endswith("qlora") and not overridden:
         return (yield from _trl_precision(values, result, recipe.name))
     if values["mode"] != "train" or values["precision"] != "auto" or name not in _MASTER_OF:
         return None

@@ -204,7 +204,7 @@ def _warnings(setup: Setup) -> "list[str]":
                 "the model has no attention layers, but its config caps the context there"
             engine = engine.replace(" without it", "") if not rotary else engine
             notes.append(f"{what} = {length:,} tokens is beyond {arch.name}'s {limit:,} positions "
-                         f"(max_position_embeddings): {fix}{engine}; the memory is estimated as if it were")
+                         f"(max_position_embeddings): {fix}{engine}; the memory is estimated for all {length:,}")
     return notes
 
 

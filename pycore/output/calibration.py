@@ -26,8 +26,9 @@ RATIOS = frozenset({"gpu_util", "concurrency"})
 NOTES = {
     "not_vllm": "The text has vLLM's figures but the setup is not mode=infer engine=vllm: add them to compare "
                 "vLLM's figures.",
-    "max_model_len": "The log's max_model_len is {log:,} tokens, the setup's seq + new_tokens {setup:,}: give seq "
-                     "and new_tokens that add up to it, or the KV cache figures are for another length.",
+    "max_model_len": "The log's max_model_len is {log:,} tokens, the setup's context (prompt + new tokens + the "
+                     "images' tokens) {setup:,}: give seq and new_tokens that add up to it, or the KV cache figures "
+                     "are for another length.",
     "no_budget": "nvidia-smi's reading came without vLLM's budget (total_gpu_memory x gpu_memory_utilization, or "
                  "its four parts): what lies outside the budget cannot be told, so no overhead is set.",
     "negative": "{label} comes out negative ({gib}): the readings are not of one run, or not of one GPU; no "

@@ -14,6 +14,7 @@ from typing import Any
 from pycore.base.errors import InputError
 from pycore.inputs import frameworks
 from pycore.memory.record import Estimate
+from pycore.memory.setup import resolve
 from pycore.model.catalog import hub_id, models, preset_id
 from pycore.output import export_pytorch
 
@@ -42,15 +43,18 @@ def _hub(values: "dict[str, Any]", key: str = "model") -> str:
 
 def vllm(values: "dict[str, Any]", result: Estimate) -> str:
     """``vllm serve`` with the layout, context, memory share, batch budget and dtypes of this estimate."""
+    workload = resolve(values).workload     # the images' tokens, and a seq that holds them
     args = ["vllm", "serve", _hub(values), "--dtype", _DTYPES.get(result.setup.weight_dtype, "auto"),
             "--tensor-parallel-size", str(result.layout.tp), "--pipeline-parallel-size", str(result.layout.pp),
-            # the context the estimate sized each request by: prompt, new tokens and the images' tokens
-            "--max-model-len", str((result.vllm or {}).get("context") or values["seq"] + values["new_tokens"]),
+            # the context the estimate sized each request by: prompt, new tokens and the images' tokens (the
+            # workload's seq holds the images' tokens)
+            "--max-model-len", str((result.vllm or {}).get("context")
+                                   or workload.seq + values["new_tokens"]),
             "--gpu-memory-utilization", f"{values['gpu_util']:g}",
             "--max-num-batched-tokens", str(values["max_batched_tokens"])]
     if values.get("max_num_seqs"):
         args += ["--max-num-seqs", str(values["max_num_seqs"])]
-    if values.get("images"):            # vLLM 0.11 config/multimodal.py: limit_mm_per_prompt, items per prompt
+    if workload.image_tokens:           # vLLM 0.11 config/multimodal.py: limit_mm_per_prompt, items a prompt
         args += ["--limit-mm-per-prompt", json.dumps({"image": values["images"]})]
     if result.setup.kv_dtype == "fp8":
         args += ["--kv-cache-dtype", "fp8"]
@@ -161,6 +165,8 @@ def _read_vllm(text: str) -> "dict[str, str]":
     if "--speculative-config" in pairs and '"mtp"' in pairs["--speculative-config"]:
         out["speculative"] = "mtp"
     out.update(_read_draft(pairs.get("--speculative-config", "")))
+    if "--limit-mm-per-prompt" in pairs:
+        out["images"] = "0"         # max_model_len already holds the images' tokens: not counted twice
     return out
 
 
@@ -219,7 +225,8 @@ def unread(text: str) -> "list[str]":
     if not text.startswith(("vllm", "{")):
         return export_pytorch.unread(text)
     if text.startswith("vllm"):
-        known = set(_VLLM_FLAGS) | {"--kv-cache-dtype", "--quantization", "--speculative-config"}
+        known = set(_VLLM_FLAGS) | {"--kv-cache-dtype", "--quantization", "--speculative-config",
+                                    "--limit-mm-per-prompt"}
         return list(dict.fromkeys(w for w in _vllm_words(text)[3:] if w.startswith("--") and w not in known))
     data = json.loads(text)
     if "train_micro_batch_size_per_gpu" not in data:
