@@ -275,3 +275,12 @@ def test_a_context_past_the_positions_of_a_model_without_attention_names_no_rope
     # transformers 5.24's default granitemoehybrid config: 32 Mamba-2 layers, max_position_embeddings 2,048
     said = " ".join(estimate({"config": _file("granitemoehybrid"), "mode": "infer", "engine": "vllm", "tp": "2"}).warnings)
     assert "beyond" in said and "no attention layers" in said and "rope" not in said
+
+
+@pytest.mark.parametrize("model,seq", [("granite-4.0-h-350m", "64000"), ("ai21-jamba-1.5-mini", "300000")])
+def test_nope_attention_is_not_told_to_scale_rope(model, seq):
+    # granite-4.0-h-350m's config: position_embedding_type "nope" (tests/configs/granite-4.0-h-350m.json; transformers
+    # 5.24 GraniteMoeHybrid rotates only with "rope"); JambaAttention applies no positional encoding
+    assert catalog.architecture(model).positions == "none"
+    said = " ".join(estimate({"model": model, "mode": "infer", "engine": "vllm", "seq": seq}).warnings)
+    assert "beyond" in said and "NoPE" in said and "rope scaling" not in said

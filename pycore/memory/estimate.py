@@ -199,9 +199,11 @@ def _warnings(setup: Setup) -> "list[str]":
             engine = " (vLLM refuses a longer max_model_len without it)" if work.engine == "vllm" and \
                 not work.training else ""
             # a model without attention layers has no rotary positions to scale: vLLM only caps max_model_len
-            rotary = not arch.layer_pattern or any(kind in ATTENTION for kind in arch.layer_pattern)
+            rotary = arch.positions == "rotary" and \
+                (not arch.layer_pattern or any(kind in ATTENTION for kind in arch.layer_pattern))
             fix = "rope scaling must be configured for it to work" if rotary else \
-                "the model has no attention layers, but its config caps the context there"
+                "the model has no rotary positions to scale (no attention layers, or NoPE), but its config caps " \
+                "the context there"
             engine = engine.replace(" without it", "") if not rotary else engine
             notes.append(f"{what} = {length:,} tokens is beyond {arch.name}'s {limit:,} positions "
                          f"(max_position_embeddings): {fix}{engine}; the memory is estimated for all {length:,}")

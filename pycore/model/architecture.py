@@ -38,7 +38,7 @@ class Architecture:
     qkv_bias: bool = False
     out_bias: bool = False
     mlp_bias: bool = False
-    positions: str = "rotary"       # rotary or learned (a max_positions x hidden table)
+    positions: str = "rotary"       # rotary, learned (a max_positions x hidden table) or none (NoPE)
     max_positions: int = 0
     type_vocab: int = 0             # BERT token-type embeddings
     tied_embeddings: bool = False

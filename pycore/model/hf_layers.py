@@ -84,6 +84,8 @@ def _granite_hybrid(reader: "_Reader", fields: "Fields", extra: "Traits") -> Non
                                   "ssm_state": ("mamba_d_state",), "ssm_groups": ("mamba_n_groups",),
                                   "conv_kernel": ("mamba_d_conv",)}, expand * hidden)
     extra.update(conv_bias=reader.flag("mamba_conv_bias", True), ssm_proj_bias=reader.flag("mamba_proj_bias", False))
+    if reader.config.get("position_embedding_type") != "rope":
+        extra["positions"] = "none"     # NoPE: the attention layers rotate nothing unless position_embedding_type is rope
     _attention_bias(reader, extra)
     shared = reader.integer("shared_expert_ffn", ("shared_intermediate_size",)) or 1024
     if fields.get("experts"):
@@ -168,7 +170,8 @@ def _jamba(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
                  conv_kernel=reader.integer("conv_kernel", ("mamba_d_conv",)) or 4, ssm_dt_norms=True,
                  ssm_dt_rank=math.ceil(hidden / 16) if rank in ("auto", None) else
                  reader.integer("ssm_dt_rank", ("mamba_dt_rank",)),
-                 conv_bias=reader.flag("mamba_conv_bias", True), ssm_proj_bias=reader.flag("mamba_proj_bias", False))
+                 conv_bias=reader.flag("mamba_conv_bias", True), ssm_proj_bias=reader.flag("mamba_proj_bias", False),
+                 positions="none")      # JambaAttention applies no positional encoding (the Mamba layers order tokens)
 
 
 def _lfm2(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
