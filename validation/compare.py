@@ -541,6 +541,30 @@ def lora_section():
 DPO = ROOT / "validation" / "measured_dpo.json"
 
 
+MIB = 2 ** 20
+
+
+def _trl_summary(record, cases, phase_errors=None):
+    """A post-training section's versions and errors: the peak's over its cases (median, worst) and, given them,
+    every phase's."""
+    errors = [abs(r["error"]) for r in cases]
+    text = (f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
+            f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
+            f"{100 * max(errors):.1f}% worst")
+    if phase_errors is not None:
+        text += (f"; every phase of every case: {100 * statistics.median(phase_errors):.1f}% median, "
+                 f"{100 * max(phase_errors):.1f}% worst")
+    return text
+
+
+def _case_row(r, *middle):
+    """A post-training section's table row: the case, its peak measured and estimated (MiB), the error, the
+    ``middle`` cells, and each phase measured / estimated."""
+    phases = "; ".join(f"{name} {m / MIB:.1f} / {e / MIB:.1f}" for name, (m, e) in r["phases"].items())
+    return " | ".join([f"| {r['label']}", f"{r['measured'] / MIB:.1f}", f"{r['estimated'] / MIB:.1f}",
+                       f"{100 * r['error']:+.1f}%", *middle, f"{phases} |"])
+
+
 def dpo_inputs(case):
     """A DPO case's inputs as the estimate reads them. Unlike measure.py's cases (measured_inputs: flash-repeat), these
     ran transformers 5.24 on torch 2.13, whose CPU SDPA takes grouped K/V as they are (enable_gqa), as CUDA's does."""
@@ -574,8 +598,6 @@ def dpo_rows(path=DPO):
 def dpo_section():
     """One DPO step as TRL's DPOTrainer runs it, small Llama and Qwen2 configs, beside the estimate."""
     record, cases = dpo_rows()
-    mib = 2 ** 20
-    errors = [abs(r["error"]) for r in cases]
     lines = ["", "## DPO (TRL's DPOTrainer)", "",
              "`validation/measure_dpo.py` runs TRL 1.16's own `DPOTrainer._compute_loss` (the policy's forward, the",
              "reference forward under no_grad, the sigmoid loss), then backward, AdamW and `zero_grad`, as the Trainer's",
@@ -593,16 +615,10 @@ def dpo_section():
              "forward), never the step's peak here. The plain column is the nearest plain fine-tuning estimate (the",
              "same policy, batch and sequence, method=full or lora): it misses the reference and the doubled batch",
              "and charges full logits.",
-             f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
-             f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
-             f"{100 * max(errors):.1f}% worst.", "",
+             _trl_summary(record, cases) + ".", "",
              "| case | measured MiB | estimate MiB | error | plain fine-tuning error | peak moment | phases, measured / "
              "estimated MiB |", "|---|---:|---:|---:|---:|---|---|"]
-    for r in cases:
-        phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
-        lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
-                     f"{100 * r['error']:+.1f}% | {100 * r['plain_error']:+.1f}% | {r['phase']} | {phases} |")
-    return lines
+    return lines + [_case_row(r, f"{100 * r['plain_error']:+.1f}%", r["phase"]) for r in cases]
 
 
 DPO_FULL = ROOT / "validation" / "measured_dpo_full.json"
@@ -611,8 +627,6 @@ DPO_FULL = ROOT / "validation" / "measured_dpo_full.json"
 def dpo_full_section():
     """One DPO step as TRL 1.14.2's DPOTrainer runs it (trl_head=full: the models' full logits), beside the estimate."""
     record, cases = dpo_rows(DPO_FULL)
-    mib = 2 ** 20
-    errors = [abs(r["error"]) for r in cases]
     lines = ["", "## DPO before the fused head (TRL 1.14.2's DPOTrainer, trl_head=full)", "",
              "`validation/measure_dpo_full.py` runs TRL 1.14.2's own `DPOTrainer._compute_loss`, the last release before",
              "1.15.0 added the fused log-prob head: the policy's and the reference's own lm_head return their full logits",
@@ -624,16 +638,10 @@ def dpo_full_section():
              "prompt out of the labels, a frozen reference copy for a full policy, the base with its adapters disabled",
              "for a LoRA one, none with `precompute_ref_log_probs`). The estimate counts the prompt's tokens in the",
              "metrics' copy (an upper bound). The plain column is the nearest plain fine-tuning estimate.",
-             f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
-             f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
-             f"{100 * max(errors):.1f}% worst.", "",
+             _trl_summary(record, cases) + ".", "",
              "| case | measured MiB | estimate MiB | error | plain fine-tuning error | peak moment | phases, measured / "
              "estimated MiB |", "|---|---:|---:|---:|---:|---|---|"]
-    for r in cases:
-        phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
-        lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
-                     f"{100 * r['error']:+.1f}% | {100 * r['plain_error']:+.1f}% | {r['phase']} | {phases} |")
-    return lines
+    return lines + [_case_row(r, f"{100 * r['plain_error']:+.1f}%", r["phase"]) for r in cases]
 
 
 KTO = ROOT / "validation" / "measured_kto.json"
@@ -666,8 +674,6 @@ def kto_rows(path=KTO):
 def kto_section():
     """One KTO step as TRL's KTOTrainer runs it, small Llama and Qwen2 configs, beside the estimate."""
     record, cases = kto_rows()
-    mib = 2 ** 20
-    errors = [abs(r["error"]) for r in cases]
     lines = ["", "## KTO (TRL's KTOTrainer)", "",
              "`validation/measure_kto.py` runs TRL 1.16's own `KTOTrainer._compute_loss` (loss_type `kto`, KTOConfig's",
              "default: the policy's forward on the KL rows under no_grad, its forward with grad on the batch, then the",
@@ -681,16 +687,10 @@ def kto_section():
              "tile, as in DPO's; as there, a layer's working tensors under checkpointing (the wide LoRA case's policy",
              "forward) are not modelled. The DPO column is the DPO estimate of as many rows (batch / 2 pairs), which has",
              "no KL forward: the same peak wherever the peak is not that moment.",
-             f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
-             f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
-             f"{100 * max(errors):.1f}% worst.", "",
+             _trl_summary(record, cases) + ".", "",
              "| case | measured MiB | estimate MiB | error | DPO of as many rows error | peak moment | phases, measured / "
              "estimated MiB |", "|---|---:|---:|---:|---:|---|---|"]
-    for r in cases:
-        phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
-        lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
-                     f"{100 * r['error']:+.1f}% | {100 * r['dpo_error']:+.1f}% | {r['phase']} | {phases} |")
-    return lines
+    return lines + [_case_row(r, f"{100 * r['dpo_error']:+.1f}%", r["phase"]) for r in cases]
 
 
 GRPO = ROOT / "validation" / "measured_grpo.json"
@@ -730,8 +730,6 @@ def grpo_rows(path=GRPO):
 def grpo_section():
     """One GRPO step as TRL's GRPOTrainer runs it with generate(), small Llama and Qwen2 configs, beside the estimate."""
     record, cases = grpo_rows()
-    mib = 2 ** 20
-    errors = [abs(r["error"]) for r in cases]
     def untracked(r, name):     # the phases of a LoRA policy under checkpointing the prose below sets apart
         if " lora " not in r["label"] or " gc " not in r["label"]:
             return False
@@ -762,19 +760,12 @@ def grpo_section():
              "the reference and charges full logits. rollout=vllm-colocate",
              "(a vLLM engine in the trainer's process at `vllm_gpu_memory_utilization`) is vLLM's start-up arithmetic",
              "as the serving section below reproduces it, not measured here (tests/test_grpo.py).",
-             f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
-             f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
-             f"{100 * max(errors):.1f}% worst; every phase of every case: {100 * statistics.median(phase_errors):.1f}% "
-             f"median, {100 * max(phase_errors):.1f}% worst (the phases set apart above: up to "
+             _trl_summary(record, cases, phase_errors) + " (the phases set apart above: up to "
              f"{100 * max(apart, default=0):.1f}% under).", "",
              "| case | measured MiB | estimate MiB | error | plain fine-tuning error | peak: measured / estimated | "
              "phases, measured / estimated MiB |", "|---|---:|---:|---:|---:|---|---|"]
-    for r in cases:
-        phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
-        lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
-                     f"{100 * r['error']:+.1f}% | {100 * r['plain_error']:+.1f}% | {r['measured_phase']} / {r['phase']} "
-                     f"| {phases} |")
-    return lines
+    return lines + [_case_row(r, f"{100 * r['plain_error']:+.1f}%", f"{r['measured_phase']} / {r['phase']}")
+                    for r in cases]
 
 
 GRPO_FULL = ROOT / "validation" / "measured_grpo_full.json"
@@ -783,8 +774,6 @@ GRPO_FULL = ROOT / "validation" / "measured_grpo_full.json"
 def grpo_full_section():
     """One GRPO step as TRL 1.14.2's GRPOTrainer runs it (trl_head=full: the models' full logits), beside the estimate."""
     record, cases = grpo_rows(GRPO_FULL)
-    mib = 2 ** 20
-    errors = [abs(r["error"]) for r in cases]
     phase_errors = [abs(e - m) / m for r in cases for (m, e) in r["phases"].values()]
     lines = ["", "## GRPO before the fused head (TRL 1.14.2's GRPOTrainer, trl_head=full)", "",
              "`validation/measure_grpo_full.py` runs measure_grpo.py's step (the rollout by `generate()`, the",
@@ -797,18 +786,11 @@ def grpo_full_section():
              "replaced by untracked fills, as measure_dpo_full.py does). The LoRA case under checkpointing measures",
              "its optimizer step above the estimate by MemTracker's residue, as in the section above. The plain column",
              "is the nearest plain fine-tuning estimate (the same policy over prompt + completion).",
-             f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
-             f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
-             f"{100 * max(errors):.1f}% worst; every phase of every case: {100 * statistics.median(phase_errors):.1f}% "
-             f"median, {100 * max(phase_errors):.1f}% worst.", "",
+             _trl_summary(record, cases, phase_errors) + ".", "",
              "| case | measured MiB | estimate MiB | error | plain fine-tuning error | peak: measured / estimated | "
              "phases, measured / estimated MiB |", "|---|---:|---:|---:|---:|---|---|"]
-    for r in cases:
-        phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
-        lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
-                     f"{100 * r['error']:+.1f}% | {100 * r['plain_error']:+.1f}% | {r['measured_phase']} / {r['phase']} "
-                     f"| {phases} |")
-    return lines
+    return lines + [_case_row(r, f"{100 * r['plain_error']:+.1f}%", f"{r['measured_phase']} / {r['phase']}")
+                    for r in cases]
 
 
 def measured_section(heading, path, prose, extra=None):
@@ -934,23 +916,14 @@ def distill_section():
     if not DISTILL.exists():
         return []
     record, cases = distill_rows()
-    mib = 2 ** 20
-    errors = [abs(r["error"]) for r in cases]
     phase_errors = [abs(e - m) / m for r in cases for (m, e) in r["phases"].values()]
     lines = ["", "## On-policy distillation (TRL's DistillationTrainer, rollout by generate())", "",
              *DISTILL_PROSE,
-             f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
-             f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
-             f"{100 * max(errors):.1f}% worst; every phase of every case: {100 * statistics.median(phase_errors):.1f}% "
-             f"median, {100 * max(phase_errors):.1f}% worst.", "",
+             _trl_summary(record, cases, phase_errors) + ".", "",
              "| case | measured MiB | estimate MiB | error | plain fine-tuning error | peak: measured / estimated | "
              "phases, measured / estimated MiB |", "|---|---:|---:|---:|---:|---|---|"]
-    for r in cases:
-        phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
-        lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
-                     f"{100 * r['error']:+.1f}% | {100 * r['plain_error']:+.1f}% | {r['measured_phase']} / {r['phase']} "
-                     f"| {phases} |")
-    return lines
+    return lines + [_case_row(r, f"{100 * r['plain_error']:+.1f}%", f"{r['measured_phase']} / {r['phase']}")
+                    for r in cases]
 
 
 DISTILL_PROSE = [
@@ -1015,8 +988,6 @@ def ppo_rows(path=PPO):
 def ppo_section():
     """One PPO update as TRL 0.25.1's PPOTrainer runs it, small Llama and Qwen2 configs, beside the estimate."""
     record, cases = ppo_rows()
-    mib = 2 ** 20
-    errors = [abs(r["error"]) for r in cases]
     phase_errors = [abs(e - m) / m for r in cases for m, e in r["phases"].values()]
     lines = ["", "## PPO (TRL 0.25.1's PPOTrainer)", "",
              "`validation/measure_ppo.py` runs one update of TRL 0.25.1's `PPOTrainer.train` (TRL moved PPOTrainer to",
@@ -1037,17 +1008,10 @@ def ppo_section():
              "later micro-batch's included. Not independent of these cases: the logits' gradient (two [b, T, V] and",
              "two [b, R, V] tensors at once) and, under autocast, the previous micro-batch's outputs held through the",
              "next one's losses were read off them, the rest from TRL's code.",
-             f"TRL {record.get('trl', '?')}, PEFT {record.get('peft', '?')}, torch {record['torch']}, transformers "
-             f"{record['transformers']}; error over {len(cases)} cases: {100 * statistics.median(errors):.1f}% median, "
-             f"{100 * max(errors):.1f}% worst; every phase of every case: {100 * statistics.median(phase_errors):.1f}% "
-             f"median, {100 * max(phase_errors):.1f}% worst.", "",
+             _trl_summary(record, cases, phase_errors) + ".", "",
              "| case | measured MiB | estimate MiB | error | peak: measured / estimated | phases, measured / estimated MiB |",
              "|---|---:|---:|---:|---|---|"]
-    for r in cases:
-        phases = "; ".join(f"{name} {m / mib:.1f} / {e / mib:.1f}" for name, (m, e) in r["phases"].items())
-        lines.append(f"| {r['label']} | {r['measured'] / mib:.1f} | {r['estimated'] / mib:.1f} | "
-                     f"{100 * r['error']:+.1f}% | {r['measured_phase']} / {r['phase']} | {phases} |")
-    return lines
+    return lines + [_case_row(r, f"{r['measured_phase']} / {r['phase']}") for r in cases]
 
 
 if __name__ == "__main__":
