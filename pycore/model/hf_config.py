@@ -9,6 +9,7 @@ import json
 import math
 import re
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 from pycore.base.errors import InputError
@@ -664,7 +665,19 @@ def read_config_file(path: str) -> str:
 
 def architecture_from_file(path: str, warnings: "list[str] | None" = None) -> Architecture:
     """An Architecture from a config.json on disk (the CLI's config= key) or from its text (a link's config=), named
-    by the config's own name (``config_name``), its source the file; ``warnings`` as for ``architecture_from_dict``."""
+    by the config's own name (``config_name``), its source the file; ``warnings`` as for ``architecture_from_dict``.
+    A text is read once: the answers re-estimate it dozens of times a keystroke (``_architecture_of_text``)."""
+    if warnings is None and is_config_text(path):
+        return _architecture_of_text(path)
+    return _read_architecture(path, warnings)
+
+
+@lru_cache(maxsize=16)
+def _architecture_of_text(text: str) -> Architecture:
+    return _read_architecture(text, None)
+
+
+def _read_architecture(path: str, warnings: "list[str] | None") -> Architecture:
     config = parse_config_text(read_config_file(path))
     arch = architecture_from_dict(config, name=config_name(config), warnings=warnings)
     source = "a config.json's text (config=)" if is_config_text(path) else str(path).rsplit("/", 1)[-1]
