@@ -10,6 +10,7 @@ import json
 import math
 import operator
 import re
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +120,27 @@ def test_the_keystroke_payload_and_the_formulas_after_it_are_the_full_estimate(s
     assert [[row[f] for f in fields] for row in light["breakdown"]] == \
         [[row[f] for f in fields] for row in full["breakdown"]]
     assert json.loads(web.answers(query))["formulas"] == full["formulas"]
+
+
+# The recipes, hybrids and vision inputs of issues 29-31, one model each (SETUPS runs over every preset without them)
+RECIPE_SETUPS = [{"model": "llama-3.2-1b", "method": method} for method in
+                 ("dpo", "dpo-lora", "kto", "kto-lora", "grpo", "ppo", "distill", "reward")] + [
+    {"model": "llama-3.2-1b", "method": "dpo", "trl_head": "full"},
+    {"model": "qwen2.5-7b", "method": "grpo", "trl_head": "full", "rollout": "vllm-colocate", "dp": "8"},
+    {"model": "llama-3.1-8b", "method": "ppo", "reward_model": "llama-3.2-1b"},
+    {"model": "qwen3-next-80b-a3b-instruct", "mode": "infer", "engine": "vllm", "tp": "4"},
+    {"config": str(Path(__file__).parent / "configs" / "families" / "granitemoehybrid.json"), "mode": "infer",
+     "engine": "vllm", "tp": "2"},
+    {"model": "qwen2.5-vl-7b-instruct", "images": "2", "image_size": "1920x1080"},
+    {"model": "llama-3.1-70b", "mode": "infer", "engine": "vllm", "tp": "4", "speculative": "draft",
+     "draft_model": "llama-3.2-1b"}]
+
+
+@pytest.mark.parametrize("inputs", RECIPE_SETUPS, ids=[str(i) for i in range(len(RECIPE_SETUPS))])
+def test_the_recipes_and_hybrids_add_up_and_their_formulas_evaluate(inputs):
+    record = estimate(inputs)
+    result = record.as_dict()
+    assert sum(row["bytes"] for row in result["breakdown"]) == result["total_bytes"] == \
+        result["peak_bytes"] + result["overhead_bytes"]
+    for row in formulas(record) + result["breakdown"]:
+        assert evaluate(row["substituted"]) == row["bytes"], row["name"] if "name" in row else row["key"]
