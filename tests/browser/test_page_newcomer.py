@@ -51,6 +51,8 @@ def test_a_phone_reaches_the_form_past_a_few_gpu_rows_and_can_see_them_all(sized
     form_top = page.eval_on_selector("#form", "n => n.getBoundingClientRect().top")
     assert form_top - rows_bottom < 700              # what fits, the buttons and two notes: not 30 rows of GPUs
     more.click()
+    # the click is handled once the main thread is free (a loaded machine: the CI run failed once without the wait)
+    page.wait_for_function("document.getElementById('gpus-more').getAttribute('aria-expanded') === 'true'")
     assert _visible_rows(page) == every and more.text_content() == more.get_attribute("data-fewer")
     assert more.get_attribute("aria-expanded") == "true"
     more.click()
