@@ -28,6 +28,12 @@ Usage:
     /tmp/hf/bin/python validation/measure_vl.py              # all cases -> validation/measured_vl.json
     /tmp/hf/bin/python validation/measure_vl.py --only gemma # cases whose label contains 'gemma', printed only
     /tmp/hf/bin/python validation/measure_vl.py --compare    # the record beside pycore's estimate
+    /tmp/hf/bin/python validation/measure_vl.py --generate   # generate() with images -> measured_vl_generate.json
+
+``--generate`` measures ``model.generate()`` with the images instead (eval mode, no_grad, four new tokens, a warm-up
+call first, MemTracker's per-module statistics cleared at each root call as validation/measure.py's measure_infer
+does): the vision tower runs once, over every image of the batch, before the prefill, while the caller holds the
+pixel values, so with large images its forward's working set, not the prefill's, is the peak.
 """
 
 import argparse
@@ -49,6 +55,7 @@ import measure  # noqa: E402
 from cuda_autocast import cuda_autocast  # noqa: E402
 
 OUT = ROOT / "validation" / "measured_vl.json"
+GENERATE_OUT = ROOT / "validation" / "measured_vl_generate.json"
 IMAGE, START, END = 999, 998, 997         # special token ids inside the small vocabulary
 
 QWEN_VL = {
@@ -148,6 +155,23 @@ CASES = [
     ("llama4-w", "bf16", 1, 64, 1, 448, 224), ("llama4-w", "fp32", 1, 128, 1, 224, 224),
     ("lfm2_vl-w", "bf16", 1, 128, 1, 256, 256), ("lfm2_vl-w", "amp-bf16", 1, 64, 1, 1280, 720),
 ]
+
+
+# generate() with images: (family, precision, batch, text tokens, images a sequence, image width, height)
+GENERATE_CASES = [
+    ("qwen2_5_vl", "bf16", 1, 64, 1, 448, 448), ("qwen2_5_vl", "bf16", 1, 64, 1, 896, 896),
+    ("qwen2_5_vl", "fp32", 1, 64, 1, 896, 672), ("qwen2_5_vl", "bf16", 2, 128, 1, 224, 224),
+    ("qwen2_5_vl-w", "bf16", 1, 64, 1, 896, 896),
+    ("gemma3", "bf16", 1, 64, 1, 224, 224), ("gemma3", "bf16", 2, 64, 2, 224, 224), ("gemma3", "fp32", 1, 64, 1, 224, 224),
+    ("gemma3-w", "bf16", 1, 64, 1, 224, 224),
+    ("qwen3_5", "bf16", 1, 64, 1, 640, 640), ("qwen3_5", "fp32", 1, 64, 1, 448, 448),
+    ("qwen3_5", "bf16", 2, 64, 1, 320, 320),
+    ("llama4", "bf16", 1, 64, 1, 448, 448), ("llama4", "fp32", 1, 64, 1, 448, 224),
+    ("llama4-w", "bf16", 1, 64, 1, 448, 448),
+    ("lfm2_vl", "bf16", 1, 64, 1, 1280, 720), ("lfm2_vl", "bf16", 1, 64, 1, 512, 512),
+    ("lfm2_vl", "fp32", 1, 64, 1, 640, 480), ("lfm2_vl-w", "bf16", 1, 64, 1, 1280, 720),
+]
+NEW_TOKENS = 4
 
 
 def label_of(family, precision, batch, text, images, width, height, method="full"):
@@ -310,11 +334,64 @@ def run_case(family, precision, batch, text, images, width, height, method="full
             "seconds": round(time.time() - started, 1)}
 
 
+def run_generate(family, precision, batch, text, images, width, height):
+    """generate() with the images: the peak of the recorded call, the tower's forward included."""
+    model, dtype = build(family, precision)
+    model.eval()
+    model.config.use_cache = True
+    model.generation_config.use_cache = True
+    model.generation_config.pad_token_id = 0
+    inputs, per_image = make_batch(family, FAMILIES[family], batch, text, images, width, height)
+    inputs.pop("labels")
+    inputs.pop("token_type_ids", None)                  # Gemma 3 needs them in training only
+    inputs = {k: (v.to(dtype) if k == "pixel_values" else v) for k, v in inputs.items()}
+    kwargs = dict(max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False)
+    started = time.time()
+    with torch.no_grad():
+        model.generate(**inputs, **kwargs)                                  # warm-up
+        tracker = MemTracker()
+        tracker.track_external(model, *inputs.values())
+        track_module = tracker._pre_fw_hook
+
+        def pre_forward(module, args):
+            if module is model and module in tracker.memory_tracking:
+                tracker.reset_mod_stats()
+            track_module(module, args)
+        tracker._pre_fw_hook = pre_forward
+        with tracker:
+            model.generate(**inputs, **kwargs)
+    (peak,) = tracker.get_tracker_snapshot("peak").values()
+    tiled = family.startswith(("llama4", "lfm2_vl"))
+    return {"label": label_of(family, precision, batch, text, images, width, height), "family": family,
+            "inputs": {"mode": "infer", "precision": precision, "batch": str(batch),
+                       "seq": str(text + (0 if tiled else 2 * images)), "images": str(images),
+                       "image_size": f"{width}x{height}", "new_tokens": str(NEW_TOKENS)},
+            "config_json": json.loads(model.config.to_json_string()), "image_tokens": per_image,
+            "params": sum(p.numel() for p in model.parameters()), "peak_bytes": peak["Total"],
+            "peak_breakdown": {str(k).split(".")[-1].capitalize(): v for k, v in peak.items() if str(k) != "Total"},
+            "seconds": round(time.time() - started, 1)}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", help="run only cases whose label contains this text; print, do not save")
     parser.add_argument("--compare", action="store_true", help="print the record beside pycore's estimate")
+    parser.add_argument("--generate", action="store_true", help="measure generate() with images instead")
     args = parser.parse_args()
+    if args.generate:
+        cases = []
+        for case in GENERATE_CASES:
+            if args.only and args.only not in label_of(*case):
+                continue
+            result = run_generate(*case)
+            print(f"{result['label']:44s} peak {result['peak_bytes'] / 2**20:8.2f} MiB  ({result['seconds']} s)",
+                  flush=True)
+            cases.append(result)
+        if not args.only:
+            GENERATE_OUT.write_text(json.dumps({"about": "generate() with images: " + __doc__.split("\n\n")[0],
+                                                "torch": torch.__version__, "transformers": transformers.__version__,
+                                                "python": platform.python_version(), "cases": cases}, indent=1) + "\n")
+        return
     if args.compare:
         for row in compare.vl_rows()[1]:
             print(f"{row['label']:44s} measured {row['measured'] / 2**20:8.2f} MiB  estimate "

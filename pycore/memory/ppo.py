@@ -199,9 +199,10 @@ def rollout_pools(setup: Setup) -> "list[Pool]":
                         "; E = rows of the chunks before", group="rollout"))
     served = serving(_generating(setup, chunk), gpu_catalog()[setup.gpu])["pools"]
     for p in served:
-        if p.key != "weights":
+        # the tower's own forward before the prefill (generate() with images) is not modelled inside a rollout
+        if p.key != "weights" and any(m in RENAMED for m in p.moments):
             out.append(replace(p, key="rollout_" + p.key, label="Rollout: " + lower_first(p.label),
-                               moments=tuple(RENAMED[m] for m in p.moments),
+                               moments=tuple(RENAMED[m] for m in p.moments if m in RENAMED),
                                source=source + f"{chunk:,} rows of the prompt and response_length new tokens; " +
                                p.source, group="rollout"))
     return out

@@ -83,10 +83,11 @@ def rollout_pools(setup: Setup, stage: parallel.Stage) -> "list[Pool]":
         f"{rows:,} rows (batch × steps_per_generation) of the prompt and max_completion_length new tokens; "
     pools = []
     for p in served:
-        if p.key == "weights":
+        # the tower's own forward before the prefill (generate() with images) is not modelled inside a rollout
+        if p.key == "weights" or not any(m in RENAMED for m in p.moments):
             continue
         pools.append(replace(p, key="rollout_" + p.key, label="Rollout: " + lower_first(p.label),
-                             moments=tuple(RENAMED[m] for m in p.moments), source=source + p.source,
+                             moments=tuple(RENAMED[m] for m in p.moments if m in RENAMED), source=source + p.source,
                              group="rollout"))
     lay = setup.layout
     if lay.zero == 3 and lay.shard_group > 1 and lay.fsdp == "none":

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pycore.base.expr import Q, ceil, floor, maximum, num, rnd, split, sym
 from pycore.base.units import GIB
-from pycore.memory import parallel
+from pycore.memory import parallel, vision_activations
 from pycore.memory.model_states import stored_weights, weight_symbols, weights_source
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
 from pycore.memory.recurrent import SYMBOLS as STATE_SYMBOLS
@@ -176,7 +176,7 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
         moments = VLLM_MOMENTS
     else:
         pools = _hf_pools(setup, stage, first_layer, stored)
-        moments = MOMENTS
+        moments = hf_moments(pools)
     peak = peak_of(pools, moments)
     result: StageResult = {
         "tokens": work.batch * work.seq, "layers": stage.layers, "stage": stage.index,
@@ -241,7 +241,9 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
         working = working + split(sym("x", scan), "t", lay.tp, None) * tokens
     kv_source = "keys and values of every cached layer (transformers DynamicCache)"
     state = _state_pools(setup, stage, first_layer, "hf", MOMENTS)
-    return [_weights(setup, stored, MOMENTS), *state,
+    seeing = vision_activations.inference_pools(setup, stage, MOMENTS)
+    everywhere = hf_moments(seeing)
+    return [_weights(setup, stored, everywhere), *seeing, *state,
             make("kv_cache_prompt", "KV cache of the prompt", prompt_cache, ("prefill",), kv_source, KV_SYMBOLS,
                  group="kv_cache"),
             make("prefill_working", "Prefill working set", working, ("prefill",),
@@ -255,6 +257,12 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
                  ceil(kv_cache / sym("Ls", max(stage.layers, 1))), ("decode",),
                  "DynamicCache appends with torch.cat: one layer's keys and values exist twice", KV_SYMBOLS,
                  group="decode_working")]
+
+
+def hf_moments(pools: "list[Pool]") -> "tuple[str, ...]":
+    """generate()'s moments: the vision tower's forward before the prefill when its pools have it."""
+    encoder = any(vision_activations.ENCODER in p.moments for p in pools)
+    return (vision_activations.ENCODER, *MOMENTS) if encoder else MOMENTS
 
 
 def _state_pools(setup: Setup, stage: parallel.Stage, first_layer: int, engine: str,

@@ -41,7 +41,7 @@ the step, the tower frozen or not.
 
 from typing import TYPE_CHECKING
 
-from pycore.base.expr import sym
+from pycore.base.expr import maximum, sym
 from pycore.memory.activations import _norm_terms, layer_terms
 from pycore.memory.pools import Pool, make
 from pycore.model import vision
@@ -137,16 +137,18 @@ def patches(setup: "Setup") -> int:
     return work.batch * work.images * seeing.patches(*work.image_size)
 
 
-def _pixel_values(setup: "Setup", moments: "tuple[str, ...]") -> "list[Pool]":
-    """The micro-batch's pixel_values, held by the caller through the step (the Trainer's inputs), in the weights'
-    dtype as the model cards' examples pass them (``processor(...).to(model.device, torch.bfloat16)``)."""
+def _pixel_values(setup: "Setup", moments: "tuple[str, ...]",
+                  after: "tuple[str, ...]" = ("backward end", "optimizer step")) -> "list[Pool]":
+    """The micro-batch's pixel_values, held by the caller through the step (the Trainer's inputs) or the whole
+    generate() call, in the weights' dtype as the model cards' examples pass them
+    (``processor(...).to(model.device, torch.bfloat16)``)."""
     seeing, work = vision.tower(setup.arch), setup.workload
     if not seeing or not work.images:
         return []
     e = 4 if setup.policy.bytes("weight") >= 4 else 2
     values = work.batch * work.images * seeing.pixels(*work.image_size)
     q = sym("e", e) * sym("X", values)
-    held = moments + tuple(m for m in ("backward end", "optimizer step") if m not in moments)
+    held = moments + tuple(m for m in after if m not in moments)
     return [make("image_inputs", "Image inputs (pixel_values)", q, held, "pycore/model/vision.py VisionTower.pixels; "
                  "checked in docs/validation.md (validation/measure_vl.py)",
                  "e = bytes a value (the weights' dtype); X = pixel values of the micro-batch's images (each "
@@ -173,6 +175,79 @@ def pools(setup: "Setup", stage: "Stage", moments: "tuple[str, ...]") -> "list[P
                  ("; full recompute keeps each block's input" if work.recompute == "full" else ""))] + inputs
 
 
+ENCODER = "vision encoder"      # generate()'s moment before the prefill: the tower over every image of the batch
+INFERENCE_SOURCE = "the tower's forward without gradients, its widest moment read off the live tensors of " \
+                   "transformers 5.24's towers, pycore/memory/vision_activations.py inference_per_patch; checked in " \
+                   "docs/validation.md (validation/measure_vl.py --generate)"
+
+
+def inference_per_patch(setup: "Setup") -> "tuple[float, float]":
+    """(bytes per patch of a block's widest moment, bytes per patch the tower holds beside its blocks) in a forward
+    without gradients (generate()), e = the activations' bytes, h and f the block's width and MLP width:
+
+    - every block holds its input x and its norm's output (the attention's argument) while it runs;
+    - Qwen2.5-VL and Qwen3-VL: the fused qkv output (v is a view of it) while the rotary runs in fp32
+      (apply_rotary_pos_emb_vision: fp32 copies of q and k unless e is 4, then q·cos, rotate_half's cat, its
+      product with sin and the sum, four fp32 tensors at once), or at the output projection the rotated q and k, the
+      per-window outputs, their cat and the projection (10·e·h); beside them the rotary cos and sin (fp32, h/heads
+      each), the patches' int64 position ids, and Qwen3-VL's interpolated learned positions (fp32, summed);
+    - SigLIP (Gemma 3, LFM2-VL): x, the norm, q, k, v, SDPA's output and o_proj's (7·e·h), or the MLP's fc1 and GELU
+      outputs (2·e·f); the embeddings stay referenced by the encoder's frame;
+    - Llama 4: q, k, v beside x, the norm and layernorm_pre's output, while the 2D rotary multiplies fp32 complex
+      copies of q and k (copies unless e is 4) and casts the products back (unless e is 4).
+    LFM2-VL's padding mask (SDPA's additive copy of the bool mask, a picture's s² each) is per picture, not per patch:
+    see ``_padding_mask_inference``."""
+    arch, e = setup.arch, setup.policy.bytes("act")
+    h, f, family = arch.vision_hidden, arch.vision_ffn, arch.vision_family
+    copies = 0 if e >= 4 else 1
+    if family in ("qwen2_5_vl", "qwen3_vl"):
+        rotary = 5 * e * h + copies * 2 * 4 * h + 4 * 4 * h
+        mlp = 2 * e * h + (3 if family == "qwen2_5_vl" else 2) * e * f
+        block = max(rotary, 10 * e * h, mlp)
+        rest = 2 * 4 * h / arch.vision_heads + 16 + (8 / arch.vision_merge ** 2 if family == "qwen2_5_vl" else
+                                                     4 * h + 4 * 8 + 4 * 4)
+        return block, rest
+    if family == "llama4":
+        rotary = 6 * e * h + copies * 2 * 4 * h + 2 * 4 * h + copies * 2 * e * h
+        return max(rotary, 8 * e * h, 3 * e * h + 2 * e * f), 0
+    return max(7 * e * h, 2 * e * h + 2 * e * f), e * h
+
+
+def _padding_mask_inference(setup: "Setup") -> int:
+    """LFM2-VL in a forward without gradients: the elements of the padding mask, s² a picture (s = max_num_patches),
+    when a picture is padded; 0 otherwise. The encoder builds it once as bool; SDPA's additive copy of it, in the
+    activations' dtype, lives while the attention runs (o_proj's output comes after it is freed)."""
+    longest = _padding_mask(setup)
+    if not longest:
+        return 0
+    seeing, work = vision.tower(setup.arch), setup.workload
+    assert seeing is not None
+    return work.batch * work.images * len(seeing.tile_shapes(*work.image_size)) * longest * longest
+
+
+def inference_pools(setup: "Setup", stage: "Stage", moments: "tuple[str, ...]") -> "list[Pool]":
+    """generate() with images: the pixel values through the call, and at its first moment (``ENCODER``, before the
+    prefill) the tower's forward over every image of the batch; none without images or a tower pycore models."""
+    arch, work = setup.arch, setup.workload
+    if not (work.image_tokens and work.images and stage.has_embedding and arch.vision_family in MEASURED):
+        return []
+    block, rest = inference_per_patch(setup)
+    count = sym("P", patches(setup))
+    q = (sym("v", block) + sym("r", rest)) * count
+    mask = _padding_mask_inference(setup)
+    if mask:
+        # at SDPA: x, the norm, q, k, v and its output (6·e·h) beside the additive mask; the bool mask throughout
+        e = setup.policy.bytes("act")
+        q = maximum(sym("v", block) * count, sym("a", 6 * e * arch.vision_hidden) * count + sym("s", mask) * e) + \
+            sym("r", rest) * count + sym("s", mask)
+    working = make("vision_working", "Vision encoder working set", q, (ENCODER,), INFERENCE_SOURCE,
+                   "v = bytes per patch of a block's widest moment; r = the tower's other bytes per patch (rotary "
+                   "tables, positions, embeddings); P = image patches of the batch" +
+                   ("; a = a block's bytes per patch at SDPA; s = the padding mask's elements (s² a picture), bool "
+                    "throughout and SDPA's additive copy while it runs" if mask else ""))
+    return [working, *_pixel_values(setup, (ENCODER, *moments), ())]
+
+
 # vLLM 0.11.0 vllm/v1/worker/gpu_model_runner.py profile_run L3325-3403: the encoder runs on the largest input the
 # processor makes (_get_mm_dummy_batch L2867-2894; Qwen2-VL's get_image_size_with_most_features, qwen2_vl.py L956-963,
 # and get_max_video_tokens L1011-1024) and its outputs stay in encoder_cache while the language model's dummy batch runs;
@@ -189,8 +264,12 @@ def note(setup: "Setup") -> str:
     """What the estimate says of the vision tower's own memory beside the image tokens."""
     arch, work = setup.arch, setup.workload
     if not work.training:
-        return VLLM_ENCODER_NOTE if work.engine == "vllm" else \
-            "the vision encoder's transient activations are not modelled yet"
+        if work.engine == "vllm":
+            return VLLM_ENCODER_NOTE
+        if arch.vision_family not in MEASURED:
+            return "the vision encoder's forward is not modelled for this tower yet"
+        return "generate() runs the vision tower over the batch's images before the prefill: its working set and " \
+            "the pixel values are counted (Vision encoder working set)"
     if setup.finetune.adapters:
         return "the vision tower is taken as frozen, without adapters, so it keeps nothing for backward"
     if arch.vision_family not in MEASURED:
