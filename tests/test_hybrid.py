@@ -16,7 +16,7 @@ import pytest
 
 from pycore import estimate
 from pycore.memory.recurrent import vllm_pages
-from pycore.memory.serving import vllm_capacity
+from pycore.memory.serving import _hybrid_capacity, vllm_capacity
 from pycore.model import catalog
 from pycore.model.hf_config import architecture_from_dict
 from pycore.model.mixers import layer_counts
@@ -284,3 +284,21 @@ def test_nope_attention_is_not_told_to_scale_rope(model, seq):
     assert catalog.architecture(model).positions == "none"
     said = " ".join(estimate({"model": model, "mode": "infer", "engine": "vllm", "seq": seq}).warnings)
     assert "beyond" in said and "NoPE" in said and "rope scaling" not in said
+
+
+def test_a_published_qwen3_next_log_reads_back_from_its_own_kv_memory():
+    # vLLM 0.10.2 starting Qwen3-Next-80B-A3B-Instruct at tp 2 (a console log kept in a public GitHub repository,
+    # docs/validation.md "Serving with vLLM: published start-up logs"): "Setting attention block size to 544 tokens",
+    # "Available KV cache memory: 44.59 GiB", "GPU KV cache size: 973,760 tokens", "Maximum concurrency for 262,144
+    # tokens per request: 14.77x". From its own memory figure pycore's pages give its own tokens and concurrency.
+    arch = catalog.architecture("qwen3-next-80b-a3b-instruct")
+    pages = vllm_pages(arch, 0, arch.layers, 2, (2, 2), 8192, 0)
+    assert pages["block_tokens"] == 544
+    theirs = _hybrid_capacity(pages, int(44.59 * 2**30), 262_144, 0)
+    assert theirs["kv_cache_tokens"] == 973_760
+    assert round(theirs["max_concurrency"], 2) == 14.77
+    # and pycore's own start-up arithmetic on the H200 (0.9 of 140.40 GiB, less the weights and the profiling run's
+    # peak) leaves 48.85 GiB: 9.6% more than vLLM found, its profiling peak being larger than the 3.00 GiB estimated
+    ours = estimate({"model": "qwen3-next-80b-a3b-instruct", "mode": "infer", "engine": "vllm", "tp": "2",
+                     "gpu": "h200-141gb", "seq": "262144", "new_tokens": "0", "max_batched_tokens": "8192"})
+    assert 0 < ours.vllm["kv_cache_tokens"] / 973_760 - 1 < 0.10
