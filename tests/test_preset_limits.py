@@ -46,13 +46,16 @@ SPOT = {
     "granite-4.0-h-350m": (32768, "bf16"),
     # ai21labs/AI21-Jamba-1.5-Mini config.json: 262144, "bfloat16" (tests/configs/ai21-jamba-1.5-mini.json)
     "ai21-jamba-1.5-mini": (262144, "bf16"),
+    # Qwen/Qwen2.5-VL-3B-Instruct config.json: 128000, "bfloat16" (tests/configs/qwen2.5-vl-3b-instruct.json)
+    "qwen2.5-vl-3b-instruct": (128000, "bf16"),
 }
 
 
 def test_every_transformer_preset_is_covered():
     # 52 first-round presets + 14 for the families added in issue 10 + 9 for the 2025-26 families of issue 29
     # + 2 from published config.json files of issue 29's hybrid families (Granite 4.0 H-350M, Jamba 1.5 Mini)
-    assert len(TRANSFORMERS) == 77
+    # + Qwen2.5-VL-3B, whose published vLLM start-up log docs/validation.md compares
+    assert len(TRANSFORMERS) == 78
     assert {"resnet-50", "vit-base-patch16-224"}.isdisjoint(TRANSFORMERS)
 
 

@@ -152,6 +152,7 @@ KINDS = {   # the README's row -> the section of docs/validation.md and which of
     "hybrid layers (Mamba, DeltaNet, short conv), training": (
         "Hybrid families (Mamba, gated DeltaNet, short convolution)", lambda head, row: " train " in row[0]),
     "vision-language training with images": ("Vision-language training with images", None),
+    "vision-language `generate()` with images": ("Vision-language generate() with images", None),
     "LoRA and DoRA through PEFT": ("LoRA through PEFT", None),
     "DPO (TRL's DPOTrainer)": ("DPO (TRL's DPOTrainer)", None),
     "KTO (TRL's KTOTrainer)": ("KTO (TRL's KTOTrainer)", None),

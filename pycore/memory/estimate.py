@@ -15,7 +15,7 @@ from pycore.base.errors import FieldError, InputError
 from pycore.base.expr import rnd, split, sym
 from pycore.base.units import printable
 from pycore.inputs.schema import Values, parse
-from pycore.memory import vision_activations
+from pycore.memory import vision_activations, vllm_multimodal
 from pycore.memory.device import overhead_pools, runtime_note
 from pycore.memory.distillation import notes as distill_notes
 from pycore.memory.pools import Pool, StageResult, live, stage_components
@@ -25,7 +25,7 @@ from pycore.memory.precision import named_policy
 from pycore.memory.record import JSON, Estimate, LayoutInfo, ModelInfo, SetupInfo
 from pycore.memory.rollout import engine_capacity
 from pycore.memory.rollout import notes as grpo_notes
-from pycore.memory.serving import kv_cache_bytes, refusal, serving, vllm_capacity
+from pycore.memory.serving import kv_cache_bytes, max_num_seqs, refusal, serving, vllm_capacity
 from pycore.memory.setup import Setup, quantization_of, resolve, resolve_architecture
 from pycore.memory.training import training
 from pycore.model.catalog import gpus as gpu_catalog
@@ -187,10 +187,13 @@ def _warnings(setup: Setup) -> "list[str]":
     runtime = runtime_note(gpu_catalog()[setup.gpu].get("runtime", "CUDA"))
     if runtime and setup.overhead is None:
         notes.append(runtime)
+    profiled = not work.training and work.engine == "vllm" and arch.vision_layers > 0
     if work.image_tokens:
         notes.append(f"the images of each sequence add {work.image_tokens:,} tokens to it (as {arch.name}'s image "
-                     f"processor makes them, pycore/model/vision.py), counted with its text; "
-                     f"{vision_activations.note(setup)}")
+                     f"processor makes them, pycore/model/vision.py), counted with its text" +
+                     ("" if profiled else f"; {vision_activations.note(setup)}"))
+    if profiled:
+        notes.append(vllm_multimodal.note(setup, max_num_seqs(work, gpu_catalog()[setup.gpu])))
     limit = arch.max_positions
     if limit and arch.positions != "learned":
         length = work.seq + (work.new_tokens if not work.training else 0)

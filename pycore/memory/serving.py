@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pycore.base.expr import Q, ceil, floor, maximum, num, rnd, split, sym
 from pycore.base.units import GIB
-from pycore.memory import parallel, vision_activations
+from pycore.memory import parallel, vision_activations, vllm_multimodal
 from pycore.memory.model_states import stored_weights, weight_symbols, weights_source
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
 from pycore.memory.recurrent import SYMBOLS as STATE_SYMBOLS
@@ -284,6 +284,12 @@ def _state_pools(setup: Setup, stage: parallel.Stage, first_layer: int, engine: 
                  moments, source, STATE_SYMBOLS)]
 
 
+def max_num_seqs(work: Workload, gpu: "Mapping[str, Any]") -> int:
+    """vLLM's max_num_seqs: the user's, else 1024 on GPUs of 70 GiB or more other than the A100, else 256
+    (vllm/engine/arg_utils.py _set_default_args_v1, v0.10-v0.11)."""
+    return work.max_num_seqs or (1024 if gpu["usable_bytes"] >= 70 * GIB and "a100" not in gpu["id"] else 256)
+
+
 def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", stored: Q, per_token: Q,
                 pages: "Mapping[str, int] | None") -> "list[Pool]":
     """vLLM's start-up arithmetic: requested memory minus weights, non-torch memory and the profiling
@@ -295,13 +301,14 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
     non_torch = sym("N", VLLM_NON_TORCH)
     tokens = sym("Tb", work.max_batched_tokens)
     activation = rnd((split(sym("wf", _widest(arch)), "t", lay.tp, None) + sym("h", 3 * arch.hidden)) * e * tokens)
+    seqs = max_num_seqs(work, gpu)
     if stage.has_head:
         # The sampler's warm-up (_dummy_sampler_run): fp32 logits of max_num_seqs requests over the
         # gathered vocabulary, sorted for top-k/top-p: about three fp32 copies (approximate, not measured).
-        # max_num_seqs is 1024 on GPUs of 70 GiB or more other than the A100, else 256
-        # (vllm/engine/arg_utils.py _set_default_args_v1, v0.10-v0.11).
-        seqs = work.max_num_seqs or (1024 if gpu["usable_bytes"] >= 70 * GIB and "a100" not in gpu["id"] else 256)
         activation = activation + sym("V", arch.output_width) * sym("seqs", seqs) * 12
+    encoder = vllm_multimodal.profile_activation(setup, activation, seqs) if stage.has_embedding else None
+    if encoder:
+        activation = rnd(encoder[0])
     drafter = _mtp_weights(setup, stage) or _draft_weights(setup)
     left = requested - stored - non_torch - activation - (sym("Wd", drafter.bytes) if drafter else num(0))
     block = per_token * BLOCK_TOKENS
@@ -316,9 +323,12 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
         _weights(setup, stored, VLLM_MOMENTS), *([drafter] if drafter else []),
         make("non_torch", "Memory outside PyTorch (cuBLAS, NCCL)", non_torch, VLLM_MOMENTS, source,
              "N = non-torch memory vLLM's profiler charges (cuBLAS workspaces, kernels; not the CUDA context)"),
-        make("profile_activations", "Activation peak of the profiling run", activation, VLLM_MOMENTS, source,
+        make("profile_activations", "Activation peak of the profiling run" + (", vision encoder included" if encoder
+                                                                               else ""),
+             activation, VLLM_MOMENTS, source + ("; " + vllm_multimodal.SOURCE if encoder else ""),
              "Tb = max_batched_tokens; wf = widest intermediate per token; h = hidden; V = vocabulary; "
-             "seqs = sequences sampled (max_num_seqs); 12 = three fp32 copies of the logits"),
+             "seqs = sequences sampled (max_num_seqs); 12 = three fp32 copies of the logits" +
+             ("; " + encoder[1] if encoder else "")),
         make("kv_cache", "KV cache and state slots (pre-allocated)" if pages else "KV cache (pre-allocated blocks)",
              kv, VLLM_MOMENTS, "vllm/v1/core/kv_cache_utils.py: whole blocks of 16 tokens" +
              (f"; a hybrid's blocks are pages of {pages['block_tokens']} tokens of one attention layer, each "

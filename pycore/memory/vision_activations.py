@@ -248,24 +248,10 @@ def inference_pools(setup: "Setup", stage: "Stage", moments: "tuple[str, ...]") 
     return [working, *_pixel_values(setup, (ENCODER, *moments), ())]
 
 
-# vLLM 0.11.0 vllm/v1/worker/gpu_model_runner.py profile_run L3325-3403: the encoder runs on the largest input the
-# processor makes (_get_mm_dummy_batch L2867-2894; Qwen2-VL's get_image_size_with_most_features, qwen2_vl.py L956-963,
-# and get_max_video_tokens L1011-1024) and its outputs stay in encoder_cache while the language model's dummy batch runs;
-# encoder_cache is a dict filled on demand (L273), so only that profiling peak reaches "Available KV cache memory"
-VLLM_ENCODER_NOTE = ("vLLM's start-up profiling also runs the vision encoder on the largest input its processor makes "
-                     "(an image at the processor's max_pixels, or for Qwen-VL models with a long max_model_len a video "
-                     "of up to 14 such frames) and holds its outputs while it profiles the language model; that peak "
-                     "is not modelled yet, so the KV cache is overstated by it (--limit-mm-per-prompt or "
-                     "--skip-mm-profiling changes it); the encoder cache itself is allocated on demand, not "
-                     "pre-allocated")
-
-
 def note(setup: "Setup") -> str:
     """What the estimate says of the vision tower's own memory beside the image tokens."""
     arch, work = setup.arch, setup.workload
     if not work.training:
-        if work.engine == "vllm":
-            return VLLM_ENCODER_NOTE
         if arch.vision_family not in MEASURED:
             return "the vision encoder's forward is not modelled for this tower yet"
         return "generate() runs the vision tower over the batch's images before the prefill: its working set and " \

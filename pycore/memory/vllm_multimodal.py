@@ -1,0 +1,139 @@
+"""vLLM's start-up profiling of a vision-language model's encoder (vLLM 0.11.0), whose peak the KV cache is sized after.
+
+``GPUModelRunner.profile_run`` (vllm/v1/worker/gpu_model_runner.py L3325-3404) builds one dummy item of the modality
+with the most tokens (``MultiModalBudget``, vllm/v1/worker/utils.py L24-124: each modality asked at max_model_len,
+count 1; an image wins a tie), repeats it N times, runs the encoder over the N items at once, pads each output to the
+encoder budget's rows and keeps them in ``encoder_cache`` while the language model's dummy batch of
+max_num_batched_tokens and the sampler run; the dummy pixel values (the processor's float32, moved to the GPU as they
+are, ``_get_mm_dummy_batch`` L2867-2895) stay referenced until it returns. The profiled peak (torch's
+``allocated_bytes.all.peak`` over the whole run, gpu_worker.py L254-266) is therefore the larger of the encoder's
+forward and the language model's run beside the padded outputs.
+
+- the budget B = max(max_num_batched_tokens, T) for an item's T contiguous placeholder tokens
+  (``compute_mm_encoder_budget``, vllm/v1/core/encoder_cache_manager.py L292-333), and
+  N = max(1, min(B // T, max_num_seqs × max(1, min(999, max_model_len // T)))) (``get_max_items`` L84-124; 999 is
+  limit_mm_per_prompt's default per modality, config/multimodal.py L106-114);
+- Qwen2.5-VL (qwen2_vl.py L871-1064): an image at max_pixels, 3,584², 16,384 tokens; or a video of up to 14 frames of
+  that size, as many as max_model_len holds (frames in pairs, temporal_patch_size 2): a video wins past 16,384 tokens
+  (one 7-pair video of 114,688 tokens at max_model_len 128,000, as a published vLLM log shows);
+- Gemma 3 (gemma3_mm.py L216-228): an image resized to 896², 256 embeddings, 260 placeholder tokens with its
+  "\\n\\n<boi>" and "<eoi>\\n\\n" (31 items at a budget of 8,192, as a published log shows);
+- Llama 4 (mllama4.py L545-623): a 336 × 5,376 image, 16 tiles and the global tile, 2,448 embeddings, 2,467
+  placeholder tokens (3 items at 8,192, as a published log shows).
+
+The encoder's forward is counted with pycore.memory.vision_activations.inference_per_patch, read off transformers'
+towers; vLLM's own tower code (flash attention over all windows at once, its rotary) is not measured here.
+Qwen3-VL's profiled video (thousands of tiny frames) and LFM2-VL (not in vLLM 0.11) are not modelled.
+"""
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pycore.base.expr import Q, maximum, sym
+from pycore.memory import vision_activations
+from pycore.model import vision
+
+if TYPE_CHECKING:
+    from pycore.memory.setup import Setup
+
+MAX_FRAMES = 14                 # qwen2_vl.py L82 _MAX_FRAMES_PER_VIDEO (vLLM 0.11.0)
+QWEN_VIDEO_SIDE = 3584          # get_image_size_with_most_features at max_pixels 12,845,056 (qwen2_vl.py L956)
+GEMMA_PLACEHOLDER = 4           # "\n\n<boi>" before and "<eoi>\n\n" after the 256 image tokens (gemma3_mm.py L216-218)
+LLAMA4_IMAGE = (336, 5376)      # ImageSize(height=max_patches * image_size, width=image_size) (mllama4.py L557-566)
+MODELLED = ("qwen2_5_vl", "siglip", "llama4")
+SOURCE = ("vllm/v1/worker/gpu_model_runner.py profile_run L3325-3404 and vllm/v1/worker/utils.py MultiModalBudget "
+          "(vLLM 0.11.0): the encoder over N dummy items, then its outputs padded to the budget beside the language "
+          "model's dummy run; the encoder's working set as pycore/memory/vision_activations.py inference_per_patch")
+
+
+@dataclass(frozen=True)
+class ProfiledItem:
+    """The dummy item vLLM profiles: its modality, placeholder tokens, output rows, patches and pixel values."""
+    modality: str
+    tokens: int                 # T: the contiguous placeholder tokens the budget counts
+    embeddings: int             # rows of the encoder's output for one item
+    patches: int                # positions the tower's blocks run over for one item
+    pixels: int                 # values of its pixel_values
+
+
+def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
+    """The item vLLM 0.11 profiles the encoder with, or None where pycore does not model it."""
+    arch = setup.arch
+    seeing = vision.tower(arch)
+    if seeing is None or arch.vision_family not in MODELLED:
+        return None
+    if arch.vision_family == "siglip":
+        side = seeing.tile
+        tokens = seeing.tokens(side, side)
+        return ProfiledItem("image", tokens + GEMMA_PLACEHOLDER, tokens, seeing.patches(side, side),
+                            seeing.pixels(side, side))
+    if arch.vision_family == "llama4":
+        width, height = LLAMA4_IMAGE
+        per_tile = (seeing.tile // seeing.patch) ** 2 // (seeing.merge * seeing.merge)
+        return ProfiledItem("image", seeing.tokens(width, height), len(seeing.tile_shapes(width, height)) * per_tile,
+                            seeing.patches(width, height), seeing.pixels(width, height))
+    side = QWEN_VIDEO_SIDE
+    image = seeing.tokens(side, side)
+    # _get_max_video_frames: frames while their tokens fit max_model_len; every two frames are one temporal patch
+    pairs = max(1, min(max_model_len // image if image else 1, MAX_FRAMES // seeing.temporal_patch))
+    if pairs * image > image:
+        return ProfiledItem("video", pairs * image, pairs * image, pairs * seeing.patches(side, side),
+                            pairs * seeing.pixels(side, side))
+    return ProfiledItem("image", image, image, seeing.patches(side, side), seeing.pixels(side, side))
+
+
+def items_per_batch(item: ProfiledItem, batched_tokens: int, max_num_seqs: int, max_model_len: int) -> "tuple[int, int]":
+    """(the encoder budget B in rows, the items N the profiling batch holds) — MultiModalBudget (vLLM 0.11.0)."""
+    budget = max(batched_tokens, item.tokens)
+    per_prompt = max(1, min(999, max_model_len // item.tokens))
+    return budget, max(1, min(budget // item.tokens, max_num_seqs * per_prompt))
+
+
+def profile_activation(setup: "Setup", language: Q, seqs: int) -> "tuple[Q, str] | None":
+    """The profiling run's peak with the encoder: the larger of the encoder's forward over N items (their float32
+    pixels, the weights' dtype copy the tower reads, its working set) and the language model's run ``language``
+    beside the padded outputs and the pixels; with its symbols. None for a model without a tower pycore models."""
+    work, arch = setup.workload, setup.arch
+    context = work.max_model_len or work.seq + work.new_tokens
+    item = profiled_item(setup, context)
+    if item is None:
+        return None
+    budget, count = items_per_batch(item, work.max_batched_tokens, seqs, context)
+    e = setup.policy.bytes("act")
+    block, rest = vision_activations.inference_per_patch(setup)
+    n = sym("N", count)
+    pixels = n * sym("X", item.pixels) * 4
+    encoder = pixels + (sym("v", block) + sym("r", rest)) * n * sym("Pi", item.patches)
+    if e < 4:
+        encoder = encoder + n * sym("X", item.pixels) * e
+    outputs = n * sym("B", budget) * sym("D", arch.hidden) * e
+    if item.embeddings < budget:
+        # each output padded into a new (B, D) tensor; the batch's own outputs stay referenced by the loop variable
+        outputs = outputs + n * sym("E", item.embeddings) * sym("D", arch.hidden) * e
+    symbols = (f"N = dummy {item.modality}s profiled ({item.tokens:,} placeholder tokens each); X = pixel values of "
+               "one (float32, and a copy in the weights' dtype while the tower reads them); v, r = the tower's bytes "
+               "per patch (a block's widest moment, the rest); Pi = patches of one; B = the encoder budget's rows "
+               "each output is padded to; D = the decoder's hidden size; E = an output's own rows")
+    return maximum(encoder, pixels + outputs + language), symbols
+
+
+NOT_MODELLED = ("vLLM's start-up profiling also runs the vision encoder on the largest input its processor makes and "
+                "holds its outputs while it profiles the language model; for this tower that peak is not modelled, "
+                "so the KV cache is overstated by it (--limit-mm-per-prompt '{\"image\": 0, \"video\": 0}' or "
+                "--skip-mm-profiling leaves it out)")
+
+
+def note(setup: "Setup", seqs: int) -> str:
+    """What the estimate says of vLLM's encoder profiling for a vision-language model (``seqs``: max_num_seqs)."""
+    work = setup.workload
+    context = work.max_model_len or work.seq + work.new_tokens
+    item = profiled_item(setup, context)
+    if item is None:
+        return NOT_MODELLED
+    budget, count = items_per_batch(item, work.max_batched_tokens, seqs, context)
+    return (f"vLLM profiles the vision encoder at start-up on {count} dummy {item.modality}"
+            f"{'s' if count > 1 else ''} of {item.tokens:,} tokens (its largest input at max_model_len "
+            f"{context:,}; the encoder budget is {budget:,} tokens), then holds the outputs while it profiles the "
+            "language model: the larger of the two is in the profiling run's peak, which the KV cache is sized after "
+            "(--limit-mm-per-prompt '{\"image\": 0, \"video\": 0}' or --skip-mm-profiling leaves it out; the "
+            "encoder's working set is transformers' tower's, vLLM's own is not measured)")

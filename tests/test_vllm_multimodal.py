@@ -1,0 +1,80 @@
+"""vLLM 0.11's start-up profiling of a vision-language model's encoder (pycore/memory/vllm_multimodal.py): the dummy
+item and how many of them, as published vLLM logs print them ("Encoder cache will be initialized with a budget of N
+tokens, and profiled with M <modality> items of the maximum feature size"), and the KV cache a published log reports."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from pycore import estimate
+from pycore.inputs import frameworks, schema
+from pycore.memory import setup as setups
+from pycore.memory import vllm_multimodal
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "validation"))
+import compare  # noqa: E402
+
+QWEN_3B = str(ROOT / "tests" / "configs" / "qwen2.5-vl-3b-instruct.json")
+
+
+def _setup(values):
+    return setups.resolve(frameworks.apply(schema.parse({"mode": "infer", "engine": "vllm", **values})))
+
+
+@pytest.mark.parametrize("values,batched,modality,budget,count", [
+    # Qwen2.5-VL-3B on an L4, vLLM 0.11.0, max_model_len 8192 (ray-project/ray's vision batch-inference example):
+    # "budget of 16384 tokens, and profiled with 1 image items"
+    ({"config": QWEN_3B, "seq": "8192", "new_tokens": "0"}, 2048, "image", 16_384, 1),
+    # Qwen2.5-VL-7B at its default max_model_len 128000 (a published vLLM 0.23 log on an A100, which then refuses to
+    # start at gpu_memory_utilization 0.22): "budget of 114688 tokens, and profiled with 1 video items"
+    ({"model": "qwen2.5-vl-7b-instruct", "seq": "128000", "new_tokens": "0"}, 8192, "video", 114_688, 1),
+    # gemma-3-27b-it, max_num_batched_tokens 8192 (a published vLLM 0.11.0rc2 log): "budget of 8192 tokens, and
+    # profiled with 31 image items"; at 2048, 7 items of 260 placeholder tokens
+    ({"model": "gemma-3-27b-it", "seq": "4096"}, 8192, "image", 8192, 31),
+    ({"model": "gemma-3-27b-it", "seq": "4096"}, 2048, "image", 2048, 7),
+    # Llama-4-Scout (a published log): "budget of 8192 tokens, and profiled with 3 image items"
+    ({"model": "llama-4-scout-17b-16e-instruct", "seq": "8192"}, 8192, "image", 8192, 3),
+])
+def test_the_profiled_items_are_the_ones_vllm_logs(values, batched, modality, budget, count):
+    setup = _setup({**values, "max_batched_tokens": str(batched)})
+    context = setup.workload.seq + setup.workload.new_tokens
+    item = vllm_multimodal.profiled_item(setup, context)
+    assert item is not None and item.modality == modality
+    assert vllm_multimodal.items_per_batch(item, batched, 256, context) == (budget, count)
+
+
+def test_qwen2_5_vl_profiles_a_video_of_frame_pairs_past_one_images_tokens():
+    # _get_max_video_frames: 16,384 tokens per pair of 3,584² frames, as many pairs as max_model_len holds, 7 at most
+    for context, modality, tokens in ((16_384, "image", 16_384), (32_768, "video", 32_768), (65_535, "video", 49_152),
+                                      (262_144, "video", 114_688)):
+        setup = _setup({"model": "qwen2.5-vl-7b-instruct", "seq": str(context), "new_tokens": "0"})
+        item = vllm_multimodal.profiled_item(setup, context)
+        assert (item.modality, item.tokens, item.patches) == (modality, tokens, tokens * 4)
+
+
+def test_the_profiling_peak_is_the_encoder_or_the_language_model_beside_its_outputs():
+    values = {"config": QWEN_3B, "gpu": "l4", "seq": "8192", "new_tokens": "0", "max_batched_tokens": "2048"}
+    result = estimate({"mode": "infer", "engine": "vllm", **values})
+    # one 3,584² image: 65,536 patches of 3 x 2 x 14² float32 values, and their bf16 copy, beside the tower's
+    # 43,520 + 658 bytes a patch (pycore/memory/vision_activations.py inference_per_patch)
+    pixels = 65_536 * 1176
+    encoder = pixels * 4 + pixels * 2 + round(65_536 * (43_520 + 2 * 4 * 80 + 16 + 2))
+    assert result.components["profile_activations"] == encoder
+    # the other side is smaller: the language model's run at 2,048 tokens (its widest intermediate, 3 x 11,008, and
+    # 3 x 2,048 in bf16) and the sampler's three fp32 copies of 256 sequences' logits over 151,936 tokens, beside the
+    # 16,384 output rows of 2,048 and the float32 pixels
+    language = (3 * 11_008 + 3 * 2048) * 2 * 2048 + 151_936 * 256 * 12
+    assert language + 16_384 * 2048 * 2 + pixels * 4 < encoder
+
+
+def test_a_published_vl_start_up_log_is_within_10_percent_and_the_encoder_is_why():
+    rows = {r["label"].split(" (")[0]: r for r in compare.vllm_rows()}
+    assert abs(rows["Qwen2.5-VL-3B-Instruct"]["error"]) < 0.10
+    assert abs(rows["Qwen3-Next-80B-A3B-Instruct"]["error"]) < 0.10
+
+
+def test_a_tower_not_modelled_says_so():
+    result = estimate({"model": "lfm2.5-vl-1.6b", "mode": "infer", "engine": "vllm", "seq": "4096"})
+    assert any("for this tower that peak is not modelled" in w for w in result.warnings)
