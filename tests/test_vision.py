@@ -146,11 +146,11 @@ def test_an_lfm2_vl_config_with_other_processor_settings_is_refused_by_name():
 
 def test_vllm_serving_of_a_vl_model_names_the_encoders_profiling_run():
     # vLLM 0.11.0 gpu_model_runner.py profile_run: the encoder runs on the processor's largest input before the KV cache
-    # is sized; pycore counts it (pycore/memory/vllm_multimodal.py) and says what it profiled, with the flags that
-    # leave it out
+    # is sized; pycore counts it (pycore/memory/vllm_multimodal.py) and says what it profiled, with the input and the
+    # flag that leave it out
     from pycore import estimate
     result = estimate({"model": "qwen2.5-vl-7b-instruct", "mode": "infer", "engine": "vllm", "images": "1"})
     said = " ".join(result.warnings)
     assert "profiles the vision encoder at start-up on 1 dummy image of 16,384 tokens" in said
-    assert "--limit-mm-per-prompt" in said and "--skip-mm-profiling" in said
+    assert "mm_profiling=off" in said and "--skip-mm-profiling" in said
     assert "vision encoder included" in result.as_dict()["breakdown"][2]["label"]

@@ -78,3 +78,35 @@ def test_a_published_vl_start_up_log_is_within_10_percent_and_the_encoder_is_why
 def test_a_tower_not_modelled_says_so():
     result = estimate({"model": "lfm2.5-vl-1.6b", "mode": "infer", "engine": "vllm", "seq": "4096"})
     assert any("for this tower that peak is not modelled" in w for w in result.warnings)
+
+
+def test_mm_profiling_image_keeps_to_the_largest_image_and_off_leaves_the_encoder_out():
+    base = {"model": "qwen2.5-vl-7b-instruct", "mode": "infer", "engine": "vllm", "gpu": "l4", "seq": "128000",
+            "new_tokens": "0"}
+    video = estimate(base)
+    image = estimate({**base, "mm_profiling": "image"})
+    off = estimate({**base, "mm_profiling": "off"})
+    assert video.components["profile_activations"] > image.components["profile_activations"] > \
+        off.components["profile_activations"]
+    # the video's profiling fills the L4; vLLM would refuse, and says what would profile less
+    assert any("dummy video of 114,688 tokens: mm_profiling=image" in w for w in video.warnings)
+    assert any("skips its start-up profiling of the vision encoder" in w for w in off.warnings)
+
+
+@pytest.mark.parametrize("choice,flag", [("auto", ""), ("image", '{"image": 1, "video": 0}'),
+                                         ("off", "--skip-mm-profiling")])
+def test_mm_profiling_goes_out_as_vllm_flags_and_reads_back(choice, flag):
+    from pycore.memory.estimate import estimate_values
+    from pycore.output import export
+    query = {"model": "qwen2.5-vl-7b-instruct", "mode": "infer", "engine": "vllm", "images": "1", "seq": "4096",
+             "mm_profiling": choice}
+    values = schema.parse(query)
+    result = estimate_values(values)
+    line = export.export("vllm", values, result)
+    assert flag in line
+    assert ("--skip-mm-profiling" in line) == (choice == "off") and ('"video"' in line) == (choice == "image")
+    back = export.read(line)
+    assert back.get("mm_profiling", "auto") == choice
+    assert not {"--skip-mm-profiling", "--limit-mm-per-prompt"} & set(export.unread(line))
+    # the line's max_model_len holds the image's tokens, so the read-back estimate is the same
+    assert estimate(back).components["profile_activations"] == result.components["profile_activations"]

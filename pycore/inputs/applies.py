@@ -59,6 +59,7 @@ APPLIES: "dict[str, Condition]" = {
     "max_batched_tokens": {**INFER, "engine": ["vllm"]},
     "max_num_seqs": {**INFER, "engine": ["vllm"]},
     "speculative": {**INFER, "engine": ["vllm"]},
+    "mm_profiling": {**INFER, "engine": ["vllm"]},
     "draft_model": {**INFER, "engine": ["vllm"], "speculative": ["draft"]},
     "scan_kernels": TRANSFORMER,
     # Fine-tuning adapters.

@@ -225,6 +225,12 @@ FIELDS = (
          "on GPUs of 70 GiB or more other than the A100, else 256", span=(1, 100_000), unit="sequences"),
     _choice("compare", "off", ("off", "baseline", "serving"), "compare with fp32 and no memory savers, or with "
             "serving the same model; base.KEY=VALUE changes any baseline input", "workload"),
+    _choice("mm_profiling", "auto", ("auto", "image", "off"), "vLLM's start-up profiling of a vision-language "
+            "model's encoder, which the KV cache is sized after: auto profiles the input with the most tokens (for "
+            "Qwen2.5-VL a video of up to 14 frames once max_model_len holds more than one image's 16,384 tokens), "
+            "image the largest image alone (--limit-mm-per-prompt with \"video\": 0), off nothing "
+            "(--skip-mm-profiling)", "workload", "vLLM 0.11's defaults: limit_mm_per_prompt 999 a modality, "
+            "skip_mm_profiling off (vllm/config/multimodal.py)"),
     _int("new_tokens", 256, "tokens generated per sequence when serving", "workload", span=(0, 100_000_000), unit="tokens"),
     _int("images", 0, "images per sequence, for a vision-language model whose vision tower pycore counts "
          "(Qwen2.5-VL, Llama 4): each adds the tokens its size becomes to the sequence", "workload", span=(0, 1_000),
@@ -469,7 +475,7 @@ LABELS = {
     "activations": "Activation model", "act_multiplier": "Activation multiplier",
     "compare": "Compare with", "engine": "Serving engine", "speculative": "Speculative decoding (vLLM)",
     "draft_model": "Draft model (vLLM)",
-    "scan_kernels": "Scan kernels (hybrids)",
+    "scan_kernels": "Scan kernels (hybrids)", "mm_profiling": "Encoder profiling (vLLM)",
     "gpu_util": "GPU memory utilisation (vLLM)",
     "max_batched_tokens": "Max batched tokens (vLLM)", "max_num_seqs": "Max sequences a step (vLLM)",
     "optimizer_impl": "Optimizer kernel", "framework": "Framework",

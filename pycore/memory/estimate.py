@@ -116,12 +116,14 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
         capacity = vllm_capacity({"kv_bytes_per_token": kv_per_token, "components": record.components,
                                   "state_bytes_per_sequence": result.get("state_bytes_per_sequence", 0),
                                   "vllm_pages": result.get("vllm_pages")}, work)
-        refused = (refusal(capacity),) if not capacity["starts"] else ()
+        hint = vllm_multimodal.refusal_hint(setup, max_num_seqs(work, gpu_catalog()[setup.gpu]))
+        refused = (refusal(capacity) + hint,) if not capacity["starts"] else ()
         return replace(record, vllm=capacity, warnings=refused + record.warnings)
     if work.training and setup.finetune.rollout == "vllm-colocate" and setup.finetune.recipe in ("grpo", "distill"):
         # the colocated rollout engine starts with the trainer: its refusal is the step's (pycore.memory.rollout)
         capacity = engine_capacity(setup)
-        refused = (refusal(capacity),) if not capacity["starts"] else ()
+        hint = vllm_multimodal.refusal_hint(setup, max_num_seqs(work, gpu_catalog()[setup.gpu]))
+        refused = (refusal(capacity) + hint,) if not capacity["starts"] else ()
         return replace(record, vllm=capacity, warnings=refused + record.warnings)
     return record
 

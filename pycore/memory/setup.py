@@ -49,6 +49,7 @@ class Workload:
     max_model_len: int = 0      # vLLM max_model_len (0: seq + new_tokens)
     images: int = 0             # images a sequence holds, and their size: what the vision tower runs over
     image_size: "tuple[int, int]" = (0, 0)  # (width, height) in pixels (pycore.memory.vision_activations)
+    mm_profiling: str = "auto"  # vLLM's encoder profiling: auto | image (no video) | off (pycore.memory.vllm_multimodal)
 
     @property
     def training(self) -> bool:
@@ -464,7 +465,8 @@ def resolve(values: "Values") -> Setup:
                         activation_model, values["act_multiplier"], values["act_per_sample"],
                         values["loss_chunks"], values.get("engine", "hf"), values.get("gpu_util", 0.9),
                         values.get("max_batched_tokens", 8192), image_tokens, values.get("speculative") or "none",
-                        values.get("scan_kernels") or "reference", values.get("max_num_seqs") or 0)
+                        values.get("scan_kernels") or "reference", values.get("max_num_seqs") or 0,
+                        mm_profiling=values.get("mm_profiling") or "auto")
     if image_tokens:
         workload = replace(workload, images=int(values["images"]), image_size=image_size(values))
     finetune = FineTune(values["method"] if mode == "train" else "full", values["lora_rank"],

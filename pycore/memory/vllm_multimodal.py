@@ -60,7 +60,7 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
     """The item vLLM 0.11 profiles the encoder with, or None where pycore does not model it."""
     arch = setup.arch
     seeing = vision.tower(arch)
-    if seeing is None or arch.vision_family not in MODELLED:
+    if seeing is None or arch.vision_family not in MODELLED or setup.workload.mm_profiling == "off":
         return None
     if arch.vision_family == "siglip":
         side = seeing.tile
@@ -76,7 +76,7 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
     image = seeing.tokens(side, side)
     # _get_max_video_frames: frames while their tokens fit max_model_len; every two frames are one temporal patch
     pairs = max(1, min(max_model_len // image if image else 1, MAX_FRAMES // seeing.temporal_patch))
-    if pairs * image > image:
+    if pairs * image > image and setup.workload.mm_profiling == "auto":
         return ProfiledItem("video", pairs * image, pairs * image, pairs * seeing.patches(side, side),
                             pairs * seeing.pixels(side, side))
     return ProfiledItem("image", image, image, seeing.patches(side, side), seeing.pixels(side, side))
@@ -127,6 +127,10 @@ def note(setup: "Setup", seqs: int) -> str:
     """What the estimate says of vLLM's encoder profiling for a vision-language model (``seqs``: max_num_seqs)."""
     work = setup.workload
     context = work.max_model_len or work.seq + work.new_tokens
+    if work.mm_profiling == "off":
+        return ("vLLM skips its start-up profiling of the vision encoder (--skip-mm-profiling): the KV cache is sized "
+                "without it, and the first large image or video then runs the encoder in memory the cache does not "
+                "leave")
     item = profiled_item(setup, context)
     if item is None:
         return NOT_MODELLED
@@ -135,5 +139,19 @@ def note(setup: "Setup", seqs: int) -> str:
             f"{'s' if count > 1 else ''} of {item.tokens:,} tokens (its largest input at max_model_len "
             f"{context:,}; the encoder budget is {budget:,} tokens), then holds the outputs while it profiles the "
             "language model: the larger of the two is in the profiling run's peak, which the KV cache is sized after "
-            "(--limit-mm-per-prompt '{\"image\": 0, \"video\": 0}' or --skip-mm-profiling leaves it out; the "
-            "encoder's working set is transformers' tower's, vLLM's own is not measured)")
+            "(" + ("mm_profiling=image profiles the largest image alone, --limit-mm-per-prompt with \"video\": 0; "
+                   if item.modality == "video" else "") +
+            "mm_profiling=off leaves it out, --skip-mm-profiling; the encoder's working set is transformers' tower's, "
+            "vLLM's own is not measured)")
+
+
+def refusal_hint(setup: "Setup", seqs: int) -> str:
+    """What to change when vLLM would refuse to start and a profiled video is why the cache is short: "" otherwise."""
+    work = setup.workload
+    context = work.max_model_len or work.seq + work.new_tokens
+    item = profiled_item(setup, context)
+    if item is None or item.modality != "video":
+        return ""
+    return (f"; its profiling run includes the vision encoder over a dummy video of {item.tokens:,} tokens: "
+            "mm_profiling=image (--limit-mm-per-prompt with \"video\": 0) or a shorter max_model_len profiles a "
+            "smaller one")

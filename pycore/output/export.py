@@ -43,7 +43,8 @@ def _hub(values: "dict[str, Any]", key: str = "model") -> str:
 
 def vllm(values: "dict[str, Any]", result: Estimate) -> str:
     """``vllm serve`` with the layout, context, memory share, batch budget and dtypes of this estimate."""
-    workload = resolve(values).workload     # the images' tokens, and a seq that holds them
+    resolved = resolve(values)
+    workload = resolved.workload            # the images' tokens, and a seq that holds them
     args = ["vllm", "serve", _hub(values), "--dtype", _DTYPES.get(result.setup.weight_dtype, "auto"),
             "--tensor-parallel-size", str(result.layout.tp), "--pipeline-parallel-size", str(result.layout.pp),
             # the context the estimate sized each request by: prompt, new tokens and the images' tokens (the
@@ -54,8 +55,15 @@ def vllm(values: "dict[str, Any]", result: Estimate) -> str:
             "--max-num-batched-tokens", str(values["max_batched_tokens"])]
     if values.get("max_num_seqs"):
         args += ["--max-num-seqs", str(values["max_num_seqs"])]
-    if workload.image_tokens:           # vLLM 0.11 config/multimodal.py: limit_mm_per_prompt, items a prompt
-        args += ["--limit-mm-per-prompt", json.dumps({"image": values["images"]})]
+    # vLLM 0.11 config/multimodal.py: limit_mm_per_prompt, items a prompt (999 a modality unless given); a video
+    # limit of 0 keeps the encoder's profiling to the largest image (pycore.memory.vllm_multimodal)
+    limits = {"image": values["images"]} if workload.image_tokens else {}
+    if workload.mm_profiling == "image" and resolved.arch.vision_layers:
+        limits["video"] = 0
+    if limits:
+        args += ["--limit-mm-per-prompt", json.dumps(limits)]
+    if workload.mm_profiling == "off" and resolved.arch.vision_layers:
+        args.append("--skip-mm-profiling")
     if result.setup.kv_dtype == "fp8":
         args += ["--kv-cache-dtype", "fp8"]
     if values.get("quant") in _QUANT:
@@ -165,8 +173,24 @@ def _read_vllm(text: str) -> "dict[str, str]":
     if "--speculative-config" in pairs and '"mtp"' in pairs["--speculative-config"]:
         out["speculative"] = "mtp"
     out.update(_read_draft(pairs.get("--speculative-config", "")))
+    out.update(_read_multimodal(pairs, words))
+    return out
+
+
+def _read_multimodal(pairs: "dict[str, str]", words: "list[str]") -> "dict[str, str]":
+    """images=0 when --limit-mm-per-prompt is given (max_model_len already holds the images' tokens: not counted
+    twice); mm_profiling=image when it sets video to 0, off with --skip-mm-profiling."""
+    out = {}
     if "--limit-mm-per-prompt" in pairs:
-        out["images"] = "0"         # max_model_len already holds the images' tokens: not counted twice
+        out["images"] = "0"
+        try:
+            limits = json.loads(pairs["--limit-mm-per-prompt"])
+        except (ValueError, RecursionError):
+            limits = None
+        if isinstance(limits, dict) and limits.get("video") == 0:
+            out["mm_profiling"] = "image"
+    if "--skip-mm-profiling" in words:
+        out["mm_profiling"] = "off"
     return out
 
 
@@ -226,7 +250,7 @@ def unread(text: str) -> "list[str]":
         return export_pytorch.unread(text)
     if text.startswith("vllm"):
         known = set(_VLLM_FLAGS) | {"--kv-cache-dtype", "--quantization", "--speculative-config",
-                                    "--limit-mm-per-prompt"}
+                                    "--limit-mm-per-prompt", "--skip-mm-profiling"}
         return list(dict.fromkeys(w for w in _vllm_words(text)[3:] if w.startswith("--") and w not in known))
     data = json.loads(text)
     if "train_micro_batch_size_per_gpu" not in data:
