@@ -121,6 +121,11 @@ def test_the_zero_fields_line_is_empty_without_fsdp():
     ("model=qwen2.5-0.5b&method=ppo", [("note", "PPO: batch counts responses")]),
     ("model=qwen3-next-80b-a3b", [("note", "this hybrid's 36 gated DeltaNet")]),
     ("model=qwen2.5-vl-7b-instruct&images=1", [("note", "the images of each sequence add 1,196 tokens")]),
+    ("model=qwen2.5-vl-7b-instruct&mode=infer&engine=vllm", [("note", "vLLM profiles the vision encoder at start-up")]),
+    ("model=qwen2.5-vl-7b-instruct&mode=infer&engine=vllm&mm_profiling=off",
+     [("note", "vLLM skips its start-up profiling")]),
+    # a tower whose profiling pycore does not model: the KV cache is overstated by it
+    ("model=lfm2.5-vl-1.6b&mode=infer&engine=vllm", [("warning", "vLLM's start-up profiling also runs")]),
     # what is wrong: a run TRL or vLLM refuses, positions past the model's, a runtime whose overhead is unknown
     ("model=qwen2.5-7b&method=grpo&batch=3", [("note", "GRPO: batch counts"), ("warning", "TRL 1.16 refuses")]),
     ("model=llama-3.1-70b&mode=infer&engine=vllm&tp=2&seq=32768", [("warning", "vLLM would refuse to start")]),

@@ -271,7 +271,8 @@ def _dollars_per_hour(price: float) -> str:
 # hybrid's scans save (memory.estimate._hybrid_notes), the tokens images add. Any other message - a refusal, a
 # count left out, positions past the model's - is a warning: one not listed here is never played down.
 NOTE_OPENINGS = ("GRPO: batch counts ", "KTO: batch counts ", "PPO: batch counts ", "Distillation: batch counts ",
-                 "Distillation under autocast: ", "this hybrid's ", "the images of each sequence add ")
+                 "Distillation under autocast: ", "this hybrid's ", "the images of each sequence add ",
+                 "vLLM profiles the vision encoder at start-up ", "vLLM skips its start-up profiling ")
 
 
 def message_kinds(warnings: "list[str]", ignored: "list[str]") -> "list[dict[str, str]]":
