@@ -110,3 +110,20 @@ def test_mm_profiling_goes_out_as_vllm_flags_and_reads_back(choice, flag):
     assert not {"--skip-mm-profiling", "--limit-mm-per-prompt"} & set(export.unread(line))
     # the line's max_model_len holds the image's tokens, so the read-back estimate is the same
     assert estimate(back).components["profile_activations"] == result.components["profile_activations"]
+
+
+def test_vllm_is_not_said_to_fit_an_apple_gpu():
+    # docs.vllm.ai, Installation, CPU: vLLM runs on Apple silicon only on its CPU; its Metal plugin runs on MLX
+    from pycore.answers.fit import gpu_fits
+    from pycore.memory.estimate import estimate_values
+    values = schema.parse({"model": "llama-3.1-8b", "mode": "infer", "engine": "vllm"})
+    result = estimate_values(values)
+    rows = {row["id"]: row for row in gpu_fits(result.total_bytes, "h100-sxm-80gb", result.refused, values)}
+    apple = rows["apple-m2-ultra-192gb"]
+    assert not apple["fits"] and apple["headroom_text"] == "vLLM does not run" and "no Metal backend" in apple["why"]
+    assert rows["h100-sxm-80gb"]["fits"] and rows["h100-sxm-80gb"]["why"] == ""
+    chosen = estimate({"model": "llama-3.1-8b", "mode": "infer", "engine": "vllm", "gpu": "apple-m4-max-128gb"})
+    assert chosen.warnings[0].startswith("vLLM has no Metal backend")
+    # transformers' generate() runs on Metal (MPS): no such word
+    assert not any("Metal backend" in w for w in estimate({"model": "llama-3.1-8b", "mode": "infer",
+                                                            "gpu": "apple-m4-max-128gb"}).warnings)

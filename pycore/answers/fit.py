@@ -8,6 +8,7 @@ from pycore.base.errors import FieldError
 from pycore.base.units import format_bytes
 from pycore.memory.estimate import Estimate, estimate_values
 from pycore.memory.precision import POLICIES
+from pycore.memory.serving import NO_METAL
 from pycore.model.catalog import gpus as gpu_catalog
 
 TIGHT = 0.9     # above 90% of a GPU's memory the fit is "tight": fragmentation can tip it over
@@ -33,12 +34,12 @@ def gpu_fit(total_bytes: int, gpu_id: str, chosen: str, refused: str = "", own: 
     if why:
         status = "no"
     headroom = usable - total_bytes
-    verdict = "vLLM would refuse to start" if why else WORDS[status]
+    short = ("vLLM does not run" if why == NO_METAL else "vLLM would refuse to start") if why else ""
     return {"id": gpu_id, "name": gpu["name"], "memory_bytes": usable, "fits": status != "no",
-            "status": status, "headroom_bytes": headroom, "chosen": gpu_id == chosen, "why": why,
-            "verdict": f"{verdict} on {gpu['name']}",
+            "status": status, "headroom_bytes": headroom, "chosen": gpu_id == chosen, "why": why, "short_why": short,
+            "verdict": f"{short or WORDS[status]} on {gpu['name']}",
             "memory_text": _usable_text(usable),
-            "headroom_text": f"{format_bytes(abs(headroom))['text']} {'free' if headroom >= 0 else 'short'}"}
+            "headroom_text": short or f"{format_bytes(abs(headroom))['text']} {'free' if headroom >= 0 else 'short'}"}
 
 
 def _vllm_on_each(values: "Mapping[str, Any]") -> "dict[str, tuple[int, str]]":
@@ -47,12 +48,12 @@ def _vllm_on_each(values: "Mapping[str, Any]") -> "dict[str, tuple[int, str]]":
     if values.get("mode") != "infer" or values.get("engine") != "vllm":
         return {}
     out = {}
-    for gpu_id in gpu_catalog():
+    for gpu_id, gpu in gpu_catalog().items():
         try:
             result = estimate_values({**values, "gpu": gpu_id})
         except FieldError:
             continue
-        out[gpu_id] = (result.total_bytes, result.refused)
+        out[gpu_id] = (result.total_bytes, NO_METAL if gpu.get("runtime") == "Metal" else result.refused)
     return out
 
 

@@ -25,7 +25,7 @@ from pycore.memory.precision import named_policy
 from pycore.memory.record import JSON, Estimate, LayoutInfo, ModelInfo, SetupInfo
 from pycore.memory.rollout import engine_capacity
 from pycore.memory.rollout import notes as grpo_notes
-from pycore.memory.serving import kv_cache_bytes, max_num_seqs, refusal, serving, vllm_capacity
+from pycore.memory.serving import NO_METAL, kv_cache_bytes, max_num_seqs, refusal, serving, vllm_capacity
 from pycore.memory.setup import Setup, quantization_of, resolve, resolve_architecture
 from pycore.memory.training import training
 from pycore.model.catalog import gpus as gpu_catalog
@@ -117,13 +117,16 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
                                   "state_bytes_per_sequence": result.get("state_bytes_per_sequence", 0),
                                   "vllm_pages": result.get("vllm_pages")}, work)
         hint = vllm_multimodal.refusal_hint(setup, max_num_seqs(work, gpu_catalog()[setup.gpu]))
-        refused = (refusal(capacity) + hint,) if not capacity["starts"] else ()
+        refused: "tuple[str, ...]" = (refusal(capacity) + hint,) if not capacity["starts"] else ()
+        if gpu_catalog()[setup.gpu].get("runtime") == "Metal":
+            refused = (NO_METAL,) + refused
         return replace(record, vllm=capacity, warnings=refused + record.warnings)
     if work.training and setup.finetune.rollout == "vllm-colocate" and setup.finetune.recipe in ("grpo", "distill"):
         # the colocated rollout engine starts with the trainer: its refusal is the step's (pycore.memory.rollout)
         capacity = engine_capacity(setup)
-        hint = vllm_multimodal.refusal_hint(setup, max_num_seqs(work, gpu_catalog()[setup.gpu]))
-        refused = (refusal(capacity) + hint,) if not capacity["starts"] else ()
+        refused = (refusal(capacity),) if not capacity["starts"] else ()
+        if gpu_catalog()[setup.gpu].get("runtime") == "Metal":
+            refused = (NO_METAL,) + refused
         return replace(record, vllm=capacity, warnings=refused + record.warnings)
     return record
 

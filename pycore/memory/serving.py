@@ -34,6 +34,10 @@ from pycore.model.mixers import window_layers
 if TYPE_CHECKING:
     from pycore.model.architecture import Architecture
 
+# vLLM runs on Apple silicon only on its CPU (docs.vllm.ai, Installation, CPU: "experimental support for macOS with
+# Apple Silicon ... the CPU implementation"); its Metal plugin, vllm-metal, computes on MLX, which is not modelled
+NO_METAL = "vLLM has no Metal backend: on Apple silicon it runs on the CPU (the vllm-metal plugin runs on MLX, " \
+    "not modelled here)"
 MOMENTS = ("prefill", "decode")
 VLLM_MOMENTS = ("serving",)
 BLOCK_TOKENS = 16               # vLLM's default block size (CacheConfig.block_size)

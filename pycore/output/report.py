@@ -485,7 +485,7 @@ def gpu_lines(fits: "list[dict[str, Any]]", every: bool = False) -> "list[str]":
     lines = [f"{row['name']:{width}s} {row['memory_bytes'] / GIB:9,.2f} GiB usable  {row['status']:>5s}  "
              f"headroom {row['headroom_bytes'] / GIB:10,.2f} GiB" + (f"  ({', '.join(roles[row['id']])})"
                                                                     if row["id"] in roles else "")
-             + ("  vLLM would refuse to start" if row.get("why") else "")
+             + (f"  {row['short_why']}" if row.get("why") else "")
              for row in shown]
     hidden = len(fits) - len(shown)
     return lines + ([f"{plural(hidden, 'more GPU')}: --gpus all lists every one."] if hidden else [])
