@@ -57,10 +57,10 @@ def test_qwen2_5_vl_profiles_a_video_of_frame_pairs_past_one_images_tokens():
 def test_the_profiling_peak_is_the_encoder_or_the_language_model_beside_its_outputs():
     values = {"config": QWEN_3B, "gpu": "l4", "seq": "8192", "new_tokens": "0", "max_batched_tokens": "2048"}
     result = estimate({"mode": "infer", "engine": "vllm", **values})
-    # one 3,584² image: 65,536 patches of 3 x 2 x 14² float32 values, and their bf16 copy, beside the tower's
-    # 43,520 + 658 bytes a patch (pycore/memory/vision_activations.py inference_per_patch)
+    # one 3,584² image: 65,536 patches of 3 x 2 x 14² float32 values (their bf16 copy is freed by the patch embedding
+    # before the blocks run) beside the tower's 43,520 + 658 bytes a patch (vision_activations.inference_per_patch)
     pixels = 65_536 * 1176
-    encoder = pixels * 4 + pixels * 2 + round(65_536 * (43_520 + 2 * 4 * 80 + 16 + 2))
+    encoder = pixels * 4 + round(65_536 * (43_520 + 2 * 4 * 80 + 16 + 2))
     assert result.components["profile_activations"] == encoder
     # the other side is smaller: the language model's run at 2,048 tokens (its widest intermediate, 3 x 11,008, and
     # 3 x 2,048 in bf16) and the sampler's three fp32 copies of 256 sequences' logits over 151,936 tokens, beside the
@@ -70,9 +70,13 @@ def test_the_profiling_peak_is_the_encoder_or_the_language_model_beside_its_outp
 
 
 def test_a_published_vl_start_up_log_is_within_10_percent_and_the_encoder_is_why():
-    rows = {r["label"].split(" (")[0]: r for r in compare.vllm_rows()}
-    assert abs(rows["Qwen2.5-VL-3B-Instruct"]["error"]) < 0.10
-    assert abs(rows["Qwen3-Next-80B-A3B-Instruct"]["error"]) < 0.10
+    row = next(r for r in compare.vllm_rows() if r["label"].startswith("Qwen2.5-VL-3B-Instruct"))
+    assert abs(row["error"]) < 0.10
+    # without the encoder's profiling the same row is more than 30% over the tokens vLLM logged (269,568)
+    from pycore.answers.answer import answer
+    from pycore.memory.estimate import estimate_values
+    values = schema.parse({**dict(compare.parse_qsl(row["query"])), "mm_profiling": "off"})
+    assert answer(values, estimate_values(values))["kv_cache_tokens"] / 269_568 - 1 > 0.30
 
 
 def test_a_tower_not_modelled_says_so():
@@ -127,3 +131,52 @@ def test_vllm_is_not_said_to_fit_an_apple_gpu():
     # transformers' generate() runs on Metal (MPS): no such word
     assert not any("Metal backend" in w for w in estimate({"model": "llama-3.1-8b", "mode": "infer",
                                                             "gpu": "apple-m4-max-128gb"}).warnings)
+
+
+def test_the_item_count_follows_the_image_limit_the_served_line_sets():
+    # --limit-mm-per-prompt '{"image": 1}' (pycore's vllm serve line for images=1) with max_num_seqs 4: get_max_items
+    # gives min(8,192 // 260, 4 x min(1, 9)) = 4 dummy images, not 31
+    setup = _setup({"model": "gemma-3-27b-it", "seq": "4096", "images": "1", "image_size": "896x896",
+                    "max_num_seqs": "4"})
+    assert "on 4 dummy images of 260 tokens" in vllm_multimodal.note(setup, 4)
+
+
+def test_every_pipeline_rank_holds_the_tower_and_profiles_the_encoder():
+    result = estimate({"model": "qwen2.5-vl-7b-instruct", "mode": "infer", "engine": "vllm", "pp": "2"})
+    first, second = (stage["components"] for stage in result.as_dict()["stages"])
+    # qwen2_5_vl.py builds and loads visual on every rank: 676,550,144 parameters in bf16 (tests/configs count)
+    assert "vision_tower_weights" not in first and second["vision_tower_weights"] == 676_550_144 * 2
+    # and profile_run's encoder pass has no rank guard: both profiles exceed the 16,384-token image's float32 pixels
+    assert min(first["profile_activations"], second["profile_activations"]) > 65_536 * 1176 * 4
+
+
+def test_a_longer_max_model_len_that_grows_the_profile_bounds_the_longest_context():
+    # Qwen2.5-VL-3B on an L4: max_model_len from 32,768 profiles a video of 2 frame pairs, from 49,152 of 3, from
+    # 65,536 of 4; the estimate at each start says whether the KV cache left holds that length
+    values = {"model": "qwen2.5-vl-3b-instruct", "mode": "infer", "engine": "vllm", "gpu": "l4", "new_tokens": "0"}
+    assert estimate({**values, "seq": "49152"}).vllm["starts"]
+    assert not estimate({**values, "seq": "65536"}).vllm["starts"]
+    for seq in ("8192", "65536"):
+        assert estimate({**values, "seq": seq}).vllm["longest_max_model_len"] == 65_535
+
+
+def test_all_limits_zero_read_as_no_encoder_profiling():
+    from pycore.output import export
+    line = "vllm serve Qwen/Qwen2.5-VL-7B-Instruct --max-model-len 8192 --limit-mm-per-prompt '{\"image\": 0, \"video\": 0}'"
+    assert export.read(line)["mm_profiling"] == "off"
+
+
+def test_vision_inputs_on_a_text_model_are_said_to_be_ignored():
+    said = estimate({"model": "llama-3.1-8b", "mode": "infer", "engine": "vllm", "images": "2",
+                     "mm_profiling": "off"}).warnings
+    assert "images is ignored: llama-3.1-8b has no vision tower pycore counts" in said
+    assert "mm_profiling is ignored: llama-3.1-8b has no vision tower pycore counts" in said
+
+
+def test_a_grpo_rollout_holds_the_pixels_once_and_its_engine_takes_no_mm_profiling():
+    base = {"model": "qwen2.5-vl-7b-instruct", "method": "grpo", "images": "1", "image_size": "1280x720"}
+    result = estimate(base)
+    assert "image_inputs" in result.components and "rollout_image_inputs" not in result.components
+    colocated = {**base, "rollout": "vllm-colocate", "seq": "2048"}
+    # TRL's LLM(...) passes neither limit_mm_per_prompt nor skip_mm_profiling: mm_profiling changes nothing there
+    assert estimate(colocated).total_bytes == estimate({**colocated, "mm_profiling": "image"}).total_bytes

@@ -480,6 +480,12 @@ def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[
             f"estimated maximum model length is {capacity['longest_max_model_len']}. Try increasing "
             "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
     longest = longest_context(capacity, values["batch"]) if result.kv_bytes_per_token else None
+    if longest is not None and capacity.get("longest_max_model_len") is not None:
+        # one request: the longest max_model_len vLLM would accept, which for a vision-language model whose encoder
+        # profiling grows with it is searched over the profiles (pycore.memory.estimate._longest_over_profiles);
+        # more: each one's share of this cache, within that
+        accepted = int(capacity["longest_max_model_len"])
+        longest = accepted if values["batch"] == 1 else min(longest, accepted)
     out["max_context"] = min(longest, limit) if longest is not None else None
     return out
 

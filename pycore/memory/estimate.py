@@ -111,13 +111,15 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
         pools=tuple(pools), breakdown=tuple(at_peak + [p for p in extra if p.bytes]), host_pools=tuple(result["host"]),
         activation_terms=tuple(_term_rows(result, setup)) if explain else (),
         stages=tuple(stage_components(stages)) if stages and explain else (),
-        vllm=None, warnings=tuple(_warnings(setup)))
+        vllm=None, warnings=tuple(_warnings(setup)) + _unused_vision_inputs(setup, values))
     if not work.training and work.engine == "vllm":
         capacity = vllm_capacity({"kv_bytes_per_token": kv_per_token, "components": record.components,
                                   "state_bytes_per_sequence": result.get("state_bytes_per_sequence", 0),
                                   "vllm_pages": result.get("vllm_pages")}, work)
-        hint = vllm_multimodal.refusal_hint(setup, max_num_seqs(work, gpu_catalog()[setup.gpu]))
-        refused: "tuple[str, ...]" = (refusal(capacity) + hint,) if not capacity["starts"] else ()
+        if explain:         # the searches' estimates need not say
+            capacity = {**capacity, "longest_max_model_len": _longest_over_profiles(setup, values, capacity)}
+        refused: "tuple[str, ...]" = (refusal(capacity) + vllm_multimodal.refusal_hint(setup),) \
+            if not capacity["starts"] else ()
         if gpu_catalog()[setup.gpu].get("runtime") == "Metal":
             refused = (NO_METAL,) + refused
         return replace(record, vllm=capacity, warnings=refused + record.warnings)
@@ -129,6 +131,38 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
             refused = (NO_METAL,) + refused
         return replace(record, vllm=capacity, warnings=refused + record.warnings)
     return record
+
+
+def _unused_vision_inputs(setup: Setup, values: Values) -> "tuple[str, ...]":
+    """images and mm_profiling on a model without a vision tower pycore counts: said, not silently dropped (the page
+    cannot tell from the inputs alone which models have one, so pycore.inputs.applies does not)."""
+    if setup.arch.vision_layers:
+        return ()
+    vllm = values.get("mode") == "infer" and values.get("engine") == "vllm"
+    given = [key for key, unset in (("images", 0), ("mm_profiling", "auto"))
+             if values.get(key) not in (None, unset) and (key == "images" or vllm)]
+    return tuple(f"{key} is ignored: {setup.arch.name} has no vision tower pycore counts" for key in given)
+
+
+def _longest_over_profiles(setup: Setup, values: Values, capacity: "dict[str, Any]") -> "int | None":
+    """The longest max_model_len vLLM would accept when its encoder profiling grows with it (Qwen2.5-VL's dummy video,
+    a frame pair a step, pycore.memory.vllm_multimodal.profile_steps): the longest over the spans of one profile each,
+    a span's own limit counting only where it reaches the span (a shorter one profiles less and may start where this
+    one would not)."""
+    steps = vllm_multimodal.profile_steps(setup)
+    if not steps:
+        return capacity.get("longest_max_model_len")
+    longest = int(capacity.get("longest_max_model_len") or 0)
+    context, best = int(capacity["context"]), 0
+    for begin, end in zip([1, *steps], [*steps, 0]):
+        if begin <= context < (end or context + 1):
+            limit = longest                                     # this estimate's own span
+        else:
+            span = replace(setup, workload=replace(setup.workload, max_model_len=begin))
+            limit = int((estimate_setup(span, values, explain=False).vllm or {}).get("longest_max_model_len") or 0)
+        if limit >= begin:
+            best = max(best, min(limit, end - 1) if end else limit)
+    return best
 
 
 def _term_rows(result: StageResult, setup: Setup) -> "list[JSON]":

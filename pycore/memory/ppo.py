@@ -38,7 +38,7 @@ from dataclasses import replace
 
 from pycore.base.expr import Q, num, sym
 from pycore.memory import activations as act
-from pycore.memory import parallel
+from pycore.memory import parallel, vision_activations
 from pycore.memory.accumulation import later
 from pycore.memory.model_states import STATIC, model_states, stored_weights
 from pycore.memory.pools import Pool, make
@@ -199,10 +199,9 @@ def rollout_pools(setup: Setup) -> "list[Pool]":
                         "; E = rows of the chunks before", group="rollout"))
     served = serving(_generating(setup, chunk), gpu_catalog()[setup.gpu])["pools"]
     for p in served:
-        # the tower's own forward before the prefill (generate() with images) is not modelled inside a rollout
-        if p.key != "weights" and any(m in RENAMED for m in p.moments):
+        if p.key != "weights" and vision_activations.served_in_rollout(p):
             out.append(replace(p, key="rollout_" + p.key, label="Rollout: " + lower_first(p.label),
-                               moments=tuple(RENAMED[m] for m in p.moments if m in RENAMED),
+                               moments=tuple(RENAMED[m] for m in p.moments),
                                source=source + f"{chunk:,} rows of the prompt and response_length new tokens; " +
                                p.source, group="rollout"))
     return out

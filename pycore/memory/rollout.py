@@ -30,7 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from pycore.base.expr import num, sym
-from pycore.memory import parallel
+from pycore.memory import parallel, vision_activations, vllm_multimodal
 from pycore.memory.model_states import STATIC, stored_weights
 from pycore.memory.parallel import Layout
 from pycore.memory.pools import Pool, make
@@ -83,11 +83,10 @@ def rollout_pools(setup: Setup, stage: parallel.Stage) -> "list[Pool]":
         f"{rows:,} rows (batch × steps_per_generation) of the prompt and max_completion_length new tokens; "
     pools = []
     for p in served:
-        # the tower's own forward before the prefill (generate() with images) is not modelled inside a rollout
-        if p.key == "weights" or not any(m in RENAMED for m in p.moments):
+        if p.key == "weights" or not vision_activations.served_in_rollout(p):
             continue
         pools.append(replace(p, key="rollout_" + p.key, label="Rollout: " + lower_first(p.label),
-                             moments=tuple(RENAMED[m] for m in p.moments if m in RENAMED), source=source + p.source,
+                             moments=tuple(RENAMED[m] for m in p.moments), source=source + p.source,
                              group="rollout"))
     lay = setup.layout
     if lay.zero == 3 and lay.shard_group > 1 and lay.fsdp == "none":
@@ -119,9 +118,10 @@ def _engine_setup(setup: Setup) -> Setup:
     ft = setup.finetune
     rows = sequences(setup) * ft.vllm_tp
     longest = ft.vllm_max_len or setup.arch.max_positions or ft.prompt + ft.completion
+    # TRL's LLM(...) sets neither limit_mm_per_prompt nor skip_mm_profiling: vLLM's own encoder profiling
     work = replace(setup.workload, mode="infer", engine="vllm", batch=rows, seq=ft.prompt, new_tokens=ft.completion,
                    gpu_util=ft.vllm_util, max_batched_tokens=VLLM_BATCHED_TOKENS, max_num_seqs=rows,
-                   max_model_len=longest)
+                   max_model_len=longest, mm_profiling="auto")
     return replace(setup, workload=work, layout=Layout(tp=ft.vllm_tp),
                    policy=POLICIES[serving_dtype(setup.arch.dtype, "vllm")])
 
@@ -190,6 +190,16 @@ def _engine_notes(setup: Setup) -> "list[str]":
         out.append(f"vLLM would reject this rollout's requests: vllm_max_model_length = {ft.vllm_max_len:,} is under "
                    f"the prompt and completion, {ft.prompt + ft.completion:,} tokens (TRL 1.16 grpo_config.py L664-670: "
                    "at least the longest prompt plus max_completion_length)")
+    if setup.arch.vision_layers:
+        engine = _engine_setup(setup)
+        out.append(vllm_multimodal.note(engine, engine.workload.max_num_seqs, levers=False))
+        item = vllm_multimodal.profiled_item(engine, engine.workload.max_model_len)
+        if item and item.modality == "video":
+            image = vllm_multimodal.profiled_item(replace(engine, workload=replace(engine.workload,
+                                                                                   mm_profiling="image")), 0)
+            out[-1] += (f"; TRL's LLM(...) passes no limit_mm_per_prompt, so the colocated engine profiles this "
+                        f"video: a vllm_max_model_length under {2 * image.tokens:,} tokens profiles an image of "
+                        f"{image.tokens:,} instead" if image else "")
     return out
 
 

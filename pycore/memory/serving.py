@@ -310,11 +310,15 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
         # The sampler's warm-up (_dummy_sampler_run): fp32 logits of max_num_seqs requests over the
         # gathered vocabulary, sorted for top-k/top-p: about three fp32 copies (approximate, not measured).
         activation = activation + sym("V", arch.output_width) * sym("seqs", seqs) * 12
-    encoder = vllm_multimodal.profile_activation(setup, activation, seqs) if stage.has_embedding else None
+    # every pipeline rank builds and loads the vision tower and runs profile_run's encoder pass, which has no rank
+    # guard (vLLM 0.11.0 qwen2_5_vl.py L1011-1021, L1464-1469; gpu_model_runner.py L3325)
+    encoder = vllm_multimodal.profile_activation(setup, activation, seqs)
     if encoder:
         activation = rnd(encoder[0])
+    tower = vllm_multimodal.tower_weights(setup, stage)
     drafter = _mtp_weights(setup, stage) or _draft_weights(setup)
-    left = requested - stored - non_torch - activation - (sym("Wd", drafter.bytes) if drafter else num(0))
+    left = requested - stored - non_torch - activation - (sym("Wd", drafter.bytes) if drafter else num(0)) - \
+        (sym("Wv", tower.bytes) if tower else num(0))
     block = per_token * BLOCK_TOKENS
     if pages:           # a hybrid: blocks of one page per layer of a group (pycore.memory.recurrent.vllm_pages)
         block = sym("page", pages["page_bytes"]) * sym("g", pages["group_size"])
@@ -324,7 +328,7 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
         kv = num(0)
     source = "vllm/v1/worker/gpu_worker.py determine_available_memory (vLLM 0.11)"
     return [
-        _weights(setup, stored, VLLM_MOMENTS), *([drafter] if drafter else []),
+        _weights(setup, stored, VLLM_MOMENTS), *([drafter] if drafter else []), *([tower] if tower else []),
         make("non_torch", "Memory outside PyTorch (cuBLAS, NCCL)", non_torch, VLLM_MOMENTS, source,
              "N = non-torch memory vLLM's profiler charges (cuBLAS workspaces, kernels; not the CUDA context)"),
         make("profile_activations", "Activation peak of the profiling run" + (", vision encoder included" if encoder

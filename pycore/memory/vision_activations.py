@@ -225,6 +225,12 @@ def _padding_mask_inference(setup: "Setup") -> int:
     return work.batch * work.images * len(seeing.tile_shapes(*work.image_size)) * longest * longest
 
 
+def served_in_rollout(pool: "Pool") -> bool:
+    """Whether a generate() pool is the rollout's own: not the tower's forward before the prefill (not modelled inside a
+    rollout) nor the pixel values, which the training step's inputs already hold (``pools``)."""
+    return ENCODER not in pool.moments
+
+
 def inference_pools(setup: "Setup", stage: "Stage", moments: "tuple[str, ...]") -> "list[Pool]":
     """generate() with images: the pixel values through the call, and at its first moment (``ENCODER``, before the
     prefill) the tower's forward over every image of the batch; none without images or a tower pycore models."""

@@ -11,11 +11,13 @@ forward and the language model's run beside the padded outputs.
 
 - the budget B = max(max_num_batched_tokens, T) for an item's T contiguous placeholder tokens
   (``compute_mm_encoder_budget``, vllm/v1/core/encoder_cache_manager.py L292-333), and
-  N = max(1, min(B // T, max_num_seqs × max(1, min(999, max_model_len // T)))) (``get_max_items`` L84-124; 999 is
-  limit_mm_per_prompt's default per modality, config/multimodal.py L106-114);
+  N = max(1, min(B // T, max_num_seqs × max(1, min(limit, max_model_len // T)))) (``get_max_items`` L84-124; the
+  limit is --limit-mm-per-prompt's for the modality, which pycore's vllm serve line sets to the images a sequence
+  holds, else 999, limit_mm_per_prompt's default, config/multimodal.py L106-114);
 - Qwen2.5-VL (qwen2_vl.py L871-1064): an image at max_pixels, 3,584², 16,384 tokens; or a video of up to 14 frames of
-  that size, as many as max_model_len holds (frames in pairs, temporal_patch_size 2): a video wins past 16,384 tokens
-  (one 7-pair video of 114,688 tokens at max_model_len 128,000, as a published vLLM log shows);
+  that size, as many as max_model_len holds (frames in pairs, temporal_patch_size 2)
+  (one 7-pair video of 114,688 tokens at max_model_len 128,000, as a published vLLM log shows); below two images'
+  tokens (32,768) the video ties the image, which wins;
 - Gemma 3 (gemma3_mm.py L216-228): an image resized to 896², 256 embeddings, 260 placeholder tokens with its
   "\\n\\n<boi>" and "<eoi>\\n\\n" (31 items at a budget of 8,192, as a published log shows);
 - Llama 4 (mllama4.py L545-623): a 336 × 5,376 image, 16 tiles and the global tile, 2,448 embeddings, 2,467
@@ -26,14 +28,16 @@ towers; vLLM's own tower code (flash attention over all windows at once, its rot
 Qwen3-VL's profiled video (thousands of tiny frames) and LFM2-VL (not in vLLM 0.11) are not modelled.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from pycore.base.expr import Q, maximum, sym
+from pycore.base.expr import Q, ceil, maximum, sym
 from pycore.memory import vision_activations
+from pycore.memory.pools import Pool, make
 from pycore.model import vision
 
 if TYPE_CHECKING:
+    from pycore.memory.parallel import Stage
     from pycore.memory.setup import Setup
 
 MAX_FRAMES = 14                 # qwen2_vl.py L82 _MAX_FRAMES_PER_VIDEO (vLLM 0.11.0)
@@ -82,76 +86,114 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
     return ProfiledItem("image", image, image, seeing.patches(side, side), seeing.pixels(side, side))
 
 
-def items_per_batch(item: ProfiledItem, batched_tokens: int, max_num_seqs: int, max_model_len: int) -> "tuple[int, int]":
-    """(the encoder budget B in rows, the items N the profiling batch holds) — MultiModalBudget (vLLM 0.11.0)."""
+def tower_weights(setup: "Setup", stage: "Stage") -> "Pool | None":
+    """The vision tower's weights on a pipeline stage past the first, which vLLM also builds and loads there (the first
+    stage's are among its weights, pycore.memory.parallel); None on the first stage or without a tower."""
+    parts = setup.counts.parts
+    if stage.has_embedding or not parts.get("vision"):
+        return None
+    q = ceil(sym("Pv", parts["vision"]) / sym("t", setup.layout.tp)) * setup.policy.bytes("weight")
+    return make("vision_tower_weights", "Vision tower weights (every pipeline rank)", q, ("serving",),
+                "vLLM 0.11.0 qwen2_5_vl.py L1011-1021, L1464-1469: the tower is built and loaded on every pipeline "
+                "rank", "Pv = the vision tower's parameters; t = tensor-parallel degree")
+
+
+def context_of(setup: "Setup") -> int:
+    """vLLM's max_model_len for this setup: the one given, else the prompt and new tokens (the exported line's)."""
+    work = setup.workload
+    return work.max_model_len or work.seq + work.new_tokens
+
+
+def items_per_batch(item: ProfiledItem, batched_tokens: int, max_num_seqs: int, max_model_len: int,
+                    limit: int = 999) -> "tuple[int, int]":
+    """(the encoder budget B in rows, the items N the profiling batch holds) — MultiModalBudget (vLLM 0.11.0), with
+    ``limit`` the modality's limit_mm_per_prompt (999 unless given)."""
     budget = max(batched_tokens, item.tokens)
-    per_prompt = max(1, min(999, max_model_len // item.tokens))
+    per_prompt = max(1, min(limit, max_model_len // item.tokens))
     return budget, max(1, min(budget // item.tokens, max_num_seqs * per_prompt))
+
+
+def _batch(setup: "Setup", seqs: int) -> "tuple[ProfiledItem, int, int] | None":
+    """(the profiled item, the budget, the items) for this setup, or None where nothing is profiled or modelled. An
+    image's limit is the images a sequence holds when they are given (the exported --limit-mm-per-prompt)."""
+    work = setup.workload
+    item = profiled_item(setup, context_of(setup))
+    if item is None:
+        return None
+    limit = work.images if item.modality == "image" and work.images else 999
+    budget, count = items_per_batch(item, work.max_batched_tokens, seqs, context_of(setup), limit)
+    return item, budget, count
 
 
 def profile_activation(setup: "Setup", language: Q, seqs: int) -> "tuple[Q, str] | None":
     """The profiling run's peak with the encoder: the larger of the encoder's forward over N items (their float32
-    pixels, the weights' dtype copy the tower reads, its working set) and the language model's run ``language``
-    beside the padded outputs and the pixels; with its symbols. None for a model without a tower pycore models."""
-    work, arch = setup.workload, setup.arch
-    context = work.max_model_len or work.seq + work.new_tokens
-    item = profiled_item(setup, context)
-    if item is None:
+    pixels and its working set; the weights' dtype copy of the pixels is freed by the patch embedding before the blocks
+    run) and the language model's run ``language`` beside the padded outputs and the pixels; with its symbols. None
+    for a model without a tower pycore models."""
+    profiled = _batch(setup, seqs)
+    if profiled is None:
         return None
-    budget, count = items_per_batch(item, work.max_batched_tokens, seqs, context)
-    e = setup.policy.bytes("act")
+    item, budget, count = profiled
+    e, hidden = setup.policy.bytes("act"), setup.arch.hidden
     block, rest = vision_activations.inference_per_patch(setup)
     n = sym("N", count)
     pixels = n * sym("X", item.pixels) * 4
     encoder = pixels + (sym("v", block) + sym("r", rest)) * n * sym("Pi", item.patches)
-    if e < 4:
-        encoder = encoder + n * sym("X", item.pixels) * e
-    outputs = n * sym("B", budget) * sym("D", arch.hidden) * e
+    outputs = n * sym("B", budget) * sym("D", hidden) * e
     if item.embeddings < budget:
         # each output padded into a new (B, D) tensor; the batch's own outputs stay referenced by the loop variable
-        outputs = outputs + n * sym("E", item.embeddings) * sym("D", arch.hidden) * e
+        outputs = outputs + n * sym("E", item.embeddings) * sym("D", hidden) * e
     symbols = (f"N = dummy {item.modality}s profiled ({item.tokens:,} placeholder tokens each); X = pixel values of "
-               "one (float32, and a copy in the weights' dtype while the tower reads them); v, r = the tower's bytes "
-               "per patch (a block's widest moment, the rest); Pi = patches of one; B = the encoder budget's rows "
-               "each output is padded to; D = the decoder's hidden size; E = an output's own rows")
+               "one (float32); v, r = the tower's bytes per patch (a block's widest moment, the rest); Pi = patches "
+               "of one; B = the encoder budget's rows each output is padded to; D = the decoder's hidden size; "
+               "E = an output's own rows")
     return maximum(encoder, pixels + outputs + language), symbols
 
 
 NOT_MODELLED = ("vLLM's start-up profiling also runs the vision encoder on the largest input its processor makes and "
                 "holds its outputs while it profiles the language model; for this tower that peak is not modelled, "
-                "so the KV cache is overstated by it (--limit-mm-per-prompt '{\"image\": 0, \"video\": 0}' or "
-                "--skip-mm-profiling leaves it out)")
+                "so the KV cache is overstated by it (mm_profiling=off, vLLM's --skip-mm-profiling, leaves it out)")
+OFF = ("vLLM skips its start-up profiling of the vision encoder (--skip-mm-profiling): the KV cache is sized without "
+       "it, and the first large image or video then runs the encoder in memory the cache does not leave")
 
 
-def note(setup: "Setup", seqs: int) -> str:
-    """What the estimate says of vLLM's encoder profiling for a vision-language model (``seqs``: max_num_seqs)."""
-    work = setup.workload
-    context = work.max_model_len or work.seq + work.new_tokens
-    if work.mm_profiling == "off":
-        return ("vLLM skips its start-up profiling of the vision encoder (--skip-mm-profiling): the KV cache is sized "
-                "without it, and the first large image or video then runs the encoder in memory the cache does not "
-                "leave")
-    item = profiled_item(setup, context)
-    if item is None:
+def note(setup: "Setup", seqs: int, levers: bool = True) -> str:
+    """What the estimate says of vLLM's encoder profiling for a vision-language model (``seqs``: max_num_seqs;
+    ``levers``: name the inputs and flags that change it, which a colocated TRL engine does not take)."""
+    if setup.workload.mm_profiling == "off":
+        return OFF
+    profiled = _batch(setup, seqs)
+    if profiled is None:
         return NOT_MODELLED
-    budget, count = items_per_batch(item, work.max_batched_tokens, seqs, context)
+    item, budget, count = profiled
+    said = []
+    if levers and item.modality == "video":
+        said.append("mm_profiling=image profiles the largest image alone, --limit-mm-per-prompt with \"video\": 0")
+    if levers:
+        said.append("mm_profiling=off leaves it out, --skip-mm-profiling")
+    said.append("the encoder's working set is transformers' tower's, vLLM's own is not measured")
     return (f"vLLM profiles the vision encoder at start-up on {count} dummy {item.modality}"
             f"{'s' if count > 1 else ''} of {item.tokens:,} tokens (its largest input at max_model_len "
-            f"{context:,}; the encoder budget is {budget:,} tokens), then holds the outputs while it profiles the "
-            "language model: the larger of the two is in the profiling run's peak, which the KV cache is sized after "
-            "(" + ("mm_profiling=image profiles the largest image alone, --limit-mm-per-prompt with \"video\": 0; "
-                   if item.modality == "video" else "") +
-            "mm_profiling=off leaves it out, --skip-mm-profiling; the encoder's working set is transformers' tower's, "
-            "vLLM's own is not measured)")
+            f"{context_of(setup):,}; the encoder budget is {budget:,} tokens), then holds the outputs while it "
+            "profiles the language model: the larger of the two is in the profiling run's peak, which the KV cache is "
+            f"sized after ({'; '.join(said)})")
 
 
-def refusal_hint(setup: "Setup", seqs: int) -> str:
+def refusal_hint(setup: "Setup") -> str:
     """What to change when vLLM would refuse to start and a profiled video is why the cache is short: "" otherwise."""
-    work = setup.workload
-    context = work.max_model_len or work.seq + work.new_tokens
-    item = profiled_item(setup, context)
+    item = profiled_item(setup, context_of(setup))
     if item is None or item.modality != "video":
         return ""
     return (f"; its profiling run includes the vision encoder over a dummy video of {item.tokens:,} tokens: "
             "mm_profiling=image (--limit-mm-per-prompt with \"video\": 0) or a shorter max_model_len profiles a "
             "smaller one")
+
+
+def profile_steps(setup: "Setup") -> "list[int]":
+    """The max_model_len at which the profiled item grows (Qwen2.5-VL's video by a pair of frames: 2, 3 ... 7 images'
+    tokens), ascending; [] where it does not change with max_model_len."""
+    image = profiled_item(replace(setup, workload=replace(setup.workload, mm_profiling="image")), 0)
+    video = profiled_item(setup, 10 ** 9)
+    if image is None or video is None or video.modality != "video":
+        return []
+    return [pairs * image.tokens for pairs in range(2, video.tokens // image.tokens + 1)]

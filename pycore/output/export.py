@@ -179,7 +179,8 @@ def _read_vllm(text: str) -> "dict[str, str]":
 
 def _read_multimodal(pairs: "dict[str, str]", words: "list[str]") -> "dict[str, str]":
     """images=0 when --limit-mm-per-prompt is given (max_model_len already holds the images' tokens: not counted
-    twice); mm_profiling=image when it sets video to 0, off with --skip-mm-profiling."""
+    twice); mm_profiling=image when it sets video to 0, off when it sets every modality to 0 (no encoder budget: vLLM
+    profiles nothing, vllm/v1/core/encoder_cache_manager.py compute_mm_encoder_budget) or with --skip-mm-profiling."""
     out = {}
     if "--limit-mm-per-prompt" in pairs:
         out["images"] = "0"
@@ -187,7 +188,9 @@ def _read_multimodal(pairs: "dict[str, str]", words: "list[str]") -> "dict[str, 
             limits = json.loads(pairs["--limit-mm-per-prompt"])
         except (ValueError, RecursionError):
             limits = None
-        if isinstance(limits, dict) and limits.get("video") == 0:
+        if isinstance(limits, dict) and limits and all(v == 0 for v in limits.values()):
+            out["mm_profiling"] = "off"
+        elif isinstance(limits, dict) and limits.get("video") == 0:
             out["mm_profiling"] = "image"
     if "--skip-mm-profiling" in words:
         out["mm_profiling"] = "off"

@@ -272,7 +272,8 @@ def _dollars_per_hour(price: float) -> str:
 # count left out, positions past the model's - is a warning: one not listed here is never played down.
 NOTE_OPENINGS = ("GRPO: batch counts ", "KTO: batch counts ", "PPO: batch counts ", "Distillation: batch counts ",
                  "Distillation under autocast: ", "this hybrid's ", "the images of each sequence add ",
-                 "vLLM profiles the vision encoder at start-up ", "vLLM skips its start-up profiling ")
+                 "vLLM profiles the vision encoder at start-up ", "vLLM skips its start-up profiling ",
+                 "images is ignored: ", "mm_profiling is ignored: ")
 
 
 def message_kinds(warnings: "list[str]", ignored: "list[str]") -> "list[dict[str, str]]":
