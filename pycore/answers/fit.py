@@ -50,7 +50,7 @@ def _vllm_on_each(values: "Mapping[str, Any]") -> "dict[str, tuple[int, str]]":
     out = {}
     for gpu_id, gpu in gpu_catalog().items():
         try:
-            result = estimate_values({**values, "gpu": gpu_id})
+            result = estimate_values({**values, "gpu": gpu_id}, explain=False)     # its total and refusal only
         except FieldError:
             continue
         out[gpu_id] = (result.total_bytes, NO_METAL if gpu.get("runtime") == "Metal" else result.refused)
