@@ -166,7 +166,7 @@ def _attention_terms(arch: "Architecture", e: float, amp: bool, attention: str, 
 def _mlp_terms(arch: "Architecture", e: float, amp: bool = False) -> "list[Term]":
     # Routed experts are expert_ffn wide (Qwen3-MoE's moe_intermediate_size); each token passes k of them.
     f = (arch.expert_ffn or arch.ffn) if arch.experts else arch.ffn
-    tokens = arch.experts_per_token if arch.experts else 1
+    tokens = arch.routed_per_token if arch.experts else 1
     if arch.mlp == "gated":
         terms = [Term("gate, up", 2 * e * f * tokens, "2·e·f"),
                  Term("activation output", e * f * tokens, "e·f"),
@@ -325,7 +325,7 @@ def per_token(setup: "Setup") -> PerToken:
                                                          work.seq))
         per_layer = (per_layer * (arch.layers + arch.decoder_layers) + cross * arch.decoder_layers) / arch.layers
     final: float = sum(split(t) for t in _norm_terms(arch, e, policy.autocast, 1, "final norm"))
-    width = max(arch.ffn * max(arch.experts_per_token, 1), arch.q_dim) / lay.tp
+    width = max(arch.ffn * arch.routed_per_token, arch.q_dim) / lay.tp
     working = 3 * e * width
     if attention == "eager":
         working += (4 + e) * arch.heads / lay.tp * work.seq

@@ -88,7 +88,7 @@ def teacher_pools(setup: Setup, tokens: int) -> "list[Pool]":
                   "keeps it whole unless ZeRO-3, accelerate's prepare_model shards it under FSDP",
                   "Pt = the teacher's parameters; et = bytes of its dtype; g = GPUs one shard spans",
                   group="teacher_model")]
-    width = max(arch.ffn * max(arch.experts_per_token, 1), arch.q_dim)
+    width = max(arch.ffn * arch.routed_per_token, arch.q_dim)
     per_token = 3 * et * width + (2 * et + 4) * arch.hidden
     if setup.workload.attention == "eager":
         per_token += (4 + et) * arch.heads * setup.workload.seq
@@ -157,7 +157,7 @@ def _checkpointed_forward(setup: Setup, tokens: int) -> "list[Pool]":
     if setup.workload.recompute != "full":
         return []
     arch, e = setup.arch, setup.policy.bytes("act")
-    width = max(arch.ffn * max(arch.experts_per_token, 1), arch.q_dim) // setup.layout.tp
+    width = max(arch.ffn * arch.routed_per_token, arch.q_dim) // setup.layout.tp
     return [make("checkpointed_forward", "Student forward working tensors (one checkpointed layer)",
                  sym("w", 3 * e * width) * sym("T", tokens), ("forward end",),
                  "torch.utils.checkpoint (use_reentrant=False): a checkpointed layer's forward keeps only its input; "

@@ -262,7 +262,7 @@ def _layer_working(setup: Setup, tokens: int) -> Q:
     """Bytes one decoder layer holds while it computes under no_grad: the residual stream, the norm's fp32 working
     copy and the MLP's widest tensors (pycore.memory.activations.per_token's working width)."""
     arch, e, lay = setup.arch, setup.policy.bytes("act"), setup.layout
-    width = max(arch.ffn * max(arch.experts_per_token, 1), arch.q_dim) // lay.tp
+    width = max(arch.ffn * arch.routed_per_token, arch.q_dim) // lay.tp
     per_token = 3 * e * width + (2 * e + 4) * arch.hidden
     if setup.workload.attention == "eager":
         per_token += (4 + e) * arch.heads // lay.tp * setup.workload.seq

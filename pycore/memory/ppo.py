@@ -218,7 +218,7 @@ def _working(setup: Setup) -> int:
     """Bytes per token one decoder layer holds while it computes under no_grad, in the weights' dtype: the MLP's
     three widest tensors and the residual stream with the norm's output."""
     arch, e = setup.arch, setup.policy.bytes("weight")
-    width = max(arch.ffn * max(arch.experts_per_token, 1), arch.q_dim)
+    width = max(arch.ffn * arch.routed_per_token, arch.q_dim)
     return int(e * (3 * width + 2 * arch.hidden))
 
 

@@ -201,9 +201,13 @@ def _weights(setup: Setup, stored: Q, moments: "tuple[str, ...]") -> Pool:
                 weight_symbols(setup, WEIGHT_SYMBOLS))
 
 
-def _widest(arch: "Architecture") -> int:
-    """Elements per token of one layer's widest intermediate: the MLP's (its routed experts' together) or
-    the attention's q, k, v and output."""
+def _widest(arch: "Architecture", engine: str = "hf") -> int:
+    """Elements per token of one layer's widest intermediate: the MLP's (its routed experts' together: every one
+    where transformers runs them all, top-k in vLLM's fused MoE) or the attention's q, k, v and output."""
+    if engine == "hf" and arch.routed_per_token > max(arch.experts_per_token, 1):
+        # Llama4TextMoe: the input repeated once an expert and weighted (E·h), gate_up (E·2f), their product (E·f)
+        # and the experts' outputs (E·h) at once, before they are summed
+        return max(arch.experts * (3 * arch.ffn + 2 * arch.hidden), 4 * arch.q_dim + 2 * arch.kv_dim)
     return max(3 * arch.ffn * max(arch.experts_per_token, 1), 4 * arch.q_dim + 2 * arch.kv_dim)
 
 
@@ -304,7 +308,8 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
     requested = floor(sym("M", gpu["usable_bytes"]) * sym("u", work.gpu_util))
     non_torch = sym("N", VLLM_NON_TORCH)
     tokens = sym("Tb", work.max_batched_tokens)
-    activation = rnd((split(sym("wf", _widest(arch)), "t", lay.tp, None) + sym("h", 3 * arch.hidden)) * e * tokens)
+    activation = rnd((split(sym("wf", _widest(arch, "vllm")), "t", lay.tp, None) + sym("h", 3 * arch.hidden)) * e *
+                     tokens)
     seqs = max_num_seqs(work, gpu)
     if stage.has_head:
         # The sampler's warm-up (_dummy_sampler_run): fp32 logits of max_num_seqs requests over the

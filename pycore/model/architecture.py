@@ -49,6 +49,8 @@ class Architecture:
     num_labels: int = 2             # classification: labels the score/classifier layer outputs
     experts: int = 0                # routed experts per MoE layer; 0 = dense
     experts_per_token: int = 0
+    every_expert: bool = False      # transformers runs every routed expert on every token, weighted by the router
+                                    # (Llama4TextMoe, transformers 5.24: hidden_states.repeat(num_experts, 1), bmm)
     expert_ffn: int = 0             # intermediate size of one routed expert; 0 means ffn (Mixtral)
     shared_experts: int = 0         # experts every token goes through (DeepSeek), each expert_ffn wide
     shared_expert_ffn: int = 0      # width of one shared expert given directly (Qwen2-MoE) when it is not a
@@ -173,6 +175,13 @@ class Architecture:
     def norm_factor(self) -> int:
         """Parameters per normalised element: weight, plus bias for a biased LayerNorm."""
         return 2 if self.norm == "layernorm" and self.norm_bias else 1
+
+    @property
+    def routed_per_token(self) -> int:
+        """Routed experts each token's activations pass through in transformers: every one for Llama 4's MoE, else
+        experts_per_token (1 for a dense model); vLLM's fused MoE computes experts_per_token in both cases."""
+        moe = self.experts and (not self.mlp_pattern or "E" in self.mlp_pattern)
+        return self.experts if self.every_expert and moe else max(self.experts_per_token, 1)
 
     @property
     def shared_width(self) -> int:

@@ -231,6 +231,7 @@ def _llama4(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
     if "ffn" not in fields:
         raise InputError("config", "missing intermediate_size")
     fields["shared_expert_ffn"] = fields["ffn"]
+    extra["every_expert"] = True
     _attention_bias(reader, extra)
     _llama4_vision(reader, fields, extra)
 
