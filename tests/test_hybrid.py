@@ -101,7 +101,11 @@ def test_sliding_and_chunked_layers_cache_at_most_their_window():
     full = estimate({"config": _file("llama4_text"), "mode": "infer", "seq": "32768", "new_tokens": "1"})
     per_token_layer = 2 * 8 * 128 * 2
     assert arch.sliding_window == 8192
-    assert full.components["kv_cache"] == per_token_layer * (12 * 32768 + 36 * 8192)
+    pools = {pool.key: pool.bytes for pool in full.pools}
+    assert pools["kv_cache"] == per_token_layer * (12 * 32768 + 36 * 8192)
+    # right after the prefill transformers' DynamicSlidingWindowLayer still holds the whole prompt: its window is a
+    # view of the prefill's keys and values (cache_utils.py, 5.24)
+    assert pools["kv_cache_prompt"] == per_token_layer * 48 * 32768
 
 
 def test_hybrid_training_says_which_kernels_it_counts():

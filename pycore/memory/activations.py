@@ -182,6 +182,10 @@ def _mlp_terms(arch: "Architecture", e: float, amp: bool = False) -> "list[Term]
                  Term("proj input", e * f, "e·f", feeds="down")]
     else:
         terms = [Term("fc output", e * f, "e·f"), Term("proj input", e * f, "e·f", feeds="down")]
+    if arch.activation == "xielu":
+        # transformers 5.24 XIELUActivation._xielu_python (what runs without the xielu CUDA package): autograd keeps
+        # three more e·f intermediates of its where() branches and the x > 0 mask (a byte each)
+        terms.append(Term("xIELU intermediates and mask", 3 * e * f + f, "3·e·f + f"))
     if arch.experts:
         # each routed expert gathers its tokens' inputs and returns weighted outputs (index_add)
         terms += [Term("router logits and weights", 4 * 3 * arch.experts, "12·E"),

@@ -48,20 +48,25 @@ BLOCK_TOKENS = 16               # vLLM's default block size (CacheConfig.block_s
 VLLM_NON_TORCH = 256 * 2**20
 
 
-def cached_layers(arch: "Architecture", first: int, count: int, tokens: int) -> Q:
+def cached_layers(arch: "Architecture", first: int, count: int, tokens: int, windowed: bool = True) -> Q:
     """Token-layers cached by layers ``first`` .. ``first + count - 1`` for a sequence of ``tokens``.
 
     Sliding-window layers (Mistral 7B v0.1; Gemma 2 every other layer; Gemma 3 five layers in six) and
     chunked-attention layers (Llama 4) keep at most the window; full-attention layers keep every token; the
     state-space, linear-attention and convolution layers of a hybrid keep none (their state is
-    pycore.memory.recurrent's).
+    pycore.memory.recurrent's). ``windowed=False``: the window layers hold every token too, as transformers'
+    DynamicSlidingWindowLayer does after the prefill (cache_utils.py, 5.24: ``self.keys = full_key_states[:, :,
+    -sliding_window + 1:, :]`` is a view that keeps the whole prompt's storage until the next token's update).
     """
     if not arch.layer_pattern and not arch.sliding_window:
         return sym("Ls", count) * sym("n", tokens)
     kinds = window_layers(arch, first, count)
     local = kinds["sliding"] + kinds["chunked"]
     cached = sym("Lg", kinds["full"]) * sym("n", tokens)
-    return cached + sym("Lw", local) * sym("min(n, W)", min(tokens, arch.sliding_window)) if local else cached
+    if not local:
+        return cached
+    return cached + sym("Lw", local) * (sym("min(n, W)", min(tokens, arch.sliding_window)) if windowed else
+                                        sym("n", tokens))
 
 
 def kv_values_per_token(arch: "Architecture", engine: str, tp: int) -> Q:
@@ -208,6 +213,10 @@ def _widest(arch: "Architecture", engine: str = "hf") -> int:
         # Llama4TextMoe: the input repeated once an expert and weighted (E·h), gate_up (E·2f), their product (E·f)
         # and the experts' outputs (E·h) at once, before they are summed
         return max(arch.experts * (3 * arch.ffn + 2 * arch.hidden), 4 * arch.q_dim + 2 * arch.kv_dim)
+    if arch.activation == "xielu":
+        # XIELUActivation._xielu_python: the up projection's output and four more f-wide temporaries (its x > 0 mask,
+        # a byte each, is _hf_pools')
+        return max(5 * arch.ffn, 4 * arch.q_dim + 2 * arch.kv_dim)
     return max(3 * arch.ffn * max(arch.experts_per_token, 1), 4 * arch.q_dim + 2 * arch.kv_dim)
 
 
@@ -222,6 +231,16 @@ def scan_layers_apart(arch: "Architecture") -> bool:
         all(m == "-" for kind, m in zip(arch.layer_pattern, mlps) if kind in "MmLP")
 
 
+def _window_mask(arch: "Architecture", first: int, count: int, batch: int, prompt: int) -> int:
+    """Bytes of the bool mask SDPA gets in a prefill past the window of sliding or chunked layers (full-attention
+    layers run is_causal, with no mask): prompt² for sliding layers, and a batch's of them for Llama 4's chunked
+    layers (read off the live tensors of validation/measure_families.py's olmo3, exaone4 and llama4_text cases)."""
+    if not arch.sliding_window or prompt <= arch.sliding_window:
+        return 0
+    kinds = window_layers(arch, first, count)
+    return prompt * prompt * (batch if kinds["chunked"] else 1) if kinds["sliding"] + kinds["chunked"] else 0
+
+
 def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) -> "list[Pool]":
     """transformers ``generate()``: the prompt's cache and the prefill working set, then the cache at its
     final length and DynamicCache's append copy of one layer."""
@@ -232,7 +251,7 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
     final_tokens = prompt + max(work.new_tokens - 1, 0)
     kv_cache = sym("B", batch) * rnd(per_value * cached_layers(arch, first_layer, stage.layers, final_tokens)
                                      * kv_bytes)
-    prompt_cache = sym("B", batch) * rnd(per_value * cached_layers(arch, first_layer, stage.layers, prompt)
+    prompt_cache = sym("B", batch) * rnd(per_value * cached_layers(arch, first_layer, stage.layers, prompt, False)
                                          * kv_bytes)
     tokens = sym("B", batch) * sym("n", prompt)
     working = (split(sym("wf", _widest(arch)), "t", lay.tp, None) + sym("h", 3 * arch.hidden)) * e * tokens
@@ -240,6 +259,11 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
         working = working + split(sym("V", arch.output_width), "t", lay.tp) * sym("B", batch) * 8
     if work.attention == "eager":
         working = working + rnd(split(sym("a", (4 + e) * arch.heads), "t", lay.tp, None) * sym("n", prompt) * tokens)
+    mask = _window_mask(arch, first_layer, stage.layers, batch, prompt)
+    if mask:
+        working = working + sym("M", mask)
+    if arch.activation == "xielu":
+        working = working + split(sym("f", arch.ffn), "t", lay.tp, None) * tokens      # xIELU's bool mask
     scan = prefill_transient(arch, prompt, work.scan_kernels == "fused")
     if scan and scan_layers_apart(arch):
         # the scan's transient and the MLP's intermediates are in different layers: the larger of them, not both
@@ -259,6 +283,8 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
                  ("; a scan layer's chunk matrices with the reference kernels (validation/measure_hybrid.py, a "
                   "loose fit)" if scan else ""),
                  "wf = widest intermediate per token; h = hidden; e = activation bytes; V = vocabulary" +
+                 ("; M = the sliding or chunked layers' bool mask (prompt², a sequence's each when chunked)"
+                  if mask else "") +
                  ("; x = a scan layer's transient bytes per token" if scan else "")),
             make("kv_cache", "KV cache", kv_cache, ("decode",), kv_source, KV_SYMBOLS),
             make("cache_append_copy", "Cache append copy (one layer)",

@@ -264,8 +264,9 @@ def _llama4_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None
 
 def _apertus(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
     """ApertusConfig: a plain up/down MLP with xIELU (two learned scalars per MLP), q/k norms per head."""
-    extra.update(mlp="plain", mlp_extra_params=2 if reader.config.get("hidden_act", "xielu") == "xielu" else 0,
-                 qk_norm="head")
+    xielu = reader.config.get("hidden_act", "xielu") == "xielu"
+    extra.update(mlp="plain", mlp_extra_params=2 if xielu else 0, qk_norm="head", **({"activation": "xielu"} if xielu
+                                                                                      else {}))
     _attention_bias(reader, extra)
 
 
