@@ -180,3 +180,41 @@ def test_a_grpo_rollout_holds_the_pixels_once_and_its_engine_takes_no_mm_profili
     colocated = {**base, "rollout": "vllm-colocate", "seq": "2048"}
     # TRL's LLM(...) passes neither limit_mm_per_prompt nor skip_mm_profiling: mm_profiling changes nothing there
     assert estimate(colocated).total_bytes == estimate({**colocated, "mm_profiling": "image"}).total_bytes
+
+
+def test_a_video_limit_alone_reads_back_as_the_image_profile():
+    # a modality the line leaves out keeps vLLM's 999: '{"video": 0}' still profiles the largest image
+    from pycore.output import export
+    line = "vllm serve Qwen/Qwen2.5-VL-7B-Instruct --max-model-len 8192 --limit-mm-per-prompt '{\"video\": 0}'"
+    assert export.read(line)["mm_profiling"] == "image"
+
+
+def test_a_refused_vl_engine_is_offered_the_longest_max_model_len_it_would_accept():
+    from pycore.answers.answer import answer
+    from pycore.memory.estimate import estimate_values
+    values = schema.parse({"model": "qwen2.5-vl-7b-instruct", "mode": "infer", "engine": "vllm", "gpu": "l4",
+                           "seq": "128000", "new_tokens": "0"})
+    result = estimate_values(values)
+    accepted = result.vllm["longest_max_model_len"]
+    assert any(f"the longest max_model_len it would accept is {accepted:,}" in w for w in result.warnings)
+    fixes = answer(values, result)["how_to_fit"]
+    assert fixes[0]["query"] == {"seq": str(accepted)} and fixes[0]["fits"]
+    assert estimate({"model": "qwen2.5-vl-7b-instruct", "mode": "infer", "engine": "vllm", "gpu": "l4",
+                     "seq": str(accepted), "new_tokens": "0"}).vllm["starts"]
+
+
+def test_grpo_with_images_sizes_the_rollout_engine_by_the_prompt_with_its_image_tokens():
+    # 2,048 text tokens + 1,196 of one 1,280 x 720 image + 512 completion tokens = 3,756: vLLM rejects a shorter
+    # vllm_max_model_length, which the placements and changes offered leave out
+    from pycore.answers.rollout_answers import trl_refuses
+    values = {"model": "qwen2.5-vl-7b-instruct", "method": "grpo", "rollout": "vllm-colocate", "seq": "2048",
+              "images": "1", "gpu": "h100-sxm-80gb", "dp": "8"}
+    assert trl_refuses(schema.parse({**values, "vllm_max_model_length": "3755"}))
+    assert not trl_refuses(schema.parse({**values, "vllm_max_model_length": "3756"}))
+
+
+def test_the_served_line_names_the_checkpoint_the_alias_names():
+    from pycore.memory.estimate import estimate_values
+    from pycore.output import export
+    values = schema.parse({"model": "gemma-3-27b-it", "mode": "infer", "engine": "vllm"})
+    assert export.export("vllm", values, estimate_values(values)).startswith("vllm serve google/gemma-3-27b-it ")

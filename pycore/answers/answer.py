@@ -354,9 +354,11 @@ def _cost(values: dict[str, Any], result: Estimate, gpu: dict[str, Any], gpus: "
     return answer
 
 
-def _how_to_fit(values: dict[str, Any], usable: int, current: int) -> "Steps[list[dict[str, Any]]]":
+def _how_to_fit(values: dict[str, Any], usable: int, current: int,
+                accepted: "int | None" = None) -> "Steps[list[dict[str, Any]]]":
     """Changes that lower the total, alone, in pairs or threes, ranked: those that fit first (by the compute
-    they cost, then the fewest changes), then by the total they give."""
+    they cost, then the fewest changes), then by the total they give. ``accepted``: the longest max_model_len vLLM
+    would start with, a change of its own when shorter than the sequence asked for."""
     if values["mode"] == "infer":
         candidates = [
             ("kv_dtype=fp8", {"kv_dtype": "fp8"}),
@@ -365,6 +367,7 @@ def _how_to_fit(values: dict[str, Any], usable: int, current: int) -> "Steps[lis
             (f"batch={max(values['batch'] // 2, 1)}", {"batch": max(values["batch"] // 2, 1)}),
             (f"seq={max(values['seq'] // 2, 1)}", {"seq": max(values["seq"] // 2, 1)}),
         ]
+        candidates += _vllm_changes(values, accepted)
     else:
         candidates = _training_changes(values)
     # a change TRL would refuse (pycore.answers.rollout_answers.trl_refuses) is no way to fit
@@ -400,6 +403,21 @@ def _how_to_fit(values: dict[str, Any], usable: int, current: int) -> "Steps[lis
                                row[1]["compute_cost"] if row[1]["fits"] else 0,
                                row[0] if row[1]["fits"] else 0, row[1]["total_bytes"]))
     return [row for _, row in rows[:12]]
+
+
+def _vllm_changes(values: dict[str, Any], accepted: "int | None") -> "list[tuple[str, dict[str, Any]]]":
+    """What makes vLLM start: the longest max_model_len it would accept (the sequence shortened to it), and for a
+    vision-language model the encoder profiling kept to an image or left out (pycore.memory.vllm_multimodal)."""
+    if values.get("engine") != "vllm":
+        return []
+    out = []
+    seq = (accepted or 0) - values["new_tokens"]
+    if 0 < seq < values["seq"]:
+        out.append((f"seq={seq} (max_model_len {accepted:,}, the longest vLLM would accept)", {"seq": seq}))
+    if resolve_architecture(values).vision_layers and values.get("mm_profiling", "auto") != "off":
+        out += [(f"mm_profiling={choice}", {"mm_profiling": choice})
+                for choice in ("image", "off") if values.get("mm_profiling", "auto") != choice]
+    return out
 
 
 def _fix(label: str, change: dict[str, Any], total: int, usable: int) -> dict[str, Any]:
@@ -561,7 +579,8 @@ def answer_steps(values: dict[str, Any], result: Estimate) -> "Steps[dict[str, A
         out.update(found)
     # an engine that would not start: any change with which it starts is a step, whatever its total
     current = (1 << 62) if result.refused else result.total_bytes
-    out["how_to_fit"] = [] if fits else (yield from _how_to_fit(values, usable, current))
+    accepted = (result.vllm or {}).get("longest_max_model_len") if engine_vllm else None
+    out["how_to_fit"] = [] if fits else (yield from _how_to_fit(values, usable, current, accepted))
     if not fits and out["plan"] and not any(f["fits"] for f in out["how_to_fit"]):
         # Nothing on this many GPUs fits: the best layout is itself the change to make.
         best = out["plan"][0]

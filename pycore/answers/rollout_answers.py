@@ -16,6 +16,7 @@ from typing import Any, Callable
 from pycore.base.steps import Steps
 from pycore.base.units import plural
 from pycore.inputs import frameworks
+from pycore.memory.setup import prompt_tokens
 
 GRPO_METHODS = ("grpo", "grpo-lora")
 ROLLOUT_RECIPES = ("grpo", "distill")     # the recipes that generate with vLLM (pycore.memory.rollout)
@@ -60,7 +61,7 @@ def trl_refuses(values: dict[str, Any]) -> bool:
     if values["dp"] % dp_unit(values):
         return True
     longest = values.get("vllm_max_model_length")
-    return _colocated(values) and bool(longest) and longest < values["seq"] + values["max_completion_length"]
+    return _colocated(values) and bool(longest) and longest < prompt_tokens(values) + values["max_completion_length"]
 
 
 def _prompts(values: dict[str, Any]) -> int:
@@ -97,7 +98,7 @@ def generation_answers(values: dict[str, Any], usable: int, largest: Largest, po
     if best:
         values = {**values, **{k: int(v) if isinstance(values.get(k), int) else v for k, v in best["query"].items()}}
         layout = best["label"]
-    longest = positions - values["seq"]         # positions the prompt leaves for the completion
+    longest = positions - prompt_tokens(values)         # positions the prompt leaves for the completion
     out: dict[str, Any] = {"max_completion": (yield from largest(values, "max_completion_length", usable,
                                                                      high=longest)) if longest > 0 else None}
     rows = []
@@ -114,7 +115,7 @@ def rollout_changes(values: dict[str, Any]) -> "list[tuple[str, dict[str, Any]]]
     engine, sleep mode (the update does not hold the engine), or a vLLM server on GPUs of its own."""
     if not _colocated(values):
         return []
-    context, util = values["seq"] + values["max_completion_length"], values["vllm_gpu_memory_utilization"]
+    context, util = prompt_tokens(values) + values["max_completion_length"], values["vllm_gpu_memory_utilization"]
     out = []
     if values.get("vllm_max_model_length") != context:
         out.append((f"vllm_max_model_length={context}", {"vllm_max_model_length": context}))
@@ -144,7 +145,7 @@ def placements(values: dict[str, Any], usable: int, plan: Plan, serving_plan: Pl
     allow) and for a vLLM server on GPUs of its own, fewest first, each with the inputs that set it (``plan`` and
     ``serving_plan`` are pycore.answers.answer's)."""
     options = [(yield from _colocated_option(values, usable, plan, degrees))]
-    context = values["seq"] + values["max_completion_length"]
+    context = prompt_tokens(values) + values["max_completion_length"]
     training = yield from plan({**values, "rollout": "vllm-server"}, usable, limit=1)
     server = yield from serving_plan(server_values(values), usable)
     if training and server:
@@ -166,7 +167,7 @@ def _colocated_option(values: dict[str, Any], usable: int, plan: Plan, degrees: 
         "Steps[dict[str, Any]]":
     """The fewest GPUs with a colocated engine over each of ``degrees`` GPUs (vllm_tensor_parallel_size),
     vllm_max_model_length at prompt + completion (left at None it is the model's positions)."""
-    util, context = values["vllm_gpu_memory_utilization"], values["seq"] + values["max_completion_length"]
+    util, context = values["vllm_gpu_memory_utilization"], prompt_tokens(values) + values["max_completion_length"]
     label = f"vLLM colocated at vllm_gpu_memory_utilization={util:g}"
     best: "dict[str, Any] | None" = None
     for degree in degrees:

@@ -467,9 +467,11 @@ def refusal(capacity: "Mapping[str, Any] | None") -> str:
     who, names = capacity.get("engine", "vLLM"), capacity.get("inputs", {})      # a colocated rollout's own words
     util, length = names.get("gpu_util", "gpu_util"), names.get("max_model_len", "max_model_len")
     if not capacity["kv_cache_blocks"]:
+        shorter = capacity.get("longest_max_model_len")         # a shorter one profiles less (a VL model's video)
         return (f"{who} would refuse to start: no memory is left for the KV cache (weights, non-torch memory and "
                 f"the profiling run's activations fill {util} of the GPU); raise {util} or split the model" +
-                (f" ({names['split']})" if "split" in names else ""))
+                (f" ({names['split']})" if "split" in names else "") +
+                (f"; the longest {length} it would accept is {shorter:,}" if shorter else ""))
     longest = capacity["longest_max_model_len"]
     what = "KV cache and state" if capacity.get("state_bytes_per_request") else "KV cache"
     return (f"{who} would refuse to start: one request of max_model_len {capacity['context']:,} tokens needs "

@@ -273,6 +273,11 @@ def _image_tokens(arch: Architecture, values: "Values") -> int:
         raise FieldError("image_size", str(error).partition(": ")[2], fallback="1280x720") from None
 
 
+def prompt_tokens(values: "Values") -> int:
+    """A sequence's prompt as the model sees it: seq, and the tokens its images become."""
+    return int(values["seq"]) + _image_tokens(resolve_architecture(values), values)
+
+
 def _check_positions(arch: Architecture, values: "Values") -> None:
     """A learned position table (GPT-2, BERT) has no row past max_position_embeddings: a longer sequence
     cannot be embedded (transformers raises an index error), so it is refused; RoPE models only warn."""

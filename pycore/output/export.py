@@ -37,8 +37,13 @@ _FSDP = {"FULL_SHARD": "full_shard", "SHARD_GRAD_OP": "shard_grad_op", "NO_SHARD
 def _hub(values: "dict[str, Any]", key: str = "model") -> str:
     if key == "model" and values.get("config"):     # a config.json's model: its hub id when it was fetched by one
         return hub_id(str(values.get("name") or "")) or "<model path or hub id>"
-    entry = models().get(preset_id(str(values[key])) or "")
-    return entry["hub"][0] if entry and entry.get("hub") else str(values[key])
+    named = str(values[key])
+    entry = models().get(preset_id(named) or "")
+    if not entry or not entry.get("hub"):
+        return named
+    # an alias that names another hub repository of the family (gemma-3-27b-it beside the gemma-3-27b-pt preset)
+    hubs = [str(hub) for hub in entry["hub"]]
+    return next((hub for hub in hubs if hub.split("/")[-1].lower() == named.lower()), hubs[0])
 
 
 def vllm(values: "dict[str, Any]", result: Estimate) -> str:
@@ -179,7 +184,7 @@ def _read_vllm(text: str) -> "dict[str, str]":
 
 def _read_multimodal(pairs: "dict[str, str]", words: "list[str]") -> "dict[str, str]":
     """images=0 when --limit-mm-per-prompt is given (max_model_len already holds the images' tokens: not counted
-    twice); mm_profiling=image when it sets video to 0, off when it sets every modality to 0 (no encoder budget: vLLM
+    twice); mm_profiling=image when it sets video to 0, off when it sets image and video to 0 (no encoder budget: vLLM
     profiles nothing, vllm/v1/core/encoder_cache_manager.py compute_mm_encoder_budget) or with --skip-mm-profiling."""
     out = {}
     if "--limit-mm-per-prompt" in pairs:
@@ -188,10 +193,9 @@ def _read_multimodal(pairs: "dict[str, str]", words: "list[str]") -> "dict[str, 
             limits = json.loads(pairs["--limit-mm-per-prompt"])
         except (ValueError, RecursionError):
             limits = None
-        if isinstance(limits, dict) and limits and all(v == 0 for v in limits.values()):
-            out["mm_profiling"] = "off"
-        elif isinstance(limits, dict) and limits.get("video") == 0:
-            out["mm_profiling"] = "image"
+        if isinstance(limits, dict) and limits.get("video") == 0:
+            # a modality the line leaves out keeps vLLM's limit of 999: images are profiled unless set to 0 too
+            out["mm_profiling"] = "off" if limits.get("image") == 0 else "image"
     if "--skip-mm-profiling" in words:
         out["mm_profiling"] = "off"
     return out
