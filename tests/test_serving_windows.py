@@ -41,3 +41,27 @@ def test_llama_4s_chunked_layers_hold_their_chunk_plus_the_prefill_budget():
     result = estimate({**VLLM, "model": "llama-4-scout-17b-16e-instruct", "tp": "4", "seq": "65536",
                        "new_tokens": "0"})
     assert result.vllm["blocks_needed"] == 65536 // 16 + 3 * ((8192 + 8192) // 16)
+
+
+def test_the_longest_context_of_several_requests_counts_their_windows_at_that_length():
+    # Gemma 3 27B under vLLM, 4 requests: each holds its full-attention blocks and, in every sliding group, the blocks
+    # of min(window + the batch being prefilled, its length) (vllm/v1/kv_cache_interface.py SlidingWindowSpec
+    # max_memory_usage_bytes): the longest context is the largest L whose 4 requests fit, whatever seq was asked
+    from pycore.answers.answer import answer
+    from pycore.inputs.schema import parse
+    from pycore.memory.estimate import estimate_values
+    from pycore.memory.serving import longest_context
+    answers = []
+    for seq in ("2048", "16000"):
+        values = parse({"model": "gemma-3-27b-it", "mode": "infer", "engine": "vllm", "batch": "4", "seq": seq})
+        capacity = estimate_values(values).vllm
+        longest = longest_context(capacity, 4)
+        block = capacity["block_tokens"]
+
+        def blocks(length):
+            windowed = -(-min(capacity["sliding_tokens"], length) // block) + capacity["sliding_extra_block"]
+            return capacity["attention_groups"] * -(-length // block) + capacity["sliding_groups"] * windowed + \
+                capacity["state_only_groups"]
+        assert 4 * blocks(longest) <= capacity["kv_cache_blocks"] < 4 * blocks(longest + 1)
+        answers.append(answer(values, estimate_values(values))["max_context"])
+    assert answers[0] == answers[1] > 0

@@ -422,12 +422,22 @@ def _hybrid_capacity(pages: "Mapping[str, int]", kv: int, context: int, state: i
     per_request = pages["attention_groups"] * (-(-context // block) if block else 0) + fixed
     spare = blocks - fixed
     longest = spare // pages["attention_groups"] * block if pages["attention_groups"] and spare > 0 else 0
+    if sliding and block and pages["attention_groups"]:
+        # a longer request holds more of each window too (up to the window and the batch being prefilled)
+        longest = _longest_with_windows({"block_tokens": block, "kv_cache_blocks": blocks,
+                                         "attention_groups": pages["attention_groups"], "sliding_groups": sliding,
+                                         "sliding_tokens": pages.get("sliding_tokens", 0),
+                                         "sliding_extra_block": pages.get("sliding_extra_block", 0),
+                                         "state_only_groups": pages["state_groups"]}, 1)
     return {"kv_cache_tokens": blocks // groups * block, "kv_cache_blocks": blocks, "context": context,
             "max_concurrency": blocks / per_request if per_request else 0.0, "starts": blocks >= per_request > 0,
             "blocks_needed": per_request, "state_bytes_per_request": state, "block_tokens": block,
             "attention_groups": pages["attention_groups"], "state_groups": fixed,
             "kv_bytes_needed": per_request * page * group, "kv_bytes_available": kv,
             "longest_max_model_len": longest if block and pages["attention_groups"] else None,
+            **({"sliding_groups": sliding, "sliding_tokens": pages.get("sliding_tokens", 0),
+                "sliding_extra_block": pages.get("sliding_extra_block", 0),
+                "state_only_groups": pages["state_groups"]} if sliding else {}),
             **(_per_kind(pages, context) if pages.get("state_layers") and not sliding else {})}
 
 
@@ -450,8 +460,26 @@ def longest_context(capacity: "Mapping[str, Any]", batch: int) -> "int | None":
         return capacity["kv_cache_tokens"] // batch if capacity.get("kv_cache_tokens") is not None else None
     if not capacity["attention_groups"]:
         return None
+    if capacity.get("sliding_groups"):
+        return _longest_with_windows(capacity, batch)
     spare: int = capacity["kv_cache_blocks"] // batch - capacity["state_groups"]
     return max(spare, 0) // int(capacity["attention_groups"]) * int(capacity["block_tokens"])
+
+
+def _longest_with_windows(capacity: "Mapping[str, Any]", batch: int) -> int:
+    """The longest context ``batch`` requests could each have when sliding or chunked groups hold a request's window
+    (shorter for a shorter context): the largest L with batch × blocks(L) within the cache, by bisection."""
+    block, blocks = int(capacity["block_tokens"]), int(capacity["kv_cache_blocks"])
+
+    def per_request(length: int) -> int:
+        windowed = -(-min(int(capacity["sliding_tokens"]), length) // block) + int(capacity["sliding_extra_block"])
+        return int(capacity["attention_groups"]) * -(-length // block) + \
+            int(capacity["sliding_groups"]) * windowed + int(capacity["state_only_groups"])
+    low, high = 0, blocks * block
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if batch * per_request(middle) <= blocks else (low, middle - 1)
+    return low
 
 
 def refusal(capacity: "Mapping[str, Any] | None") -> str:
