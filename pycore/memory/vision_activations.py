@@ -261,7 +261,7 @@ def note(setup: "Setup") -> str:
         if arch.vision_family not in MEASURED:
             return "the vision encoder's forward is not modelled for this tower yet"
         return "generate() runs the vision tower over the batch's images before the prefill: its working set and " \
-            "the pixel values are counted (Vision encoder working set)"
+            "the pixel values are counted at that moment of their own (the breakdown shows it when it is the peak)"
     if setup.finetune.adapters:
         return "the vision tower is taken as frozen, without adapters, so it keeps nothing for backward"
     if arch.vision_family not in MEASURED:
