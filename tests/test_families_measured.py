@@ -35,15 +35,24 @@ def test_llama_4s_training_step_counts_every_expert_on_every_token():
 
 def test_transformers_runs_llama_4s_experts_densely_and_vllm_does_not():
     # Llama4TextMoe (transformers 5.24): routed_in = hidden_states.repeat(num_experts, 1) * scores, then bmm over
-    # every expert: the prefill holds E·(h + 2f + f + h) a token; vLLM's fused MoE computes the top-1 expert only
+    # every expert: the prefill holds E·(h + 2f + f + f) a token beside gate_up's act(gate) (measured on the real
+    # module by the review: h + 4f elements an expert when f > h); vLLM's fused MoE computes the top-1 expert only
     from pycore.memory.serving import _widest
     arch = catalog.architecture("llama-4-scout-17b-16e-instruct")
     assert arch.every_expert and arch.routed_per_token == 16
-    assert _widest(arch, "hf") == 16 * (3 * 8192 + 2 * 5120)
+    assert _widest(arch, "hf") == 16 * (5120 + 4 * 8192)
     assert _widest(arch, "vllm") == max(3 * 8192, 4 * 40 * 128 + 2 * 8 * 128)
     hf = estimate({"model": "llama-4-scout-17b-16e-instruct", "mode": "infer", "seq": "4096", "tp": "8"})
-    # split 8 ways, with 3·h beside it, for 4,096 tokens in bf16
-    assert hf.components["prefill_working"] >= (16 * (3 * 8192 + 2 * 5120) // 8 + 3 * 5120) * 2 * 4096
+    assert hf.components["prefill_working"] >= (16 * (5120 + 4 * 8192) // 8 + 3 * 5120) * 2 * 4096
+
+
+@pytest.mark.parametrize("framework", ["megatron", "torchtune", "torchtitan"])
+def test_frameworks_with_their_own_moe_route_llama_4_top_k(framework):
+    # their MoE layers compute each token's top-k experts (pycore.inputs.frameworks.OWN_MOE), not transformers' all
+    base = {"model": "llama-4-scout-17b-16e-instruct", "seq": "2048", "recompute": "none"}
+    own = estimate({**base, "framework": framework}).as_dict()["components"]["activations"]
+    trainer = estimate({**base, "framework": "hf-trainer"}).as_dict()["components"]["activations"]
+    assert own < trainer
 
 
 def test_a_sliding_model_holds_the_whole_prompt_after_the_prefill_and_its_window_after():

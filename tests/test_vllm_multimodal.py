@@ -218,3 +218,33 @@ def test_the_served_line_names_the_checkpoint_the_alias_names():
     from pycore.output import export
     values = schema.parse({"model": "gemma-3-27b-it", "mode": "infer", "engine": "vllm"})
     assert export.export("vllm", values, estimate_values(values)).startswith("vllm serve google/gemma-3-27b-it ")
+
+
+@pytest.mark.parametrize("line,profiling", [
+    # vLLM asks only the modalities a model takes: Gemma 3's is image, so a limit of 0 leaves nothing to profile
+    ("vllm serve google/gemma-3-27b-it --limit-mm-per-prompt '{\"image\": 0}'", "off"),
+    # Qwen2.5-VL also takes video, whose limit stays 999 unless set: its video is still profiled
+    ("vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt '{\"image\": 0}'", "auto"),
+    ("vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt '{\"image\": 0, \"video\": 0}'", "off"),
+])
+def test_zero_limits_read_back_by_the_modalities_the_model_takes(line, profiling):
+    from pycore.output import export
+    assert export.read(line).get("mm_profiling", "auto") == profiling
+
+
+def test_the_offered_max_model_len_leaves_room_for_the_images():
+    from pycore.answers.answer import answer
+    from pycore.memory.estimate import estimate_values
+    values = schema.parse({"model": "qwen2.5-vl-7b-instruct", "mode": "infer", "engine": "vllm", "gpu": "l4",
+                           "seq": "128000", "new_tokens": "0", "images": "2"})
+    result = estimate_values(values)
+    fix = answer(values, result)["how_to_fit"][0]
+    # two 1,280 x 720 images are 2 x 1,196 tokens of the context
+    assert int(fix["query"]["seq"]) + 2 * 1196 == result.vllm["longest_max_model_len"] and fix["fits"]
+
+
+def test_a_hub_id_exports_as_itself():
+    from pycore.memory.estimate import estimate_values
+    from pycore.output import export
+    values = schema.parse({"model": "google/gemma-3-27b-it", "mode": "infer", "engine": "vllm"})
+    assert export.export("vllm", values, estimate_values(values)).startswith("vllm serve google/gemma-3-27b-it ")

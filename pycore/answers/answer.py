@@ -15,7 +15,7 @@ from pycore.base.units import GIB, duration_text, format_bytes, plural
 from pycore.inputs import frameworks
 from pycore.memory.estimate import Estimate, totals_only
 from pycore.memory.serving import longest_context
-from pycore.memory.setup import resolve_architecture
+from pycore.memory.setup import prompt_tokens, resolve_architecture
 from pycore.model.catalog import gpus as gpu_catalog
 
 SEARCH_LIMIT = 1 << 20
@@ -411,7 +411,7 @@ def _vllm_changes(values: dict[str, Any], accepted: "int | None") -> "list[tuple
     if values.get("engine") != "vllm":
         return []
     out = []
-    seq = (accepted or 0) - values["new_tokens"]
+    seq = (accepted or 0) - values["new_tokens"] - (prompt_tokens(values) - values["seq"])     # the images' tokens
     if 0 < seq < values["seq"]:
         out.append((f"seq={seq} (max_model_len {accepted:,}, the longest vLLM would accept)", {"seq": seq}))
     if resolve_architecture(values).vision_layers and values.get("mm_profiling", "auto") != "off":

@@ -317,6 +317,10 @@ NO_SYNC_UNTIL_LAST = {"hf-trainer", "accelerate", "axolotl"}
 # output in fwd_cache until backward_one_chunk pops it (L913, L966), and Schedule1F1B holds the latest output
 # until the next forward (schedules.py L1070, L1130), so the last stage's logits live through its backward.
 OWN_PIPELINE = {"megatron", "deepspeed"}
+# Frameworks with MoE layers of their own, which compute each token's top-k experts only (torchtune's
+# TokenChoiceTopKRouter + GroupedExperts, torchtitan's MoE, Megatron's token dispatcher): not transformers'
+# Llama4TextMoe, which runs every expert on every token (pycore.model.architecture every_expert)
+OWN_MOE = {"torchtune", "torchtitan", "megatron"}
 # Post-training recipes (schema method dpo*, kto*, grpo*, reward*) run on the Hugging Face Trainer
 # through TRL, whose configs change some of the Trainer's defaults; pycore.memory.posttraining models the step.
 RECIPES = {

@@ -210,10 +210,11 @@ def _widest(arch: "Architecture", engine: str = "hf") -> int:
     """Elements per token of one layer's widest intermediate: the MLP's (its routed experts' together: every one
     where transformers runs them all, top-k in vLLM's fused MoE) or the attention's q, k, v and output."""
     if engine == "hf" and arch.routed_per_token > max(arch.experts_per_token, 1):
-        # Llama4TextMoe: the input repeated once an expert and weighted (E·h), gate_up (E·2f), their product (E·f)
-        # and the experts' outputs (E·h) at once, before they are summed
-        return max(arch.experts * (3 * arch.ffn + 2 * arch.hidden), 4 * arch.q_dim + 2 * arch.kv_dim)
-    if arch.activation == "xielu":
+        # Llama4TextMoe: the input repeated once an expert and weighted (E·h) beside gate_up (E·2f), act(gate) and
+        # its product with up (E·f each), or, later, beside gate_up, the product and the experts' outputs (E·h)
+        return max(arch.experts * max(arch.hidden + 4 * arch.ffn, 2 * arch.hidden + 3 * arch.ffn),
+                   4 * arch.q_dim + 2 * arch.kv_dim)
+    if engine == "hf" and arch.activation == "xielu":
         # XIELUActivation._xielu_python: the up projection's output and four more f-wide temporaries (its x > 0 mask,
         # a byte each, is _hf_pools')
         return max(5 * arch.ffn, 4 * arch.q_dim + 2 * arch.kv_dim)
@@ -235,7 +236,7 @@ def _window_mask(arch: "Architecture", first: int, count: int, batch: int, promp
     """Bytes of the bool mask SDPA gets in a prefill past the window of sliding or chunked layers (full-attention
     layers run is_causal, with no mask): prompt² for sliding layers, and a batch's of them for Llama 4's chunked
     layers (read off the live tensors of validation/measure_families.py's olmo3, exaone4 and llama4_text cases)."""
-    if not arch.sliding_window or prompt <= arch.sliding_window:
+    if not arch.sliding_window or prompt < arch.sliding_window:     # _ignore_causal_mask_sdpa: kv_length >= window
         return 0
     kinds = window_layers(arch, first, count)
     return prompt * prompt * (batch if kinds["chunked"] else 1) if kinds["sliding"] + kinds["chunked"] else 0

@@ -441,6 +441,8 @@ def resolve(values: "Values") -> Setup:
     if values["gpu"] not in gpu_catalog():
         raise FieldError("gpu", f"unknown GPU {values['gpu'][:40]!r}; see python -m pycore gpus")
     arch = resolve_architecture(values)
+    if arch.every_expert and values["mode"] == "train" and frameworks.framework_name(values) in frameworks.OWN_MOE:
+        arch = replace(arch, every_expert=False)
     counts = count_parameters(arch)
     mode = values["mode"]
     activation_model = values["activations"]

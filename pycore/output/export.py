@@ -43,7 +43,7 @@ def _hub(values: "dict[str, Any]", key: str = "model") -> str:
         return named
     # an alias that names another hub repository of the family (gemma-3-27b-it beside the gemma-3-27b-pt preset)
     hubs = [str(hub) for hub in entry["hub"]]
-    return next((hub for hub in hubs if hub.split("/")[-1].lower() == named.lower()), hubs[0])
+    return next((hub for hub in hubs if named.lower() in (hub.lower(), hub.split("/")[-1].lower())), hubs[0])
 
 
 def vllm(values: "dict[str, Any]", result: Estimate) -> str:
@@ -178,11 +178,17 @@ def _read_vllm(text: str) -> "dict[str, str]":
     if "--speculative-config" in pairs and '"mtp"' in pairs["--speculative-config"]:
         out["speculative"] = "mtp"
     out.update(_read_draft(pairs.get("--speculative-config", "")))
-    out.update(_read_multimodal(pairs, words))
+    out.update(_read_multimodal(pairs, words, out.get("model", "")))
     return out
 
 
-def _read_multimodal(pairs: "dict[str, str]", words: "list[str]") -> "dict[str, str]":
+def _takes_video(model: str) -> bool:
+    """Whether vLLM gives this model a video modality (Qwen-VL's processors); True for a model not known here."""
+    preset = preset_id(model)
+    return preset is None or models()[preset].get("vision_family") in ("qwen2_5_vl", "qwen3_vl")
+
+
+def _read_multimodal(pairs: "dict[str, str]", words: "list[str]", model: str) -> "dict[str, str]":
     """images=0 when --limit-mm-per-prompt is given (max_model_len already holds the images' tokens: not counted
     twice); mm_profiling=image when it sets video to 0, off when it sets image and video to 0 (no encoder budget: vLLM
     profiles nothing, vllm/v1/core/encoder_cache_manager.py compute_mm_encoder_budget) or with --skip-mm-profiling."""
@@ -193,9 +199,13 @@ def _read_multimodal(pairs: "dict[str, str]", words: "list[str]") -> "dict[str, 
             limits = json.loads(pairs["--limit-mm-per-prompt"])
         except (ValueError, RecursionError):
             limits = None
-        if isinstance(limits, dict) and limits.get("video") == 0:
-            # a modality the line leaves out keeps vLLM's limit of 999: images are profiled unless set to 0 too
-            out["mm_profiling"] = "off" if limits.get("image") == 0 else "image"
+        if isinstance(limits, dict) and limits.get("image") == 0 and \
+                limits.get("video", 999 if _takes_video(model) else 0) == 0:
+            # every modality the models take at 0 (Gemma 3's, Llama 4's and LFM2-VL's only one is image): no budget
+            out["mm_profiling"] = "off"
+        elif isinstance(limits, dict) and limits.get("video") == 0:
+            # a modality the line leaves out keeps vLLM's limit of 999: the largest image is still profiled
+            out["mm_profiling"] = "image"
     if "--skip-mm-profiling" in words:
         out["mm_profiling"] = "off"
     return out
