@@ -223,3 +223,19 @@ def test_a_scorer_with_a_smaller_vocabulary_is_refused():
     with pytest.raises(FieldError) as error:
         resolve(parse({"model": "qwen2.5-0.5b", "method": "ppo", "value_model": "gpt2"}))
     assert error.value.key == "value_model" and "50,257" in error.value.message
+
+
+def test_a_single_forwards_cache_holds_every_token_in_sliding_layers():
+    # transformers 5.24 DynamicSlidingWindowLayer keeps the forward's whole keys and values (its window is a view of
+    # them, cache_utils.py): all 42 of Gemma 2 9B's layers, half of them sliding with a 4,096 window, hold the
+    # update's prompt + response tokens
+    from pycore import estimate
+    from pycore.inputs import frameworks, schema
+    from pycore.memory import setup as setups
+    from pycore.model import catalog
+    query = {"model": "gemma-2-9b", "method": "ppo", "seq": "8192"}
+    tokens = setups.resolve(frameworks.apply(schema.parse(query))).workload.seq
+    arch = catalog.architecture("gemma-2-9b")
+    assert arch.sliding_window == 4096 < tokens
+    pools = {pool.key: pool.bytes for pool in estimate(query).pools}
+    assert pools["update_kv_cache"] == 42 * tokens * 2 * arch.kv_heads * arch.dim_head * 2

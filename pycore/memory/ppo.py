@@ -231,7 +231,7 @@ def scoring_pools(setup: Setup) -> "list[Pool]":
     c, T = sym("c", full), sym("T", setup.workload.seq)
     hidden = _hidden(setup, full)
     value, reward = value_setup(setup), value_setup(setup, reward=True)
-    cache = c * sym("K", kv_cache_bytes(arch, setup.workload.seq, e))
+    cache = c * sym("K", kv_cache_bytes(arch, setup.workload.seq, e, windowed=False))
     row = sym("R", setup.finetune.completion) * sym("V", arch.output_width) * num(4)
     reference = "the reference (the policy with its adapters disabled)" if setup.finetune.reference != "copy" else \
         "the reference"
@@ -295,7 +295,7 @@ def head_pools(setup: Setup, tokens: int) -> "list[Pool]":
                           "gradient is whole)", symbols, group="logits_and_loss"))
     if work.recompute != "full":
         pools.append(make("update_kv_cache", "Policy KV cache the output returns (use_cache)",
-                          b * sym("K", kv_cache_bytes(arch, work.seq, setup.policy.bytes("act"))), held,
+                          b * sym("K", kv_cache_bytes(arch, work.seq, setup.policy.bytes("act"), windowed=False)), held,
                           "transformers: forward() passes no use_cache, so the checkpoint's use_cache=True builds a "
                           "DynamicCache of every layer's keys and values (off under gradient checkpointing)",
                           symbols + "; K = KV-cache bytes of one row", group="logits_and_loss"))
@@ -338,7 +338,7 @@ def carried_pools(setup: Setup) -> "list[Pool]":
     V, eh = sym("V", arch.output_width), 4 if setup.policy.autocast else setup.policy.bytes("act")
     outputs = b * T * V * num(el) + b * T * sym("L", arch.layers + 1) * sym("h", arch.hidden) * num(eh)
     if work.recompute != "full":
-        outputs = outputs + b * sym("K", kv_cache_bytes(arch, work.seq, setup.policy.bytes("act")))
+        outputs = outputs + b * sym("K", kv_cache_bytes(arch, work.seq, setup.policy.bytes("act"), windowed=False))
     symbols = "b = rows per micro-batch; T = prompt + response tokens; R = response_length; V = vocabulary; L = " \
         "layers; h = hidden size; K = KV-cache bytes of one row"
     # measured (validation/measured_ppo.json, the qwen amp-bf16 ga2 case): under autocast they are still held while

@@ -86,9 +86,12 @@ def kv_values_per_token(arch: "Architecture", engine: str, tp: int) -> Q:
     return num(2) * split(sym("k", arch.kv_heads), "t", tp) * sym("d", arch.dim_head)
 
 
-def kv_cache_bytes(arch: "Architecture", tokens: int, kv_bytes: float, engine: str = "hf", tp: int = 1) -> float:
-    """KV-cache bytes of one sequence of ``tokens`` tokens over the whole model, on one tensor-parallel rank."""
-    return rnd(kv_values_per_token(arch, engine, tp) * cached_layers(arch, 0, arch.layers, tokens) * kv_bytes).value
+def kv_cache_bytes(arch: "Architecture", tokens: int, kv_bytes: float, engine: str = "hf", tp: int = 1,
+                   windowed: bool = True) -> float:
+    """KV-cache bytes of one sequence of ``tokens`` tokens over the whole model, on one tensor-parallel rank;
+    ``windowed=False``: a cache one forward built, whose sliding layers still hold every token (cached_layers)."""
+    return rnd(kv_values_per_token(arch, engine, tp) * cached_layers(arch, 0, arch.layers, tokens, windowed)
+               * kv_bytes).value
 
 
 def serving(setup: Setup, gpu: "Mapping[str, Any]") -> StageResult:
