@@ -375,28 +375,39 @@ def pipeline_section():
                     f"{100 * r['error']:+.1f}% | {'yes' if r['worst'] else ''} |" for r in cases]
 
 
+def config_case_estimates(path):
+    """A record whose cases carry their config.json (``config_json``), each case beside the estimate of that file:
+    (record, [(case, result, row)]), row holding label, measured, estimated and error."""
+    import tempfile
+    record = json.loads(path.read_text())
+    out = []
+    with tempfile.TemporaryDirectory() as folder:
+        for case in record["cases"]:
+            config = Path(folder) / "config.json"
+            config.write_text(json.dumps(case["config_json"]))
+            result = estimate({**measured_inputs(case["inputs"]), "config": str(config)})
+            out.append((case, result, {"label": case["label"], "measured": case["peak_bytes"],
+                                       "estimated": result.peak_bytes,
+                                       "error": (result.peak_bytes - case["peak_bytes"]) / case["peak_bytes"]}))
+    return record, out
+
+
 HYBRID = ROOT / "validation" / "measured_hybrid.json"
 
 
 def hybrid_rows(path=HYBRID):
     """validation/measure_hybrid.py's cases, each beside the estimate of its config.json (written from the case's
     config_json), with the weights and the generate() cache as measured and as estimated."""
-    import tempfile
-    record = json.loads(path.read_text())
+    record, estimated = config_case_estimates(path)
     out = []
-    with tempfile.TemporaryDirectory() as folder:
-        for case in record["cases"]:
-            config = Path(folder) / f"{case['family']}-{case['size']}.json"
-            config.write_text(json.dumps(case["config_json"]))
-            result = estimate({**measured_inputs(case["inputs"]), "config": str(config)})
-            pools, breakdown = result.components, case["peak_breakdown"]
-            pairs = [(breakdown["Parameter"] + breakdown.get("Buffer", 0), pools["weights"])]
-            if "cache_bytes" in case:
-                cache = case["cache_bytes"]
-                pairs += [(cache["kv_cache"] + cache["conv_state"] + cache["recurrent_state"],
-                           pools.get("kv_cache", 0) + pools.get("recurrent_state", 0))]
-            out.append({"label": case["label"], "measured": case["peak_bytes"], "estimated": result.peak_bytes,
-                        "error": (result.peak_bytes - case["peak_bytes"]) / case["peak_bytes"], "pairs": pairs})
+    for case, result, row in estimated:
+        pools, breakdown = result.components, case["peak_breakdown"]
+        pairs = [(breakdown["Parameter"] + breakdown.get("Buffer", 0), pools["weights"])]
+        if "cache_bytes" in case:
+            cache = case["cache_bytes"]
+            pairs += [(cache["kv_cache"] + cache["conv_state"] + cache["recurrent_state"],
+                       pools.get("kv_cache", 0) + pools.get("recurrent_state", 0))]
+        out.append({**row, "pairs": pairs})
     return record, out
 
 
@@ -475,36 +486,18 @@ VL_GENERATE = ROOT / "validation" / "measured_vl_generate.json"
 def vl_rows(path=VL):
     """validation/measure_vl.py's training steps with images, each beside the estimate of its config.json (written
     from the case's config_json): the peak, and what the vision tower saves for backward."""
-    import tempfile
-    record = json.loads(path.read_text())
-    out = []
-    with tempfile.TemporaryDirectory() as folder:
-        for case in record["cases"]:
-            config = Path(folder) / f"{case['family']}.json"
-            config.write_text(json.dumps(case["config_json"]))
-            result = estimate({**measured_inputs(case["inputs"]), "config": str(config)})
-            out.append({"label": case["label"], "measured": case["peak_bytes"], "estimated": result.peak_bytes,
-                        "error": (result.peak_bytes - case["peak_bytes"]) / case["peak_bytes"],
-                        "tower": (case["tower_saved"], result.components.get("vision_activations", 0)),
-                        "params_match": case["params"] == result.params_total, "phase": result.peak_phase})
-    return record, out
+    record, estimated = config_case_estimates(path)
+    return record, [{**row, "tower": (case["tower_saved"], result.components.get("vision_activations", 0)),
+                     "params_match": case["params"] == result.params_total, "phase": result.peak_phase}
+                    for case, result, row in estimated]
 
 
 def vl_generate_rows(path=VL_GENERATE):
     """validation/measure_vl.py --generate's generate() calls with images, each beside the estimate of its config.json:
     the peak, and whether the tower's forward is where the estimate puts it."""
-    import tempfile
-    record = json.loads(path.read_text())
-    out = []
-    with tempfile.TemporaryDirectory() as folder:
-        for case in record["cases"]:
-            config = Path(folder) / f"{case['family']}.json"
-            config.write_text(json.dumps(case["config_json"]))
-            result = estimate({**measured_inputs(case["inputs"]), "config": str(config)})
-            out.append({"label": case["label"], "measured": case["peak_bytes"], "estimated": result.peak_bytes,
-                        "error": (result.peak_bytes - case["peak_bytes"]) / case["peak_bytes"],
-                        "params_match": case["params"] == result.params_total, "phase": result.peak_phase})
-    return record, out
+    record, estimated = config_case_estimates(path)
+    return record, [{**row, "params_match": case["params"] == result.params_total, "phase": result.peak_phase}
+                    for case, result, row in estimated]
 
 
 def vl_section():
@@ -568,19 +561,9 @@ FAMILIES = ROOT / "validation" / "measured_families.json"
 def families_rows(path=FAMILIES):
     """validation/measure_families.py's cases, each beside the estimate of its config: label, family, mode, measured,
     estimated, error, params_match."""
-    import tempfile
-    record = json.loads(path.read_text())
-    out = []
-    with tempfile.TemporaryDirectory() as folder:
-        for case in record["cases"]:
-            config = Path(folder) / f"{case['family']}.json"
-            config.write_text(json.dumps(case["config_json"]))
-            result = estimate({**measured_inputs(case["inputs"]), "config": str(config)})
-            out.append({"label": case["label"], "family": case["family"], "mode": case["inputs"]["mode"],
-                        "measured": case["peak_bytes"], "estimated": result.peak_bytes,
-                        "error": (result.peak_bytes - case["peak_bytes"]) / case["peak_bytes"],
-                        "params_match": case["params"] == result.params_total})
-    return record, out
+    record, estimated = config_case_estimates(path)
+    return record, [{**row, "family": case["family"], "mode": case["inputs"]["mode"],
+                     "params_match": case["params"] == result.params_total} for case, result, row in estimated]
 
 
 def families_section():

@@ -334,21 +334,27 @@ def measure_infer(values, arch, model):
     model.generation_config.pad_token_id = 0
     ids = torch.randint(1, arch.vocab, (values["batch"], values["seq"]))
     kwargs = dict(max_new_tokens=values["new_tokens"], min_new_tokens=values["new_tokens"], do_sample=False)
+    return track_generate(model, (ids,), lambda: model.generate(ids, **kwargs))
+
+
+def track_generate(model, inputs, generate):
+    """``generate()`` once to warm up, then again under MemTracker (tracking ``model`` and the ``inputs`` tensors),
+    without gradients; the tracker."""
     with torch.no_grad():
-        model.generate(ids, **kwargs)                                     # warm-up
+        generate()                                                        # warm-up
         tracker = MemTracker()
-        tracker.track_external(model, ids)
+        tracker.track_external(model, *inputs)
         # generate() calls the model once per token; MemTracker's per-module statistics allow one call of
         # the root module, so they are cleared at each root call. The global peak is kept.
         track_module = tracker._pre_fw_hook
 
-        def pre_forward(module, inputs):
+        def pre_forward(module, args):
             if module is model and module in tracker.memory_tracking:
                 tracker.reset_mod_stats()
-            track_module(module, inputs)
+            track_module(module, args)
         tracker._pre_fw_hook = pre_forward
         with tracker:
-            model.generate(ids, **kwargs)
+            generate()
     return tracker
 
 

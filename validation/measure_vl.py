@@ -347,19 +347,7 @@ def run_generate(family, precision, batch, text, images, width, height):
     inputs = {k: (v.to(dtype) if k == "pixel_values" else v) for k, v in inputs.items()}
     kwargs = dict(max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False)
     started = time.time()
-    with torch.no_grad():
-        model.generate(**inputs, **kwargs)                                  # warm-up
-        tracker = MemTracker()
-        tracker.track_external(model, *inputs.values())
-        track_module = tracker._pre_fw_hook
-
-        def pre_forward(module, args):
-            if module is model and module in tracker.memory_tracking:
-                tracker.reset_mod_stats()
-            track_module(module, args)
-        tracker._pre_fw_hook = pre_forward
-        with tracker:
-            model.generate(**inputs, **kwargs)
+    tracker = measure.track_generate(model, tuple(inputs.values()), lambda: model.generate(**inputs, **kwargs))
     (peak,) = tracker.get_tracker_snapshot("peak").values()
     tiled = family.startswith(("llama4", "lfm2_vl"))
     return {"label": label_of(family, precision, batch, text, images, width, height), "family": family,

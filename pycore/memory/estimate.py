@@ -118,19 +118,20 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
                                   "vllm_pages": result.get("vllm_pages")}, work)
         if explain:         # the searches' estimates need not say
             capacity = {**capacity, "longest_max_model_len": _longest_over_profiles(setup, values, capacity)}
-        refused: "tuple[str, ...]" = (refusal(capacity) + vllm_multimodal.refusal_hint(setup),) \
-            if not capacity["starts"] else ()
-        if gpu_catalog()[setup.gpu].get("runtime") == "Metal":
-            refused = (NO_METAL,) + refused
-        return replace(record, vllm=capacity, warnings=refused + record.warnings)
+        return replace(record, vllm=capacity, warnings=_engine_refusals(setup, capacity, vllm_multimodal.refusal_hint(
+            setup)) + record.warnings)
     if work.training and setup.finetune.rollout == "vllm-colocate" and setup.finetune.recipe in ("grpo", "distill"):
         # the colocated rollout engine starts with the trainer: its refusal is the step's (pycore.memory.rollout)
         capacity = engine_capacity(setup)
-        refused = (refusal(capacity),) if not capacity["starts"] else ()
-        if gpu_catalog()[setup.gpu].get("runtime") == "Metal":
-            refused = (NO_METAL,) + refused
-        return replace(record, vllm=capacity, warnings=refused + record.warnings)
+        return replace(record, vllm=capacity, warnings=_engine_refusals(setup, capacity) + record.warnings)
     return record
+
+
+def _engine_refusals(setup: Setup, capacity: "dict[str, Any]", hint: str = "") -> "tuple[str, ...]":
+    """What keeps a vLLM engine from starting: no vLLM on a Metal GPU, then its start-up check's refusal (with
+    ``hint``, what to change)."""
+    metal = (NO_METAL,) if gpu_catalog()[setup.gpu].get("runtime") == "Metal" else ()
+    return metal + ((refusal(capacity) + hint,) if not capacity["starts"] else ())
 
 
 def _unused_vision_inputs(setup: Setup, values: Values) -> "tuple[str, ...]":

@@ -45,6 +45,7 @@ QWEN_VIDEO_SIDE = 3584          # get_image_size_with_most_features at max_pixel
 GEMMA_PLACEHOLDER = 4           # "\n\n<boi>" before and "<eoi>\n\n" after the 256 image tokens (gemma3_mm.py L216-218)
 LLAMA4_IMAGE = (336, 5376)      # ImageSize(height=max_patches * image_size, width=image_size) (mllama4.py L557-566)
 MODELLED = ("qwen2_5_vl", "siglip", "llama4")
+VIDEO = ("qwen2_5_vl", "qwen3_vl")      # the towers vLLM also gives a video modality (Qwen-VL's processors)
 SOURCE = ("vllm/v1/worker/gpu_model_runner.py profile_run L3325-3404 and vllm/v1/worker/utils.py MultiModalBudget "
           "(vLLM 0.11.0): the encoder over N dummy items, then its outputs padded to the budget beside the language "
           "model's dummy run; the encoder's working set as pycore/memory/vision_activations.py inference_per_patch")

@@ -15,6 +15,7 @@ from pycore.base.errors import InputError
 from pycore.inputs import frameworks
 from pycore.memory.record import Estimate
 from pycore.memory.setup import resolve
+from pycore.memory.vllm_multimodal import VIDEO
 from pycore.model.catalog import hub_id, models, preset_id
 from pycore.output import export_pytorch
 
@@ -185,7 +186,7 @@ def _read_vllm(text: str) -> "dict[str, str]":
 def _takes_video(model: str) -> bool:
     """Whether vLLM gives this model a video modality (Qwen-VL's processors); True for a model not known here."""
     preset = preset_id(model)
-    return preset is None or models()[preset].get("vision_family") in ("qwen2_5_vl", "qwen3_vl")
+    return preset is None or models()[preset].get("vision_family") in VIDEO
 
 
 def _read_multimodal(pairs: "dict[str, str]", words: "list[str]", model: str) -> "dict[str, str]":
