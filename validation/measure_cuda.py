@@ -1,8 +1,7 @@
 """Measure validation/measure.py's cases on a real GPU: the peak the CUDA caching allocator reports.
 
-Dev-only: needs torch with CUDA, transformers (and peft for the LoRA cases), and a GPU. NOT RUN YET: it
-was written on a machine without a GPU; only ``--dry-run`` (the case plan, which needs torch on the CPU
-and pycore) has been exercised, by tests/test_measure_cuda.py.
+Dev-only: needs torch with CUDA, transformers (and peft for the LoRA cases), and a GPU. ``--device cpu``
+runs the same code on the CPU with no memory figures, to try the script where there is no GPU.
 
 Each case runs in its own Python process, so one case's cached blocks, CUDA context and fragmentation
 never reach the next. In that process: build the model on the GPU (real tensors, the case's weight dtype),
@@ -17,6 +16,9 @@ step, and read
   read right after the step: reserved memory plus the CUDA context and library workspaces
   (``device_bytes``). Read once after the step, it is a lower bound of that view's peak.
 
+The cases are validation/measure.py's and validation/measure_accumulation.py's. A training step with
+micro-batches is the Hugging Face Trainer's loop (as measure_accumulation.py runs it): for each micro-batch,
+forward, ``loss / N``, ``backward()``; then the optimizer step and ``zero_grad(set_to_none=True)``.
 The model, the batch, the optimizer (its optimizer_impl kernel), the precision policy and the recompute
 setting come from validation/measure.py, so both scripts run the same code paths; the differences are
 deliberate: CUDA's own autocast, dropout and SDPA kernels run instead of their CPU stand-ins (SDPA picks
@@ -24,11 +26,19 @@ flash or memory-efficient attention; attention dropout stays off in flash cases,
 the two records describe the same model). Cases whose estimate does not fit the GPU are skipped and
 listed. The record, validation/measured_cuda.json, names the GPU, the driver, CUDA and torch versions.
 
+``--jobs N`` runs up to N cases at once, each in its own process (the allocator's statistics are a
+process's own, so they do not mix), while the estimates of the running cases' reserved bytes, plus a CUDA
+context each, stay within the GPU's memory; a case that runs out of memory beside others runs again alone.
+The record is written after every case, so a run stopped part-way keeps what it measured; ``--deadline``
+stops starting cases after that many seconds and lists the rest as not run.
+
 Usage:
     python validation/measure_cuda.py --dry-run              # the plan: cases, estimates, what fits; no GPU
     python validation/measure_cuda.py                        # all cases -> validation/measured_cuda.json
     python validation/measure_cuda.py --only gpt2            # cases whose label contains 'gpt2', printed only
     python validation/measure_cuda.py --case "gpt2 fp32 adamw b8s1024"   # one case, JSON on stdout
+    python validation/measure_cuda.py --jobs 6 --deadline 400 --out /tmp/measured_cuda.json
+    python validation/measure_cuda.py --device cpu --only "small" --jobs 4 --out /tmp/try.json   # no GPU
 """
 
 import argparse
@@ -38,6 +48,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -49,16 +60,18 @@ from pycore import estimate  # noqa: E402
 
 OUT = ROOT / "validation" / "measured_cuda.json"
 FIT_MARGIN = 0.95           # skip a case whose estimated peak exceeds this share of the GPU's memory
+CONTEXT_BYTES = 2 * 2**30   # a process's CUDA context and library workspaces, for --jobs' memory budget
 
 
 def cases():
-    """validation/measure.py's (label, inputs) list. Importing measure replaces F.dropout with its CPU
-    stand-in; the original is put back, since on a GPU the real fused dropout runs."""
+    """validation/measure.py's and measure_accumulation.py's (label, inputs) lists. Importing measure replaces
+    F.dropout with its CPU stand-in; the original is put back, since on a GPU the real fused dropout runs."""
     import torch
     original = torch.nn.functional.dropout
     import measure
+    import measure_accumulation
     torch.nn.functional.dropout = original
-    return measure.CASES
+    return measure.CASES + measure_accumulation.CASES
 
 
 def plan(case_list, gpu_bytes):
@@ -134,8 +147,10 @@ def environment():
             "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
 
 
-def run_one(label, inputs):
-    """Measure one case in this process (which must be fresh). Returns the case's record."""
+def run_one(label, inputs, device_name="cuda", explain=None):
+    """Measure one case in this process (which must be fresh). Returns the case's record; on the CPU
+    (device_name "cpu", a trial of the script) its memory figures are None. explain: a folder to write, for
+    the measured call, what is live at its peak (validation/cuda_peak.py)."""
     import torch
     original = torch.nn.functional.dropout
     import measure
@@ -143,7 +158,9 @@ def run_one(label, inputs):
 
     torch.manual_seed(0)
     started = time.time()
-    device = torch.device("cuda")
+    device = torch.device(device_name)
+    cuda = device.type == "cuda"
+    explain = explain if cuda else None
     with device:
         values, arch, model = measure.build(inputs)
     params = sum(p.numel() for p in model.parameters())
@@ -157,8 +174,7 @@ def run_one(label, inputs):
         kwargs = dict(max_new_tokens=values["new_tokens"], min_new_tokens=values["new_tokens"], do_sample=False)
         with torch.no_grad():
             model.generate(ids, **kwargs)
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
+            start = _reset_peak(cuda, explain)
             model.generate(ids, **kwargs)
     else:
         if values["method"] == "lora":
@@ -177,16 +193,18 @@ def run_one(label, inputs):
         else:
             optimizer = measure.make_optimizer([p for p in model.parameters() if p.requires_grad],
                                                values["optimizer"], impl)
-        batch = {k: v.to(device) for k, v in measure.make_batch(values, arch).items()}
+        batches = [{k: v.to(device) for k, v in measure.make_batch(values, arch).items()}
+                   for _ in range(values["microbatches"])]
 
         def step():
-            if dtype is not None:
-                with torch.autocast("cuda", dtype=dtype):
-                    loss = model(**batch).loss
-            else:
-                loss = model(**batch).loss
-            loss.backward()
-            del loss
+            for batch in batches:           # the Trainer's accumulation loop; one batch without accumulation
+                if dtype is not None:
+                    with torch.autocast(device.type, dtype=dtype):
+                        loss = model(**batch).loss / len(batches)
+                else:
+                    loss = model(**batch).loss / len(batches)
+                loss.backward()
+                del loss
             if masters is not None:
                 for param, master in zip(model.parameters(), masters):
                     master.grad = param.grad.float()
@@ -199,30 +217,110 @@ def run_one(label, inputs):
                         param.copy_(master)
 
         step()                                      # warm-up: optimizer state exists from here on
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
+        start = _reset_peak(cuda, explain)
         step()
+    if not cuda:
+        return {"label": label, "inputs": inputs, "tensor_mode": device.type, "params": params,
+                "optimizer_impl": measure.optimizer_impl(inputs), "peak_bytes": None, "reserved_bytes": None,
+                "device_bytes_after": None, "seconds": round(time.time() - started, 1)}
     torch.cuda.synchronize()
+    if explain:
+        import cuda_peak
+        text = cuda_peak.summary(torch.cuda.memory._snapshot(), start, torch.cuda.max_memory_allocated())
+        Path(explain, "".join(c if c.isalnum() else "_" for c in label) + ".txt").write_text(label + "\n" + text + "\n")
     return {"label": label, "inputs": inputs, "tensor_mode": "cuda", "params": params,
             "optimizer_impl": measure.optimizer_impl(inputs),
             "peak_bytes": torch.cuda.max_memory_allocated(), "reserved_bytes": torch.cuda.max_memory_reserved(),
             "device_bytes_after": device_used_bytes(), "seconds": round(time.time() - started, 1)}
 
 
+def _reset_peak(cuda, explain=None):
+    """Start the measured call's peak here: what the warm-up left allocated counts, its own peak does not.
+    Returns the bytes allocated now (0 on the CPU); with explain, the allocator's history starts here."""
+    if not cuda:
+        return 0
+    import torch
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    if explain:
+        torch.cuda.memory._record_memory_history(stacks="python", max_entries=2_000_000)
+    return torch.cuda.memory_allocated()
+
+
+def schedule(steps, budget_bytes, jobs, launch, poll, deadline=None, clock=time.time):
+    """Run the steps that fit, up to `jobs` at once, while the running steps' estimated reserved bytes plus a
+    CUDA context each stay within budget_bytes; largest first, so the long cases do not trail. A step that
+    runs out of memory beside others is run again alone, at the end.
+
+    Args:
+        steps: plan() entries; those with runs False are not started.
+        budget_bytes: the GPU memory the running cases may claim together.
+        jobs: at most this many at once.
+        launch: step -> handle (starts the case).
+        poll: handle -> None while it runs, else (record or None, error text).
+        deadline: stop starting cases once clock() passes it; the rest come back as not run.
+    Yields:
+        (step, record or None, error text) as each case ends, then (step, None, "not run: ...") for each left.
+    """
+    def claim(step):
+        return step["estimated_reserved_bytes"] + CONTEXT_BYTES
+
+    queue = sorted((s for s in steps if s["runs"]), key=claim, reverse=True)
+    retry, running = [], []
+    while queue or retry or running:
+        late = deadline is not None and clock() > deadline
+        if late:
+            for step in queue + retry:
+                yield step, None, "not run: the run's deadline passed"
+            queue, retry = [], []
+        in_use = sum(claim(step) for step, _ in running)
+        for step in list(queue):
+            if len(running) >= jobs:
+                break
+            if not running or in_use + claim(step) <= budget_bytes:
+                queue.remove(step)
+                running.append((step, launch(step)))
+                in_use += claim(step)
+        if not queue and not running and retry:
+            step = retry.pop(0)
+            step["alone"] = True
+            running.append((step, launch(step)))
+        for entry in list(running):
+            step, handle = entry
+            outcome = poll(handle)
+            if outcome is None:
+                continue
+            running.remove(entry)
+            record, error = outcome
+            if record is None and "out of memory" in error.lower() and not step.get("alone") and len(running):
+                retry.append(step)
+                continue
+            yield step, record, error
+        if running:
+            time.sleep(0.5)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dry-run", action="store_true", help="print the plan (no GPU needed), run nothing")
-    parser.add_argument("--gpu-gib", type=float, help="GPU memory for --dry-run's fit check (default 80)")
-    parser.add_argument("--only", help="run only cases whose label contains this text; print, do not save")
+    parser.add_argument("--gpu-gib", type=float, help="GPU memory for the fit check without a GPU (default 80)")
+    parser.add_argument("--only", help="run only cases whose label contains this text")
     parser.add_argument("--case", help="measure this one case in this process and print its record as JSON")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                        help="cpu: try the script without a GPU (no memory figures)")
+    parser.add_argument("--jobs", type=int, default=1, help="cases run at once, each in its own process")
+    parser.add_argument("--deadline", type=float, help="seconds after which no case is started")
+    parser.add_argument("--out", type=Path, help=f"the record's path (default {OUT.relative_to(ROOT)}; "
+                                                 "with --only, printed only unless --out is given)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds one case may take")
+    parser.add_argument("--explain", type=Path, help="write what is live at each case's peak to this folder")
     args = parser.parse_args()
     case_list = cases()
     if args.case:
         inputs = dict(case_list)[args.case]
-        print(json.dumps(run_one(args.case, inputs)))
+        print(json.dumps(run_one(args.case, inputs, args.device, args.explain)))
         return
-    if args.dry_run:
+    if args.dry_run or args.device == "cpu":
         gpu_bytes = int((args.gpu_gib or 80) * 2**30)
     else:
         import torch
@@ -236,28 +334,55 @@ def main():
             print(f"{s['label']:56s} est. peak {s['estimated_peak_bytes'] / 2**30:8.2f} GiB  "
                   f"{'runs' if s['runs'] else 'skipped: ' + s['why']}")
         return
+    out = args.out or (None if args.only else OUT)
+    started = time.time()
+
+    def launch(step):
+        log = tempfile.TemporaryFile(mode="w+")
+        command = [sys.executable, __file__, "--case", step["label"], "--device", args.device]
+        process = subprocess.Popen(command + (["--explain", str(args.explain)] if args.explain else []),
+                                   stdout=subprocess.PIPE, stderr=log, text=True)
+        return process, log, time.time()
+
+    def poll(handle):
+        process, log, began = handle
+        if process.poll() is None:
+            if time.time() - began < args.timeout:
+                return None
+            process.kill()
+            process.wait()
+        stdout = process.stdout.read()
+        log.seek(0)
+        stderr = log.read().strip()
+        if process.returncode == 0:
+            return json.loads(stdout.strip().splitlines()[-1]), ""
+        return None, "failed: " + (stderr.splitlines()[-1][:300] if stderr else f"exit {process.returncode}")
+
     results, skipped = [], [{"label": s["label"], "why": s["why"]} for s in steps if not s["runs"]]
-    for s in steps:
-        if not s["runs"]:
-            continue
-        done = subprocess.run([sys.executable, __file__, "--case", s["label"]], capture_output=True, text=True,
-                              timeout=args.timeout, check=False)
-        if done.returncode != 0:
-            skipped.append({"label": s["label"], "why": "failed: " + done.stderr.strip().splitlines()[-1][:300]
-                            if done.stderr.strip() else f"exit {done.returncode}"})
-            print(f"{s['label']:56s} FAILED", flush=True)
-            continue
-        record = json.loads(done.stdout.strip().splitlines()[-1])
-        results.append(record)
-        print(f"{s['label']:56s} allocated {record['peak_bytes'] / 2**30:8.3f} GiB  reserved "
-              f"{record['reserved_bytes'] / 2**30:8.3f} GiB  estimate {s['estimated_peak_bytes'] / 2**30:8.3f} GiB",
-              flush=True)
-    if args.only:
-        return
-    OUT.write_text(json.dumps({"about": "Peak GPU memory of validation/measure.py's cases on a real GPU, recorded "
-                                        "by validation/measure_cuda.py", **environment(),
-                               "cases": results, "skipped": skipped}, indent=1) + "\n")
-    print(f"wrote {OUT.relative_to(ROOT)} ({len(results)} cases, {len(skipped)} skipped)")
+    estimates = {s["label"]: s for s in steps}
+    deadline = started + args.deadline if args.deadline else None
+    for step, record, error in schedule(steps, int(FIT_MARGIN * gpu_bytes), args.jobs, launch, poll, deadline):
+        if record is None:
+            skipped.append({"label": step["label"], "why": error})
+            print(f"{step['label']:56s} {error}", flush=True)
+        else:
+            results.append(record)
+            figures = "" if record["peak_bytes"] is None else (
+                f"allocated {record['peak_bytes'] / 2**30:8.3f} GiB  reserved {record['reserved_bytes'] / 2**30:8.3f} GiB  ")
+            print(f"{step['label']:56s} {figures}estimate {estimates[step['label']]['estimated_peak_bytes'] / 2**30:8.3f}"
+                  f" GiB  {record['seconds']:6.1f}s  [{time.time() - started:5.0f}s]", flush=True)
+        if out is not None:
+            order = {label: i for i, (label, _) in enumerate(case_list)}
+            write(out, sorted(results, key=lambda r: order[r["label"]]), skipped, args.device)
+    if out is not None:
+        print(f"wrote {out} ({len(results)} cases, {len(skipped)} skipped)")
+
+
+def write(out, results, skipped, device_name):
+    about = "Peak GPU memory of validation/measure.py's and measure_accumulation.py's cases on a real GPU, recorded " \
+            "by validation/measure_cuda.py"
+    context = environment() if device_name == "cuda" else {"device": device_name}
+    out.write_text(json.dumps({"about": about, **context, "cases": results, "skipped": skipped}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
