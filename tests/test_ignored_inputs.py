@@ -74,10 +74,12 @@ def test_an_ignored_input_changes_nothing(name, raw, field):
 
 
 def test_the_issues_case_counts_seq():
-    # The multiplier model: 7B parameters with 32 layers of 4096 counts seq (issue #27's 55.31 / 63.28 / 73.90 GiB).
+    # The multiplier model: 7B parameters with 32 layers of 4096 counts seq (issue #27's 55.31 / 63.28 / 73.90 GiB,
+    # each 0.30 GiB more since the two cuBLAS workspaces on the H100 are counted and the CUDA context is an H200's
+    # reading, 758 MiB, not the 512 MiB allowance: pycore/memory/device.py).
     raw = {"params": "7B", "layers": "32", "hidden": "4096"}
     totals = [round(estimate({**raw, "seq": seq}).total_bytes / GIB, 2) for seq in ("512", "2048", "4096")]
-    assert totals == [55.31, 63.28, 73.90]
+    assert totals == [55.61, 63.58, 74.21]
     values = {**parse(raw), "kind": "generic"}
     assert ignored(values, ["seq", "batch"]) == []
 

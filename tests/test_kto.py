@@ -17,7 +17,7 @@ from pycore.memory.setup import resolve
 
 SMALL = {"model": "llama-3.1-8b", "layers": "2", "hidden": "512", "heads": "8", "kv_heads": "2", "ffn": "1408",
          "vocab": "32000", "optimizer_impl": "foreach", "precision": "bf16", "recompute": "none", "batch": "2",
-         "seq": "512"}
+         "seq": "512", "cublas_workspace": ":0:0"}       # measured on the CPU: no cuBLAS workspace
 P = 38_406_656
 WEIGHTS = 2 * P                     # bf16: 76,813,312
 ADAM = 2 * 2 * P                    # AdamW's two states in bf16: 153,626,624

@@ -321,6 +321,8 @@ OWN_PIPELINE = {"megatron", "deepspeed"}
 # TokenChoiceTopKRouter + GroupedExperts, torchtitan's MoE, Megatron's token dispatcher): not transformers'
 # Llama4TextMoe, which runs every expert on every token (pycore.model.architecture every_expert)
 OWN_MOE = {"torchtune", "torchtitan", "megatron"}
+# Frameworks whose models are their own code, not transformers' (whose attention is sdpa_attention_forward)
+OWN_MODEL_CODE = OWN_MOE
 # Post-training recipes (schema method dpo*, kto*, grpo*, reward*) run on the Hugging Face Trainer
 # through TRL, whose configs change some of the Trainer's defaults; pycore.memory.posttraining models the step.
 RECIPES = {

@@ -419,6 +419,11 @@ FIELDS = (
             "used (PyTorch 2.0 on, with CUDA 11.7 or later); eager loads every kernel at start-up (PyTorch 1.x, "
             "or CUDA before 11.7), a larger CUDA context", "hardware",
             "PyTorch sets LAZY unless the variable is set (aten/src/ATen/cuda/detail/CUDAHooks.cpp)"),
+    _choice("cublas_workspace", "auto", ("auto", ":4096:8", ":16:8", ":0:0"), "CUBLAS_WORKSPACE_CONFIG: the workspace "
+            "PyTorch gives each thread's cuBLAS (hipBLAS) handle from its allocator, counted in the peak; auto is "
+            "PyTorch's default for the GPU (32 MiB on Hopper, 8 MiB + 128 KiB on other NVIDIA GPUs, 32 or 128 MiB on "
+            "AMD); :4096:8 and :16:8 are what deterministic algorithms ask for; :0:0 none (as a CPU measurement)",
+            "hardware", "PyTorch's default when the variable is unset (aten/src/ATen/cuda/CublasHandlePool.cpp)"),
     _int("dp", 1, "data-parallel degree (replicas, or ZeRO/FSDP shards)", "parallel"),
     _choice("grad_sync", "auto", ("auto", "every", "last"), "gradient sync with several micro-batches: auto (as the "
             "framework does), every micro-batch (sharded gradients stay sharded), or only the last (no_sync before "
@@ -500,6 +505,7 @@ LABELS = {
     "train_tokens": "Tokens to train", "train_hours": "Hours to train", "mfu": "MFU", "price": "Price",
     "act_per_sample": "Activation bytes per sample", "overhead": "Runtime overhead", "gpu": "GPU",
     "expandable_segments": "Expandable segments", "grad_sync": "Gradient sync", "cuda_modules": "CUDA module loading",
+    "cublas_workspace": "cuBLAS workspace",
 }
 GROUPS = (("model", "Model"), ("workload", "Workload"), ("precision", "Precision and optimizer"),
           ("savers", "Memory savers"), ("finetune", "Fine-tuning and quantization"), ("parallel", "Parallelism"),

@@ -107,6 +107,37 @@ def _mla_terms(arch: "Architecture", e: float, amp: bool) -> "list[Term]":
     return terms
 
 
+# Attention kernels that hold a layer's s×s scores while it runs: eager, and SDPA's math kernel
+SCORES = ("eager", "flash-math")
+
+
+def gqa_math_kernel(arch: "Architecture", e: float, amp: bool) -> bool:
+    """Whether CUDA's SDPA runs its math kernel for grouped-query heads that transformers passes with enable_gqa
+    (the attention "flash-math", which attention=auto under transformers resolves to): in fp32, since the flash
+    kernel takes only 16-bit inputs and the memory-efficient one no enable_gqa (torch 2.11, sdp_utils). Measured on
+    an H200: qwen2.5-0.5b fp32 kept a·s² fp32 probabilities a layer, GPT-2 and BERT in fp32 (no grouped heads)
+    none (validation/measured_cuda_explain.txt). A CPU's SDPA runs its flash kernel there (attention=flash)."""
+    return arch.kv_heads != arch.heads and arch.dim_head <= 256 and not arch.sdpa_math and e == 4 and not amp
+
+
+def _math_kernel_terms(arch: "Architecture", e: float, attention: str, seq: int) -> "list[Term]":
+    """What SDPA's math kernel (aten _scaled_dot_product_attention_math) keeps for backward: q and the expanded k
+    scaled by √scale, the expanded v and the probabilities."""
+    q, a = arch.q_dim, arch.heads
+    if attention == "flash-math":
+        # grouped-query heads in fp32 on CUDA, no mask (validation/measured_cuda_explain.txt, qwen2.5-0.5b fp32
+        # b4s1024: 266 MiB a layer = 4·14·1,024² × 4 B + 3 × 14 MiB)
+        return [Term("q (scaled, math kernel)", e * q, "e·a·d"),
+                Term("k (expanded, scaled), v (expanded)", 2 * e * q, "2·e·a·d"),
+                Term("attention probabilities (math kernel)", e * a * seq, f"{e:g}·a·s")]
+    # transformers' Falcon hands SDPA one K/V head without enable_gqa and a materialised mask: per head and key,
+    # _safe_softmax's softmax output, the masked copy the second matmul saves, and a 1-byte mask: 2·e + 1 bytes
+    # (validation/measured.json, falcon-7b 4L: 5.0 bytes measured at bf16).
+    return [Term("q (scaled)", e * q, "e·a·d"),
+            Term("k, v (expanded)", 2 * e * q, "2·e·a·d"),
+            Term("attention probabilities (math kernel)", (2 * e + 1) * a * seq, f"(2·{e:g} + 1)·a·s")]
+
+
 def _attention_terms(arch: "Architecture", e: float, amp: bool, attention: str, recompute: str,
                      seq: int) -> "list[Term]":
     q, kv, a = arch.q_dim, arch.kv_dim, arch.heads
@@ -124,14 +155,8 @@ def _attention_terms(arch: "Architecture", e: float, amp: bool, attention: str, 
         return [Term("q, k, v (core inputs)", (4 if amp else e) * q + 2 * e * kv, "e·q + 2·e·k·d"),
                 Term("attention output", e * q, "e·a·d"),
                 Term("o_proj input", e * q, "e·a·d", feeds="o")]
-    if attention in ("flash", "flash-repeat") and arch.sdpa_math:
-        # transformers' Falcon hands SDPA one K/V head without enable_gqa and a materialised mask: the
-        # math kernel (aten _scaled_dot_product_attention_math) keeps, per head and key, _safe_softmax's
-        # softmax output, the masked copy the second matmul saves, and a 1-byte mask: 2·e + 1 bytes
-        # (validation/measured.json, falcon-7b 4L: 5.0 bytes measured at bf16).
-        terms += [Term("q (scaled)", e * q, "e·a·d"),
-                  Term("k, v (expanded)", 2 * e * q, "2·e·a·d"),
-                  Term("attention probabilities (math kernel)", (2 * e + 1) * a * seq, f"(2·{e:g} + 1)·a·s")]
+    if attention == "flash-math" or (attention in ("flash", "flash-repeat") and arch.sdpa_math):
+        terms += _math_kernel_terms(arch, e, attention, seq)
     elif attention in ("flash", "flash-repeat"):
         terms += [Term("q (rotated)", e * q, "e·a·d"),
                   Term("k, v (repeated for GQA)" if repeated else "k, v", 2 * e * k_saved, f"2·e·{k_formula}"),
@@ -331,7 +356,7 @@ def per_token(setup: "Setup") -> PerToken:
     final: float = sum(split(t) for t in _norm_terms(arch, e, policy.autocast, 1, "final norm"))
     width = max(arch.ffn * arch.routed_per_token, arch.q_dim) / lay.tp
     working = 3 * e * width
-    if attention == "eager":
+    if attention in SCORES:
         working += (4 + e) * arch.heads / lay.tp * work.seq
     working = max(working, scan_activations.backward_working(arch, work.scan_kernels == "fused") / lay.tp)
     return _recomputed(setup, per_layer, terms, final, working)

@@ -9,13 +9,14 @@
 - ``device_bytes``: plus the CUDA context and, with more than one GPU, NCCL's buffers: what nvidia-smi
   shows for the process. Fit badges use it.
 
-The shares and sizes below are allowances fit to the published readings in docs/validation.md (the
+The allocator's stranded share is an allowance fit to the published readings in docs/validation.md (the
 transformers docs' bert-large run on a V100 read with nvidia-smi; torchtitan's max_memory_reserved with
-expandable segments on), not measured here: this project has had no GPU to measure them on
-(validation/measure_cuda.py is ready for one). Each can be replaced by ``overhead``.
+expandable segments on); on an H200 (validation/measured_cuda.json, 83 steps) the stranded bytes over the
+transient ones had a median of 0.21 and ranged from 0.02 to 1. The lazily loaded CUDA context is that H200's
+reading. Each can be replaced by ``overhead``.
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pycore.base.expr import num, rnd, sym
 from pycore.memory.pools import Pool, make
@@ -29,11 +30,13 @@ TRANSIENT = ("activations", "logits", "log_softmax", "logits_upcast", "loss_grad
              "end_of_backward_buffers", "gradient_buckets", "gathered_layer", "optimizer_step_temporaries")
 FRAGMENTATION = {"no": 0.25, "yes": 0.03}      # stranded share of the transient bytes at the peak
 # The CUDA context with cuBLAS/cuDNN handles, by CUDA_MODULE_LOADING. lazy (PyTorch sets it from 2.0 on,
-# aten/src/ATen/cuda/detail/CUDAHooks.cpp maybe_set_cuda_module_loading("LAZY"); CUDA 11.7 or later): the
-# allowance fit to published readings (docs/validation.md). eager (PyTorch 1.x, or CUDA before 11.7): every
+# aten/src/ATen/cuda/detail/CUDAHooks.cpp maybe_set_cuda_module_loading("LAZY"); CUDA 11.7 or later): the driver's
+# figure for the process less max_memory_reserved after a training step on an H200 (validation/measured_cuda.json:
+# 742 to 760 MiB over 77 training steps, 758 the median; 678 to 754 after six generate() calls; driver
+# 580.159.04, CUDA 13.0, torch 2.11). eager (PyTorch 1.x, or CUDA before 11.7): every
 # kernel loaded at start-up, 1,343 MiB on a V100 before any tensor (transformers docs,
 # model_memory_anatomy.md: "GPU memory occupied: 1343 MB" read with pynvml).
-CUDA_CONTEXT = {"lazy": 512 * 2**20, "eager": 1343 * 2**20}
+CUDA_CONTEXT = {"lazy": 758 * 2**20, "eager": 1343 * 2**20}
 LOADED = {"lazy": "as first used", "eager": "all at start-up"}
 NCCL_BUFFERS = 512 * 2**20                      # NCCL communicators' buffers once GPUs talk (world > 1)
 # Runtimes (presets/gpus.json 'runtime') whose figures above apply: CUDA all of them; ROCm the caching
@@ -41,6 +44,44 @@ NCCL_BUFFERS = 512 * 2**20                      # NCCL communicators' buffers on
 # RCCL's buffers, which no reading here gives. The others run no CUDA allocator: nothing is borrowed for them.
 ALLOCATOR_RUNTIMES = ("CUDA", "ROCm")
 
+# The BLAS workspace PyTorch gives each cuBLAS handle (one a thread) from its caching allocator, so it counts in
+# max_memory_allocated (aten/src/ATen/cuda/CublasHandlePool.cpp, parseChosenWorkspaceSize / getNewWorkspace):
+# CUBLAS_WORKSPACE_CONFIG's default ":4096:2:16:8" (8 MiB + 128 KiB), 32 MiB on sm_90 (Hopper); hipBLAS's 32 MiB,
+# 128 MiB on gfx94x/gfx95x (ROCm builds of the same file, which read CUBLAS_WORKSPACE_CONFIG first). A training
+# step's forward runs on the Python thread and its backward on autograd's device thread: two handles, two
+# workspaces (validation/measured_cuda.json: every training case of a real model 64 MiB over the CPU's
+# MemTracker on an H200, generate() 32 MiB).
+BLAS_WORKSPACE = {"CUDA": (8 * 2**20 + 128 * 2**10, {"sm_90": 32 * 2**20}),
+                  "ROCm": (32 * 2**20, {"gfx94": 128 * 2**20, "gfx95": 128 * 2**20})}
+
+
+def workspace_bytes(config: str) -> int:
+    """Bytes of a CUBLAS_WORKSPACE_CONFIG such as ":4096:8" or ":4096:2:16:8": the sum of SIZE KiB × COUNT."""
+    numbers = [int(n) for n in config.split(":")[1:]]
+    return sum(size * 1024 * count for size, count in zip(numbers[::2], numbers[1::2]))
+
+
+def blas_workspaces(gpu: "dict[str, Any]", threads: int, moments: "tuple[str, ...]",
+                    config: str = "auto") -> "list[Pool]":
+    """The cuBLAS (hipBLAS) workspaces of ``threads`` threads that run matrix products, live through every moment;
+    none on runtimes PyTorch gives no such workspace from its allocator. ``config``: CUBLAS_WORKSPACE_CONFIG, or
+    auto for PyTorch's default on this GPU."""
+    runtime, arch = gpu.get("runtime", "CUDA"), gpu.get("arch", "")
+    if runtime not in BLAS_WORKSPACE:
+        return []
+    default, by_arch = BLAS_WORKSPACE[runtime]
+    size = next((bytes_ for prefix, bytes_ in by_arch.items() if arch.startswith(prefix)), default)
+    each = size if config == "auto" else workspace_bytes(config)
+    if not each:
+        return []
+    chosen = f"{arch or runtime}'s default size" if config == "auto" else f"CUBLAS_WORKSPACE_CONFIG={config}"
+    library = "cuBLAS" if runtime == "CUDA" else "hipBLAS"
+    return [make("blas_workspace", f"{library} workspaces",
+                 sym("n", threads) * sym("W", each), moments,
+                 f"PyTorch gives each thread's {library} handle a workspace from its caching allocator "
+                 f"(ATen/cuda/CublasHandlePool.cpp; {chosen}); measured: validation/measured_cuda.json",
+                 "n = threads running matrix products (training: the forward's and autograd's backward thread; "
+                 "inference: one); W = workspace bytes of one handle")]
 
 
 def runtime_note(runtime: str) -> str:
@@ -78,7 +119,7 @@ def overhead_pools(live: "list[Pool]", overhead: "Overhead | None", expandable: 
                  f"stay stranded ({'expandable segments' if expandable == 'yes' else 'default segments'})",
                  group="reserved"),
             make("cuda_context", "CUDA context", num(CUDA_CONTEXT[cuda_modules]), (),
-                 f"the CUDA context, cuBLAS workspace and the kernels loaded {LOADED[cuda_modules]} "
+                 f"the CUDA context and the kernels loaded {LOADED[cuda_modules]} "
                  f"(CUDA_MODULE_LOADING={cuda_modules.upper()}), outside PyTorch's allocator (nvidia-smi counts it; "
                  "max_memory_reserved does not)", group="device")]
     if world > 1:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from pycore.base.expr import Q, ceil, floor, maximum, num, rnd, split, sym
 from pycore.base.units import GIB
 from pycore.memory import parallel, vision_activations, vllm_multimodal
+from pycore.memory.activations import SCORES
+from pycore.memory.device import blas_workspaces
 from pycore.memory.model_states import stored_weights, weight_symbols, weights_source
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
 from pycore.memory.recurrent import SYMBOLS as STATE_SYMBOLS
@@ -29,6 +31,7 @@ from pycore.memory.recurrent import has_state, state_per_sequence, vllm_pages
 from pycore.memory.scan_activations import prefill_transient
 from pycore.memory.setup import Setup, Workload
 from pycore.model.architecture import count_parameters, layer_params
+from pycore.model.catalog import gpus as gpu_catalog
 from pycore.model.mixers import window_layers
 
 if TYPE_CHECKING:
@@ -261,7 +264,8 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
     working = (split(sym("wf", _widest(arch)), "t", lay.tp, None) + sym("h", 3 * arch.hidden)) * e * tokens
     if stage.has_head:
         working = working + split(sym("V", arch.output_width), "t", lay.tp) * sym("B", batch) * 8
-    if work.attention == "eager":
+    if work.attention in SCORES:
+        # eager's scores beside their fp32 softmax; the math kernel's scores beside its probabilities, in fp32
         working = working + rnd(split(sym("a", (4 + e) * arch.heads), "t", lay.tp, None) * sym("n", prompt) * tokens)
     mask = _window_mask(arch, first_layer, stage.layers, batch, prompt)
     if mask:
@@ -280,6 +284,7 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
     seeing = vision_activations.inference_pools(setup, stage, MOMENTS)
     everywhere = hf_moments(seeing)
     return [_weights(setup, stored, everywhere), *seeing, *state,
+            *blas_workspaces(gpu_catalog()[setup.gpu], 1, everywhere, setup.cublas_workspace),
             make("kv_cache_prompt", "KV cache of the prompt", prompt_cache, ("prefill",), kv_source, KV_SYMBOLS,
                  group="kv_cache"),
             make("prefill_working", "Prefill working set", working, ("prefill",),

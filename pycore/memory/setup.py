@@ -112,6 +112,7 @@ class Setup:
     weight_files: str = ""              # the files they were read from (named in the weights' source)
     checkpoint_unused: str = ""         # why a weight_bytes given does not give the weights held ("": it does)
     draft: "Architecture | None" = None     # vLLM speculative=draft: the draft model (pycore.memory.serving)
+    cublas_workspace: str = "auto"     # CUBLAS_WORKSPACE_CONFIG (pycore.memory.device)
 
 
 # Quantizations made as the weights load, from a 16-bit checkpoint (bitsandbytes, vLLM's fp8): the bytes held are not
@@ -434,8 +435,22 @@ def _ppo(values: "Values", finetune: FineTune, policy: Architecture) -> FineTune
                    value_arch=_scorer(values, "value_model", policy) or reward)
 
 
+def _attention(values: "Values", arch: Architecture, policy: Policy, asked: "str | None") -> str:
+    """The attention kernel that runs: eager for an encoder-decoder; SDPA's math kernel (flash-math) where
+    transformers' SDPA meets grouped-query heads in fp32 and the framework's default was left to it
+    (pycore.memory.activations.gqa_math_kernel); else the attention asked for or the framework's."""
+    from pycore.memory.activations import gqa_math_kernel
+    if arch.kind == "encoder-decoder":
+        return "eager"
+    if asked == "auto" and values["attention"] == "flash" and arch.heads and frameworks.framework_name(values) \
+            not in frameworks.OWN_MODEL_CODE and gqa_math_kernel(arch, policy.bytes("act"), policy.autocast):
+        return "flash-math"
+    return str(values["attention"])
+
+
 def resolve(values: "Values") -> Setup:
     """The typed Setup of parsed values; FieldError names the key when a combination cannot work."""
+    asked_attention = values.get("attention")
     values = frameworks.apply(values)
     values, recipe, reference = _recipe(values)
     if values["gpu"] not in gpu_catalog():
@@ -443,9 +458,7 @@ def resolve(values: "Values") -> Setup:
     arch = resolve_architecture(values)
     if arch.every_expert and values["mode"] == "train" and frameworks.framework_name(values) in frameworks.OWN_MOE:
         arch = replace(arch, every_expert=False)
-    counts = count_parameters(arch)
-    mode = values["mode"]
-    activation_model = values["activations"]
+    counts, mode, activation_model = count_parameters(arch), values["mode"], values["activations"]
     if arch.kind == "generic" and activation_model == "detailed" and not arch.act_per_sample_fp32:
         # A bare parameter count: the multiplier model when layers and hidden size are given, else the
         # model states alone (estimate's warnings say that activations are not counted).
@@ -468,7 +481,7 @@ def resolve(values: "Values") -> Setup:
     completion = values.get("max_completion_length") or 0 if recipe in ("grpo", "distill") else 0
     completion = _response(values, recipe, completion)
     workload = Workload(mode, sequences, values["seq"] + image_tokens + completion, values["new_tokens"],
-                        values["recompute"], "eager" if arch.kind == "encoder-decoder" else values["attention"],
+                        values["recompute"], values["attention"],
                         activation_model, values["act_multiplier"], values["act_per_sample"],
                         values["loss_chunks"], values.get("engine", "hf"), values.get("gpu_util", 0.9),
                         values.get("max_batched_tokens", 8192), image_tokens, values.get("speculative") or "none",
@@ -485,12 +498,13 @@ def resolve(values: "Values") -> Setup:
                         trl_head=values.get("trl_head") or "fused" if recipe in ("dpo", "grpo") else "fused")
     finetune = _vllm_engine(values, arch, finetune)
     finetune, policy = _with_teacher(values, arch, policy, finetune) if recipe == "distill" else (finetune, policy)
+    workload = replace(workload, attention=_attention(values, arch, policy, asked_attention))     # the final policy's
     finetune = _ppo(values, finetune, arch)
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
                  values["optimizer"], values["optimizer_impl"], values["gpu"],
-                 values["overhead"], values.get("expandable_segments", "no"),
-                 values.get("cuda_modules", "lazy"),
+                 values["overhead"], values.get("expandable_segments", "no"), values.get("cuda_modules", "lazy"),
                  frameworks.framework_name(values) in frameworks.DDP_COPIES_GRADIENTS,
                  _syncs_every_microbatch(values),
                  layout.pp > 1 and frameworks.framework_name(values) not in frameworks.OWN_PIPELINE,
-                 *_checkpoint_bytes(values, policy, quant), _draft(values, arch, layout))
+                 *_checkpoint_bytes(values, policy, quant), _draft(values, arch, layout),
+                 values.get("cublas_workspace") or "auto")

@@ -21,10 +21,12 @@ from dataclasses import replace
 from pycore.base.expr import floor, maximum, num, rnd, split, sym
 from pycore.memory import accumulation, distillation, finetune, parallel, posttraining, ppo, vision_activations
 from pycore.memory import activations as act
+from pycore.memory.device import blas_workspaces
 from pycore.memory.model_states import STATIC, model_states, trainable
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
 from pycore.memory.precision import BITS, dtype_name
 from pycore.memory.setup import Setup
+from pycore.model.catalog import gpus as gpu_catalog
 
 MOMENTS = STATIC
 SAVED = ("forward end", "backward start", "backward, first layer")
@@ -98,6 +100,7 @@ def stage_estimate(setup: Setup, stage: parallel.Stage, per_token: "act.PerToken
                                                 _later_activations(setup, stage, tokens, per_token),
                                                 _unsynced_gradients(setup, stage, states.grad_bytes))
         moments = before + accumulation.moments(per_microbatch, once)
+    pools += blas_workspaces(gpu_catalog()[setup.gpu], 2, moments, setup.cublas_workspace)     # the forward's thread and autograd's
     peak = peak_of(pools, moments)
     return {"pools": pools, "host": list(states.host), "moments": peak["moments"], "phases": peak["phases"],
             "peak_moment": peak["peak_moment"], "peak_phase": peak["peak_phase"], "peak_bytes": peak["peak_bytes"],

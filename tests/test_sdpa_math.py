@@ -1,0 +1,30 @@
+"""CUDA's SDPA runs its math kernel for grouped-query heads in fp32 (pycore.memory.activations.gqa_math_kernel):
+transformers passes enable_gqa, flash takes 16-bit inputs only and the memory-efficient kernel no enable_gqa.
+Measured on an H200 (validation/measured_cuda_explain.txt): qwen2.5-0.5b fp32 b4s1024 held 266 MiB a layer in
+sdpa_attention_forward, 4 × 14 × 1,024² probabilities in fp32 plus q, k and v of 14 MiB each."""
+
+from pycore import estimate
+from pycore.inputs.schema import parse
+from pycore.memory.setup import resolve
+
+QWEN = {"model": "qwen2.5-0.5b", "precision": "fp32", "batch": "4", "seq": "1024"}
+
+
+def _attention(inputs):
+    return resolve(parse(inputs)).workload.attention
+
+
+def test_auto_under_transformers_in_fp32_with_grouped_heads_is_the_math_kernel():
+    assert _attention(QWEN) == "flash-math"
+    assert _attention({**QWEN, "precision": "bf16"}) == "flash"              # flash takes 16-bit inputs
+    assert _attention({**QWEN, "precision": "amp-bf16"}) == "flash"          # autocast feeds SDPA 16-bit q, k, v
+    assert _attention({**QWEN, "model": "gpt2"}) == "flash"                  # no grouped heads: memory-efficient kernel
+    assert _attention({**QWEN, "attention": "flash"}) == "flash"             # a fused kernel asked for by name
+    assert _attention({**QWEN, "framework": "torchtune"}) == "flash-repeat"  # its own attention expands K/V first
+
+
+def test_the_math_kernel_keeps_the_probabilities_of_each_layer():
+    math, fused = estimate(QWEN), estimate({**QWEN, "attention": "flash"})
+    per_layer = 4 * 14 * 1024 * 1024 * 4 + 3 * 4 * 1024 * 896 * 4         # probabilities, q, k and v (expanded)
+    flash = 4 * 1024 * (896 + 2 * 128 + 896) * 4 + 4 * 1024 * 14 * 4        # q, k, v per kv head, output, logsumexp
+    assert math.components["activations"] - fused.components["activations"] == 24 * (per_layer - flash)
