@@ -172,8 +172,9 @@ torch.nn.functional.dropout = cuda_like_dropout
 
 
 def hf_config(arch, attention, model_id=""):
-    # compare.measured_inputs names what these cases ran as flash-repeat (CPU's SDPA expands K/V): the same SDPA
-    attention = "flash" if attention == "flash-repeat" else attention
+    # compare.measured_inputs names what these cases ran as flash-repeat (CPU's SDPA expands K/V), and pycore names
+    # CUDA's math kernel for fp32 grouped-query heads flash-math: the same SDPA
+    attention = "flash" if attention in ("flash-repeat", "flash-math") else attention
     family = arch.hf_class.removesuffix("ForCausalLM")
     config = None
     if family in hf_models.PUBLISHED_FAMILIES:

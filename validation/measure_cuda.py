@@ -63,29 +63,55 @@ FIT_MARGIN = 0.95           # skip a case whose estimated peak exceeds this shar
 CONTEXT_BYTES = 2 * 2**30   # a process's CUDA context and library workspaces, for --jobs' memory budget
 
 
+# Cases only a GPU measures: full-size generate() calls (the CPU's are small configs, run for real) and LoRA on
+# whole models. Labelled "(gpu)".
+GPU_CASES = [
+    ("llama-3.2-1b infer bf16 b8 s2048+256 (gpu)", dict(model="llama-3.2-1b", mode="infer", precision="bf16",
+                                                        batch="8", seq="2048", new_tokens="256")),
+    ("llama-3.1-8b infer bf16 b1 s16384+64 (gpu)", dict(model="llama-3.1-8b", mode="infer", precision="bf16",
+                                                        batch="1", seq="16384", new_tokens="64")),
+    ("qwen2.5-7b infer bf16 b4 s4096+128 (gpu)", dict(model="qwen2.5-7b", mode="infer", precision="bf16", batch="4",
+                                                      seq="4096", new_tokens="128")),
+    ("mistral-7b infer bf16 b16 s1024+256 (gpu)", dict(model="mistral-7b-v0.1", mode="infer", precision="bf16",
+                                                       batch="16", seq="1024", new_tokens="256")),
+    # transformers 5.24 runs no SDPA for Gemma 2 (_supports_sdpa = False): eager, what attention=auto resolves to
+    ("gemma-2-2b infer bf16 eager b4 s4096+64 (gpu)", dict(model="gemma-2-2b", mode="infer", precision="bf16",
+                                                           attention="eager", batch="4", seq="4096", new_tokens="64")),
+    ("qwen3-0.6b infer fp32 b4 s2048+64 (gpu)", dict(model="qwen3-0.6b", mode="infer", precision="fp32", batch="4",
+                                                     seq="2048", new_tokens="64")),
+    ("llama-3.2-1b lora all-linear bf16 b8s2048 (gpu)", dict(model="llama-3.2-1b", method="lora",
+                                                             lora_targets="all-linear", precision="bf16", batch="8",
+                                                             seq="2048")),
+    ("qwen2.5-7b lora qv bf16 b2s2048 (gpu)", dict(model="qwen2.5-7b", method="lora", lora_targets="qv",
+                                                   precision="bf16", batch="2", seq="2048")),
+    ("qwen3-0.6b fp32 adamw b4s2048 (gpu)", dict(model="qwen3-0.6b", precision="fp32", batch="4", seq="2048")),
+]
+
+
 def cases():
-    """validation/measure.py's and measure_accumulation.py's (label, inputs) lists. Importing measure replaces
-    F.dropout with its CPU stand-in; the original is put back, since on a GPU the real fused dropout runs."""
+    """validation/measure.py's and measure_accumulation.py's (label, inputs) lists, and GPU_CASES. Importing measure
+    replaces F.dropout with its CPU stand-in; the original is put back, since on a GPU the real fused dropout runs."""
     import torch
     original = torch.nn.functional.dropout
     import measure
     import measure_accumulation
     torch.nn.functional.dropout = original
-    return measure.CASES + measure_accumulation.CASES
+    return measure.CASES + measure_accumulation.CASES + GPU_CASES
 
 
-def plan(case_list, gpu_bytes):
+def plan(case_list, gpu_bytes, gpu="h100-sxm-80gb"):
     """For each case: label, inputs, pycore's estimated peak and reserved bytes, and whether it runs.
 
     Args:
         case_list: (label, inputs) pairs, as in validation/measure.py.
         gpu_bytes: the GPU's total memory; cases whose estimate exceeds FIT_MARGIN of it are skipped.
+        gpu: the GPU's id in presets/gpus.json, for the estimate.
     Returns:
         a list of dicts with label, inputs, estimated_peak_bytes, estimated_reserved_bytes, runs, why.
     """
     out = []
     for label, inputs in case_list:
-        result = estimate(compare.measured_inputs(inputs))
+        result = estimate(compare.cuda_inputs({"inputs": inputs}, gpu))
         fits = result.reserved_bytes <= FIT_MARGIN * gpu_bytes
         out.append({"label": label, "inputs": inputs, "estimated_peak_bytes": result.peak_bytes,
                     "estimated_reserved_bytes": result.reserved_bytes, "runs": fits,
@@ -314,6 +340,8 @@ def main():
                                                  "with --only, printed only unless --out is given)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds one case may take")
     parser.add_argument("--explain", type=Path, help="write what is live at each case's peak to this folder")
+    parser.add_argument("--merge", action="store_true", help="keep the cases already in --out that this run does not "
+                                                             "measure again")
     args = parser.parse_args()
     case_list = cases()
     if args.case:
@@ -327,8 +355,9 @@ def main():
         if not torch.cuda.is_available():
             sys.exit("no CUDA device: use --dry-run to see the plan")
         gpu_bytes = torch.cuda.get_device_properties(0).total_memory
+        gpu = compare.GPU_IDS.get(torch.cuda.get_device_name(0), "h100-sxm-80gb")
     selected = [(label, inputs) for label, inputs in case_list if not args.only or args.only in label]
-    steps = plan(selected, gpu_bytes)
+    steps = plan(selected, gpu_bytes, gpu if args.device == "cuda" and not args.dry_run else "h100-sxm-80gb")
     if args.dry_run:
         for s in steps:
             print(f"{s['label']:56s} est. peak {s['estimated_peak_bytes'] / 2**30:8.2f} GiB  "
@@ -359,6 +388,11 @@ def main():
         return None, "failed: " + (stderr.splitlines()[-1][:300] if stderr else f"exit {process.returncode}")
 
     results, skipped = [], [{"label": s["label"], "why": s["why"]} for s in steps if not s["runs"]]
+    if args.merge and out is not None and out.exists():
+        ran = {s["label"] for s in steps}
+        kept = json.loads(out.read_text())
+        results = [c for c in kept["cases"] if c["label"] not in ran]
+        skipped += [c for c in kept["skipped"] if c["label"] not in ran]
     estimates = {s["label"]: s for s in steps}
     deadline = started + args.deadline if args.deadline else None
     for step, record, error in schedule(steps, int(FIT_MARGIN * gpu_bytes), args.jobs, launch, poll, deadline):

@@ -111,6 +111,14 @@ def _mla_terms(arch: "Architecture", e: float, amp: bool) -> "list[Term]":
 SCORES = ("eager", "flash-math")
 
 
+def eager_working(arch: "Architecture", e: float) -> float:
+    """Bytes per head and key of one layer's eager attention while it runs under no_grad: the scores, and where
+    softmax runs in fp32 from 16-bit scores (softmax(..., dtype=torch.float32)) their fp32 copy beside its fp32
+    output: 10 bytes in bf16 (validation/measured_cuda_explain.txt, gemma-2-2b bf16 generate() on an H200: 1 GiB of
+    scores and two 2 GiB fp32 blocks at its prefill); else the scores beside a softmax output of 4 bytes."""
+    return e + 8 if arch.softmax_fp32 and e < 4 else 4 + e
+
+
 def gqa_math_kernel(arch: "Architecture", e: float, amp: bool) -> bool:
     """Whether CUDA's SDPA runs its math kernel for grouped-query heads that transformers passes with enable_gqa
     (the attention "flash-math", which attention=auto under transformers resolves to): in fp32, since the flash

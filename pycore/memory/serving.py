@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pycore.base.expr import Q, ceil, floor, maximum, num, rnd, split, sym
 from pycore.base.units import GIB
 from pycore.memory import parallel, vision_activations, vllm_multimodal
-from pycore.memory.activations import SCORES
+from pycore.memory.activations import SCORES, eager_working
 from pycore.memory.device import blas_workspaces
 from pycore.memory.model_states import stored_weights, weight_symbols, weights_source
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
@@ -266,7 +266,8 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
         working = working + split(sym("V", arch.output_width), "t", lay.tp) * sym("B", batch) * 8
     if work.attention in SCORES:
         # eager's scores beside their fp32 softmax; the math kernel's scores beside its probabilities, in fp32
-        working = working + rnd(split(sym("a", (4 + e) * arch.heads), "t", lay.tp, None) * sym("n", prompt) * tokens)
+        working = working + rnd(split(sym("a", eager_working(arch, e) * arch.heads), "t", lay.tp, None) *
+                                sym("n", prompt) * tokens)
     mask = _window_mask(arch, first_layer, stage.layers, batch, prompt)
     if mask:
         working = working + sym("M", mask)

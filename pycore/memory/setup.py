@@ -436,15 +436,21 @@ def _ppo(values: "Values", finetune: FineTune, policy: Architecture) -> FineTune
 
 
 def _attention(values: "Values", arch: Architecture, policy: Policy, asked: "str | None") -> str:
-    """The attention kernel that runs: eager for an encoder-decoder; SDPA's math kernel (flash-math) where
-    transformers' SDPA meets grouped-query heads in fp32 and the framework's default was left to it
-    (pycore.memory.activations.gqa_math_kernel); else the attention asked for or the framework's."""
+    """The attention kernel that runs: eager for an encoder-decoder; where the framework's default is left to
+    transformers, eager for a model it runs no SDPA for and SDPA's math kernel (flash-math) for grouped-query heads
+    in fp32 (pycore.memory.activations.gqa_math_kernel); else the attention asked for or the framework's."""
     from pycore.memory.activations import gqa_math_kernel
     if arch.kind == "encoder-decoder":
         return "eager"
     if asked == "auto" and values["attention"] == "flash" and arch.heads and frameworks.framework_name(values) \
-            not in frameworks.OWN_MODEL_CODE and gqa_math_kernel(arch, policy.bytes("act"), policy.autocast):
-        return "flash-math"
+            not in frameworks.OWN_MODEL_CODE:
+        if arch.attn_softcap or arch.attention_sinks:
+            # transformers 5.24 Gemma2PreTrainedModel and GptOssPreTrainedModel: _supports_sdpa = False (soft-capped
+            # scores, attention sinks), so an unset attn_implementation is eager (measure_cuda.py's gemma-2-2b (gpu)
+            # case: "Gemma2ForCausalLM does not support an attention implementation through ...sdpa")
+            return "eager"
+        if gqa_math_kernel(arch, policy.bytes("act"), policy.autocast):
+            return "flash-math"
     return str(values["attention"])
 
 
