@@ -2,6 +2,7 @@
 real tensors, MemTracker, validation/measure_families.py): exact parameters, and what Llama 4's MoE costs in
 transformers, where every routed expert runs on every token."""
 
+import statistics
 import sys
 from pathlib import Path
 
@@ -22,9 +23,21 @@ def test_each_family_is_counted_as_transformers_builds_it(case):
     assert case["params_match"]
 
 
-def test_every_case_within_10_percent():
-    # docs/validation.md states these cases' median (above the 3% the other sections hold) and the gaps left
+def test_every_case_within_10_percent_and_the_median_within_3():
+    # docs/validation.md states these cases' errors and the gap left (GLM-4.5's grouped experts, itemised only for
+    # generate())
     assert max(abs(c["error"]) for c in CASES) <= 0.10
+    assert statistics.median(abs(c["error"]) for c in CASES) <= 0.03
+
+
+def test_a_sliding_layer_keeps_sdpas_float_copy_of_its_mask_in_training():
+    # OLMo 3 (3 sliding layers of 4, window 128) at s = 512: e·s = 1,024 bytes a token in each sliding layer, read off
+    # the tensors saved for backward (validation/measure_families.py's olmo3 training case: -6.1% without it)
+    (case, result, row), = [e for e in compare.config_case_estimates(compare.FAMILIES)[1]
+                            if e[2]["label"] == "olmo3 a train bf16 b2s512"]
+    terms = {t["name"]: t for t in result.activation_terms}
+    assert terms["sliding-window mask (SDPA's float copy)"]["bytes_per_token"] == 2 * 512 * 3 / 4
+    assert abs(row["error"]) < 0.04
 
 
 def test_llama_4s_training_step_counts_every_expert_on_every_token():
@@ -80,3 +93,15 @@ def test_apertus_xielu_keeps_its_python_intermediates():
     # XIELUActivation._xielu_python under autograd: 4 e·f tensors and the x > 0 mask (measured with saved_tensors_hooks:
     # 4.5 units of e·f in bf16), the fc output among them, and down_proj's input
     assert sum(t.bytes_per_token for t in _mlp_terms(arch, 2)) == (2 + 3) * 2 * arch.ffn + arch.ffn
+
+
+def test_transformers_grouped_experts_keep_k_rows_a_token_and_fp32_weighted_outputs_at_prefill():
+    # transformers 5.24 grouped_mm_experts_forward: at the down projection the gathered inputs, its output and the
+    # routing-weighted product in fp32, reordered: k·h·(2 + 8/e) elements of e bytes (the glm4_moe prefill's live
+    # tensors). Qwen3-30B-A3B, k = 8, h = 2,048, experts 768 wide: 98,304 elements, above the up projection's
+    # k·(h + 3·768) = 34,816; vLLM's fused MoE keeps its own count.
+    from pycore.memory.serving import _widest
+    arch = catalog.architecture("qwen3-30b-a3b")
+    assert (arch.experts_per_token, arch.hidden, arch.expert_ffn) == (8, 2048, 768)
+    assert _widest(arch, "hf", 2) == 8 * 2048 * 6
+    assert _widest(arch, "vllm") == 3 * arch.ffn * 8

@@ -152,6 +152,8 @@ KINDS = {   # the README's row -> the section of docs/validation.md and which of
     "torchtitan's selective checkpointing": ("torchtitan's selective activation checkpointing", None),
     "hybrid layers (Mamba, DeltaNet, short conv), training": (
         "Hybrid families (Mamba, gated DeltaNet, short convolution)", lambda head, row: " train " in row[0]),
+    "other 2025-2026 families (Apertus, OLMo 3, EXAONE 4, GLM-4.5, Llama 4)": (
+        "Other 2025-2026 families: Apertus, OLMo 3, EXAONE 4, GLM-4.5, Llama 4", None),
     "vision-language training with images": ("Vision-language training with images", None),
     "vision-language `generate()` with images": ("Vision-language generate() with images", None),
     "LoRA and DoRA through PEFT": ("LoRA through PEFT", None),

@@ -646,12 +646,14 @@ def families_section():
              "-19%); DynamicSlidingWindowLayer keeps the whole prompt's keys and values after the prefill (its window",
              "is a view of them) and SDPA gets a prompt² bool mask for the sliding or chunked layers (OLMo 3 -18%,",
              "EXAONE 4 -13%); Apertus's xIELU, run in Python without its CUDA package, keeps three more f-wide",
-             "intermediates and a mask (-23% and -13%). Within",
-             f"{100 * statistics.median(errors):.1f}% median, {100 * max(errors):.1f}% worst: under the 10% bound, above",
-             "the 3% median the other sections hold, so not in README's table. Not itemised yet: OLMo 3's q/k norms",
-             "over whole projections in fp32, the rest of Llama 4's prefill, and GLM-4.5's routed experts as",
-             "transformers 5.24's grouped_mm path runs them (the gathered inputs and the weighted outputs in fp32, k·h",
-             "a token each, read off the live tensors of its generate() case).",
+             "intermediates and a mask (-23% and -13%); a prefill keeps the embedding's output beside the residual,",
+             "the block's sum and the norm's output (four hidden-wide tensors, not three: every generate() case here",
+             "was 2-5% under); and a sliding or chunked layer's training step keeps SDPA's float copy of its mask",
+             "(e·s a token: OLMo 3 -6.1% -> -2.8%, Llama 4 -5.8% -> -2.5%). Within",
+             f"{100 * statistics.median(errors):.1f}% median, {100 * max(errors):.1f}% worst. Not itemised: GLM-4.5's routed "
+             "experts as transformers 5.24's",
+             "grouped_mm path runs them (the gathered inputs and the weighted outputs in fp32, k·h a token each, read",
+             "off the live tensors of its generate() case), which a prefill's widest MLP happens to equal here.",
              f"Torch {record['torch']}, transformers {record['transformers']}.", "",
              "| case | measured MiB | estimate MiB | error |", "|---|---:|---:|---:|"]
     return lines + [f"| {r['label']} | {r['measured'] / mib:.2f} | {r['estimated'] / mib:.2f} | {100 * r['error']:+.1f}% |"

@@ -19,7 +19,7 @@ from pycore.base.errors import FieldError
 from pycore.base.remember import remembered
 from pycore.memory import scan_activations
 from pycore.memory.scan_activations import mixer_saved
-from pycore.model.mixers import ATTENTION, MIXERS, STATEFUL, layer_kinds, mixer_at, mlp_at
+from pycore.model.mixers import ATTENTION, MIXERS, STATEFUL, layer_kinds, mixer_at, mlp_at, window_layers
 
 if TYPE_CHECKING:
     from pycore.memory.precision import Policy
@@ -259,9 +259,10 @@ def layer_terms(arch: "Architecture", policy: "Policy", attention: str, recomput
     if recompute == "op":
         return op_terms(arch, e, attention)
     # layers that differ: a hybrid's mixers, MLP-less blocks, an MoE's dense layers (Llama 4's moe_layers)
+    masks = _window_mask_terms(arch, e, attention, recompute, seq)
     if any(m in STATEFUL or m == "-" for m in arch.layer_pattern) or "-" in arch.mlp_pattern or \
             (arch.experts and "D" in arch.mlp_pattern):
-        return _mixed_layer_terms(arch, e, amp, attention, recompute, seq, fused)
+        return _mixed_layer_terms(arch, e, amp, attention, recompute, seq, fused) + masks
     terms = _norm_terms(arch, e, amp, 3 if arch.norm == "rmsnorm" else 1, "attention norm", "qkv")
     terms += _attention_terms(arch, e, amp, attention, recompute, seq)
     if arch.norms_per_layer == 4:           # Gemma 2/3: norms on the attention and MLP outputs too
@@ -272,7 +273,25 @@ def layer_terms(arch: "Architecture", policy: "Policy", attention: str, recomput
         terms += _norm_terms(arch, e, amp, 0, "post-MLP norm")
     if arch.dropout:
         terms.append(Term("residual dropout masks", 2 * arch.hidden, "2·h", replicated=True))
-    return terms
+    return terms + masks
+
+
+def _window_mask_terms(arch: "Architecture", e: float, attention: str, recompute: str, seq: int) -> "list[Term]":
+    """A sliding or chunked layer's mask as SDPA keeps it for backward: transformers hands SDPA a bool mask once
+    the sequence reaches the window (full layers run is_causal, with none), SDPA converts it to a float mask in the
+    query's dtype at each call and its kernel saves that (b·s² of e bytes a layer: e·s a token; the live tensors of
+    validation/measure_families.py's olmo3 training case, 1,024 bytes a token in each sliding layer at s = 512).
+    Averaged over the layers: only the windowed ones keep one. Eager attention adds the mask to scores it keeps
+    anyway; a recomputed core keeps nothing."""
+    if not arch.sliding_window or seq < arch.sliding_window or recompute == "selective" or \
+            attention not in ("flash", "flash-repeat", "flash-math") or not arch.layers:
+        return []
+    kinds = window_layers(arch, 0, arch.layers)
+    windowed = kinds["sliding"] + kinds["chunked"]
+    if not windowed:
+        return []
+    return [Term("sliding-window mask (SDPA's float copy)", e * seq * windowed / arch.layers,
+                 f"e·s·{windowed}/{arch.layers} (windowed layers of all)")]
 
 
 def _mixed_layer_terms(arch: "Architecture", e: float, amp: bool, attention: str, recompute: str,

@@ -212,7 +212,7 @@ def _weights(setup: Setup, stored: Q, moments: "tuple[str, ...]") -> Pool:
                 weight_symbols(setup, WEIGHT_SYMBOLS))
 
 
-def _widest(arch: "Architecture", engine: str = "hf") -> int:
+def _widest(arch: "Architecture", engine: str = "hf", e: float = 2) -> float:
     """Elements per token of one layer's widest intermediate: the MLP's (its routed experts' together: every one
     where transformers runs them all, top-k in vLLM's fused MoE) or the attention's q, k, v and output."""
     if engine == "hf" and arch.routed_per_token > max(arch.experts_per_token, 1):
@@ -224,6 +224,16 @@ def _widest(arch: "Architecture", engine: str = "hf") -> int:
         # XIELUActivation._xielu_python: the up projection's output and four more f-wide temporaries (its x > 0 mask,
         # a byte each, is _hf_pools')
         return max(5 * arch.ffn, 4 * arch.q_dim + 2 * arch.kv_dim)
+    if engine == "hf" and arch.experts:
+        # transformers 5.24's experts (integrations/moe.py grouped_mm_experts_forward, the default experts
+        # implementation): k rows a token, first the gathered inputs beside gate_up and its activation, then the
+        # gathered inputs, the down projection's output and its routing-weighted product in fp32, reordered (twice
+        # 4 bytes): k·h·(2 + 8/e) elements of e bytes (the live tensors of measure_families.py's glm4_moe prefill);
+        # a dense layer's MLP or the shared expert at other moments
+        k, f = max(arch.experts_per_token, 1), arch.expert_ffn or arch.ffn
+        dense = 3 * arch.ffn if arch.dense_layers or "D" in arch.mlp_pattern else 0
+        return max(k * (arch.hidden + 3 * f), k * arch.hidden * (2 + 8 / e), dense, 3 * arch.shared_width,
+                   4 * arch.q_dim + 2 * arch.kv_dim)
     return max(3 * arch.ffn * max(arch.experts_per_token, 1), 4 * arch.q_dim + 2 * arch.kv_dim)
 
 
@@ -261,7 +271,10 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
     prompt_cache = sym("B", batch) * rnd(per_value * cached_layers(arch, first_layer, stage.layers, prompt, False)
                                          * kv_bytes)
     tokens = sym("B", batch) * sym("n", prompt)
-    working = (split(sym("wf", _widest(arch)), "t", lay.tp, None) + sym("h", 3 * arch.hidden)) * e * tokens
+    # four hidden-wide tensors beside a layer's own: the embedding's output, which the model's forward keeps
+    # (inputs_embeds) through every layer, the residual, the block's sum and the norm's output (the live tensors of
+    # validation/measure_families.py's glm4_moe prefill; the H200's full-size generate() cases within 0.3%)
+    working = (split(sym("wf", _widest(arch, "hf", e)), "t", lay.tp, None) + sym("h", 4 * arch.hidden)) * e * tokens
     if stage.has_head:
         working = working + split(sym("V", arch.output_width), "t", lay.tp) * sym("B", batch) * 8
     if work.attention in SCORES:
@@ -276,7 +289,7 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
     scan = prefill_transient(arch, prompt, work.scan_kernels == "fused")
     if scan and scan_layers_apart(arch):
         # the scan's transient and the MLP's intermediates are in different layers: the larger of them, not both
-        widest = split(sym("wf", _widest(arch)), "t", lay.tp, None) * e * tokens
+        widest = split(sym("wf", _widest(arch, "hf", e)), "t", lay.tp, None) * e * tokens
         working = working - widest + maximum(widest, split(sym("x", scan), "t", lay.tp, None) * tokens)
     elif scan:
         working = working + split(sym("x", scan), "t", lay.tp, None) * tokens
@@ -289,7 +302,8 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
             make("kv_cache_prompt", "KV cache of the prompt", prompt_cache, ("prefill",), kv_source, KV_SYMBOLS,
                  group="kv_cache"),
             make("prefill_working", "Prefill working set", working, ("prefill",),
-                 "one layer's MLP or attention intermediates + last-token logits (validation/measured.json)" +
+                 "one layer's MLP or attention intermediates, four hidden-wide tensors and the last token's logits "
+                 "(validation/measured.json, validation/measured_cuda.json)" +
                  ("; a scan layer's chunk matrices with the reference kernels (validation/measure_hybrid.py, a "
                   "loose fit)" if scan else ""),
                  "wf = widest intermediate per token; h = hidden; e = activation bytes; V = vocabulary" +
