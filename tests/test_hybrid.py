@@ -306,3 +306,20 @@ def test_a_published_qwen3_next_log_reads_back_from_its_own_kv_memory():
     ours = estimate({"model": "qwen3-next-80b-a3b-instruct", "mode": "infer", "engine": "vllm", "tp": "2",
                      "gpu": "h200-141gb", "seq": "262144", "new_tokens": "0", "max_batched_tokens": "8192"})
     assert 0 < ours.vllm["kv_cache_tokens"] / 973_760 - 1 < 0.10
+
+
+def test_vllms_start_check_counts_layer_by_layer_not_the_padded_groups():
+    # vLLM 0.11 check_enough_kv_cache_memory sums each layer's max_memory_usage_bytes (v1/core/kv_cache_utils.py
+    # max_memory_usage_bytes; v1/kv_cache_interface.py): Gemma 3 27B's 10 full-attention layers take cdiv(120,000, 16)
+    # pages each, its 52 sliding layers cdiv(1,024 - 1 + 8,192, 16) + 1 each, a page of 16 tokens × 2 × 16 kv heads ×
+    # 128 × 2 bytes; the 6 groups of 10 its sliding layers share the blocks in ask nothing for the 8 missing layers.
+    # On an H100 that is 12.82 GiB of 13.20 GiB: vLLM starts (counting the padded groups said 13.38 GiB, a refusal).
+    result = estimate({"model": "gemma-3-27b-it", "mode": "infer", "engine": "vllm", "seq": "120000",
+                       "new_tokens": "0", "images": "0"})
+    page = 16 * 2 * 16 * 128 * 2
+    assert result.vllm["kv_bytes_needed"] == (10 * 7500 + 52 * (-(-(1023 + 8192) // 16) + 1)) * page
+    assert result.vllm["starts"] and result.vllm["kv_bytes_needed"] <= result.vllm["kv_bytes_available"]
+    longest = result.vllm["longest_max_model_len"]
+    over = estimate({"model": "gemma-3-27b-it", "mode": "infer", "engine": "vllm", "seq": str(longest + 16),
+                     "new_tokens": "0", "images": "0"})
+    assert not over.vllm["starts"] and longest >= 120_000

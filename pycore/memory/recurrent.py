@@ -111,7 +111,7 @@ def vllm_pages(arch: "Architecture", first: int, count: int, tp: int, element_by
     if not attention:
         return {"block_tokens": 0, "page_bytes": state_page, "group_size": stateful, "attention_groups": 0,
                 "state_groups": 1, "sliding_groups": 0, "sliding_tokens": 0, "attention_layers": 0,
-                "state_layers": stateful}
+                "state_layers": stateful, "full_layers": 0, "windowed_layers": 0}
     block = max(16 * -(-state_page // (16 * token_page)), 16)
     present = [n for n in (kinds["full"], kinds["sliding"] + kinds["chunked"], stateful) if n]
     group = min(present)
@@ -119,4 +119,5 @@ def vllm_pages(arch: "Architecture", first: int, count: int, tp: int, element_by
     return {"block_tokens": block, "page_bytes": block * token_page, "group_size": group,
             "attention_groups": -(-kinds["full"] // group), "state_groups": -(-stateful // group),
             "sliding_groups": -(-(kinds["sliding"] + kinds["chunked"]) // group), "sliding_tokens": window,
-            "sliding_extra_block": 1 if kinds["sliding"] else 0, "attention_layers": attention, "state_layers": stateful}
+            "sliding_extra_block": 1 if kinds["sliding"] else 0, "attention_layers": attention, "state_layers": stateful,
+            "full_layers": kinds["full"], "windowed_layers": kinds["sliding"] + kinds["chunked"]}

@@ -444,25 +444,39 @@ def _hybrid_capacity(pages: "Mapping[str, int]", kv: int, context: int, state: i
         if sliding else 0
     fixed = pages["state_groups"] + sliding * windowed
     per_request = pages["attention_groups"] * (-(-context // block) if block else 0) + fixed
-    spare = blocks - fixed
-    longest = spare // pages["attention_groups"] * block if pages["attention_groups"] and spare > 0 else 0
-    if sliding and block and pages["attention_groups"]:
-        # a longer request holds more of each window too (up to the window and the batch being prefilled)
-        longest = _longest_with_windows({"block_tokens": block, "kv_cache_blocks": blocks,
-                                         "attention_groups": pages["attention_groups"], "sliding_groups": sliding,
-                                         "sliding_tokens": pages.get("sliding_tokens", 0),
-                                         "sliding_extra_block": pages.get("sliding_extra_block", 0),
-                                         "state_only_groups": pages["state_groups"]}, 1)
+    needed, starts = per_request * page * group, blocks >= per_request > 0
+    longest = None
+    if block:           # the start-up check counts layer by layer, not the padded groups the blocks are shared in
+        needed = _start_bytes(pages, context)
+        starts = blocks > 0 and needed <= kv
+    if block and pages["attention_groups"]:
+        low, high = 0, kv // page * block
+        while low < high:           # estimate_max_model_len's bisection, on the same sum
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if _start_bytes(pages, middle) <= kv else (low, middle - 1)
+        longest = low
     return {"kv_cache_tokens": blocks // groups * block, "kv_cache_blocks": blocks, "context": context,
-            "max_concurrency": blocks / per_request if per_request else 0.0, "starts": blocks >= per_request > 0,
+            "max_concurrency": blocks / per_request if per_request else 0.0, "starts": starts,
             "blocks_needed": per_request, "state_bytes_per_request": state, "block_tokens": block,
             "attention_groups": pages["attention_groups"], "state_groups": fixed,
-            "kv_bytes_needed": per_request * page * group, "kv_bytes_available": kv,
-            "longest_max_model_len": longest if block and pages["attention_groups"] else None,
+            "kv_bytes_needed": needed, "kv_bytes_available": kv,
+            "longest_max_model_len": longest,
             **({"sliding_groups": sliding, "sliding_tokens": pages.get("sliding_tokens", 0),
                 "sliding_extra_block": pages.get("sliding_extra_block", 0),
                 "state_only_groups": pages["state_groups"]} if sliding else {}),
             **(_per_kind(pages, context) if pages.get("state_layers") and not sliding else {})}
+
+
+def _start_bytes(pages: "Mapping[str, int]", length: int) -> int:
+    """What vLLM 0.11's start-up check asks of the cache for one request of ``length`` tokens: the sum over the layers
+    of each one's max_memory_usage_bytes (v1/core/kv_cache_utils.py check_enough_kv_cache_memory; v1/kv_cache_interface
+    .py): cdiv(length, block) pages a full-attention layer, a windowed layer's window and the batch being prefilled (one
+    page more when sliding), one page a state layer. Layer by layer: a group padded with missing layers asks nothing
+    for them (Gemma 3 27B's 52 sliding layers take 6 groups of 10)."""
+    block = pages["block_tokens"]
+    windowed = -(-min(pages.get("sliding_tokens", 0), length) // block) + pages.get("sliding_extra_block", 0)
+    return (pages["full_layers"] * -(-length // block) + pages["windowed_layers"] * windowed +
+            pages["state_layers"]) * pages["page_bytes"]
 
 
 def _per_kind(pages: "Mapping[str, int]", context: int) -> "dict[str, int]":
