@@ -1,6 +1,7 @@
 """The model and GPU catalogs: complete, exact, cited."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,11 @@ def test_gpu_catalog_is_complete_and_cited():
             assert gpu[key]
         assert gpu["bandwidth_GBps"] > 0
         assert gpu["price_usd_per_gpu_hour"] is None or gpu["price_usd_per_gpu_hour"] > 0
+        # the arch sets PyTorch's BLAS workspace (pycore/memory/device.py): every CUDA and ROCm GPU names its own
+        if gpu["runtime"] == "CUDA":
+            assert re.fullmatch(r"sm_\d{2,3}", gpu["arch"]), gpu["id"]
+        elif gpu["runtime"] == "ROCm":
+            assert re.fullmatch(r"gfx[0-9a-f]{3,4}", gpu["arch"]), gpu["id"]
 
 
 def test_h100_usable_is_the_nvidia_smi_total_not_the_box():
