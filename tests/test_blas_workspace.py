@@ -33,3 +33,12 @@ def test_the_config_sets_the_size_and_zero_removes_the_row():
     assert _workspace({**BASE, "cublas_workspace": ":0:0"}) is None
     full, none = estimate(BASE), estimate({**BASE, "cublas_workspace": ":0:0"})
     assert full.peak_bytes - none.peak_bytes == 2 * 32 * MIB      # the default GPU, an H100
+
+
+def test_blackwell_takes_hoppers_size_and_a_rollout_reuses_the_steps_workspace():
+    # PyTorch 2.11's CublasHandlePool.cpp: 32 MiB for compute capability 9.x to 12.x; generate() in a GRPO step runs on
+    # the training forward's thread and stream, so its handle's workspace is the one the step counts
+    assert _workspace({**BASE, "gpu": "b200-180gb"}).bytes == 2 * 32 * MIB
+    assert _workspace({**BASE, "gpu": "rtx-5090"}).bytes == 2 * 32 * MIB
+    grpo = estimate({"model": "qwen2.5-0.5b", "method": "grpo"})
+    assert [p.key for p in grpo.pools if "blas" in p.key] == ["blas_workspace"]

@@ -116,7 +116,9 @@ def test_the_zero_fields_line_is_empty_without_fsdp():
 @pytest.mark.parametrize("query,kinds", [
     # what the estimate assumes: a recipe's batch and rollout, a hybrid's scans, the tokens images add
     ("model=qwen2.5-7b&method=grpo&rollout=vllm-colocate&dp=8&zero=3", [("note", "GRPO: batch counts completions")]),
-    ("model=qwen2.5-7b&method=distill", [("note", "Distillation: batch counts prompts"),
+    # (the update computes in fp32, where CUDA's SDPA runs its math kernel for Qwen2.5's grouped-query heads)
+    ("model=qwen2.5-7b&method=distill", [("note", "attention: transformers' SDPA meets grouped-query heads"),
+                                         ("note", "Distillation: batch counts prompts"),
                                          ("note", "Distillation under autocast: ")]),
     ("model=qwen2.5-0.5b&method=ppo", [("note", "PPO: batch counts responses")]),
     ("model=qwen3-next-80b-a3b", [("note", "this hybrid's 36 gated DeltaNet")]),

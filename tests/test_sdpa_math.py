@@ -28,3 +28,23 @@ def test_the_math_kernel_keeps_the_probabilities_of_each_layer():
     per_layer = 4 * 14 * 1024 * 1024 * 4 + 3 * 4 * 1024 * 896 * 4         # probabilities, q, k and v (expanded)
     flash = 4 * 1024 * (896 + 2 * 128 + 896) * 4 + 4 * 1024 * 14 * 4        # q, k, v per kv head, output, logsumexp
     assert math.components["activations"] - fused.components["activations"] == 24 * (per_layer - flash)
+
+
+def test_a_masked_window_runs_the_memory_efficient_kernel_and_only_cuda_runs_the_math_one():
+    # transformers hands SDPA enable_gqa only without a mask: Mistral 7B's every layer is sliding (window 4,096), so at
+    # 8,192 tokens each is masked, expands K/V itself and keeps no probabilities; the math kernel is CUDA's rule,
+    # before sm_80 for every dtype (a V100 has no flash kernel), and no other runtime's
+    mistral = {"model": "mistral-7b-v0.1", "precision": "fp32", "seq": "8192"}
+    assert estimate(mistral).peak_bytes == estimate({**mistral, "attention": "flash-repeat"}).peak_bytes
+    assert _attention({**QWEN, "gpu": "v100-32gb", "precision": "fp16"}) == "flash-math"
+    for gpu in ("tpu-v5e", "mi300x", "apple-m4-max-128gb"):
+        assert _attention({**QWEN, "gpu": gpu}) == "flash", gpu
+
+
+def test_the_sliding_mask_copy_is_transformers_sdpas_not_other_frameworks():
+    # torchtitan's and Megatron's own attention take no float mask per layer (pycore.inputs.frameworks.OWN_MODEL_CODE)
+    inputs = {"model": "mistral-7b-v0.1", "seq": "8192", "recompute": "none"}
+    def masks(framework):
+        terms = estimate({**inputs, "framework": framework}).as_dict()["activation_terms"]
+        return [t for t in terms if t["name"].startswith("sliding-window mask")]
+    assert masks("hf-trainer") and not masks("torchtitan") and not masks("megatron")

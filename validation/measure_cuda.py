@@ -388,11 +388,10 @@ def main():
         return None, "failed: " + (stderr.splitlines()[-1][:300] if stderr else f"exit {process.returncode}")
 
     results, skipped = [], [{"label": s["label"], "why": s["why"]} for s in steps if not s["runs"]]
-    if args.merge and out is not None and out.exists():
-        ran = {s["label"] for s in steps}
+    if args.merge and out is not None and out.exists():     # the record's cases, less those this run measures anew
         kept = json.loads(out.read_text())
-        results = [c for c in kept["cases"] if c["label"] not in ran]
-        skipped += [c for c in kept["skipped"] if c["label"] not in ran]
+        results = kept["cases"]
+        skipped += [c for c in kept["skipped"] if c["label"] not in {s["label"] for s in steps}]
     estimates = {s["label"]: s for s in steps}
     deadline = started + args.deadline if args.deadline else None
     for step, record, error in schedule(steps, int(FIT_MARGIN * gpu_bytes), args.jobs, launch, poll, deadline):
@@ -400,7 +399,7 @@ def main():
             skipped.append({"label": step["label"], "why": error})
             print(f"{step['label']:56s} {error}", flush=True)
         else:
-            results.append(record)
+            results = [r for r in results if r["label"] != record["label"]] + [record]
             figures = "" if record["peak_bytes"] is None else (
                 f"allocated {record['peak_bytes'] / 2**30:8.3f} GiB  reserved {record['reserved_bytes'] / 2**30:8.3f} GiB  ")
             print(f"{step['label']:56s} {figures}estimate {estimates[step['label']]['estimated_peak_bytes'] / 2**30:8.3f}"

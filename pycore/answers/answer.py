@@ -489,7 +489,14 @@ def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[
         f"Maximum concurrency for {capacity.get('context', 0):,} tokens per request: "
         f"{capacity.get('max_concurrency', 0.0):.2f}x",
     ]
-    if result.refused and capacity.get("kv_cache_blocks") and "seqs_over_tokens" not in capacity:
+    if "over_positions" in capacity:
+        # vllm/config/model.py _get_and_verify_max_len (v0.11): the engine's config is refused before anything loads
+        length, positions = capacity["over_positions"]
+        out["vllm_log"] = [
+            f"ValueError: User-specified max_model_len ({length}) is greater than the derived max_model_len "
+            f"(max_position_embeddings={positions} or model_max_length=None in model's config.json). To allow "
+            "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."]
+    elif result.refused and capacity.get("kv_cache_blocks") and "seqs_over_tokens" not in capacity:
         # vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (v0.11), its message
         out["vllm_log"].append(
             f"ValueError: To serve at least one request with the models's max seq len ({capacity['context']}), "
@@ -503,7 +510,7 @@ def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[
         # profiling grows with it is searched over the profiles (pycore.memory.estimate._longest_over_profiles);
         # more: each one's share of this cache, within that
         accepted = int(capacity["longest_max_model_len"])
-        longest = accepted if values["batch"] == 1 else min(longest, accepted)
+        longest = min(longest, accepted)        # vLLM may accept a max_model_len its padded groups cannot hold
     out["max_context"] = min(longest, limit) if longest is not None else None
     return out
 

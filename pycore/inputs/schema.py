@@ -396,10 +396,12 @@ FIELDS = (
             "the attention output kept), layer (torchtitan's selective by layer: every 2nd layer checkpointed)",
             "savers", "the framework's: off except torchtune (full) and torchtitan (op)"),
     _choice("attention", "auto", ("auto", "flash", "flash-repeat", "eager"),
-            "auto (as the framework does); flash: fused kernel (SDPA / FlashAttention) that never stores the s×s "
-            "scores and keeps grouped-query K/V per kv head; flash-repeat: the same with K/V expanded to every "
-            "head first (a padding mask, CPU, torchtune); eager: stores the scores", "savers",
-            "every framework's default is SDPA or FlashAttention"),
+            "auto (as the framework does; under transformers SDPA, whose math kernel keeps the scores for "
+            "grouped-query heads in fp32 on CUDA, and eager for Gemma 2 and gpt-oss); flash: fused kernel (SDPA / "
+            "FlashAttention) that never stores the s×s scores and keeps grouped-query K/V per kv head; "
+            "flash-repeat: the same with K/V expanded to every head first (a padding mask, CPU, torchtune); "
+            "eager: stores the scores", "savers",
+            "every framework's default is SDPA or FlashAttention; transformers 5.24 has none for Gemma 2 or gpt-oss"),
     _int("loss_chunks", None, "compute the output head and cross-entropy in this many sequence chunks, as "
          "torchtune's CEWithChunkedOutputLoss (8) does; 1 = transformers' loss; default: the framework's",
          "savers", span=(1, 100_000)),

@@ -107,8 +107,6 @@ def _mla_terms(arch: "Architecture", e: float, amp: bool) -> "list[Term]":
     return terms
 
 
-# Attention kernels that hold a layer's s×s scores while it runs: eager, and SDPA's math kernel
-SCORES = ("eager", "flash-math")
 
 
 def eager_working(arch: "Architecture", e: float) -> float:
@@ -119,13 +117,30 @@ def eager_working(arch: "Architecture", e: float) -> float:
     return e + 8 if arch.softmax_fp32 and e < 4 else 4 + e
 
 
-def gqa_math_kernel(arch: "Architecture", e: float, amp: bool) -> bool:
+def gqa_math_kernel(arch: "Architecture", e: float, amp: bool, sm: int = 90) -> bool:
     """Whether CUDA's SDPA runs its math kernel for grouped-query heads that transformers passes with enable_gqa
-    (the attention "flash-math", which attention=auto under transformers resolves to): in fp32, since the flash
-    kernel takes only 16-bit inputs and the memory-efficient one no enable_gqa (torch 2.11, sdp_utils). Measured on
-    an H200: qwen2.5-0.5b fp32 kept a·s² fp32 probabilities a layer, GPT-2 and BERT in fp32 (no grouped heads)
-    none (validation/measured_cuda_explain.txt). A CPU's SDPA runs its flash kernel there (attention=flash)."""
-    return arch.kv_heads != arch.heads and arch.dim_head <= 256 and not arch.sdpa_math and e == 4 and not amp
+    (the attention "flash-math", which attention=auto under transformers resolves to on a CUDA GPU of compute
+    capability ``sm``): the memory-efficient kernel takes no enable_gqa and the flash kernel only 16-bit inputs on
+    sm_80 and later (torch 2.11, sdp_utils.cpp check_sm_version), so fp32 there and every dtype before sm_80 (a
+    V100). Measured on an H200: qwen2.5-0.5b fp32 kept a·s² fp32 probabilities a layer, GPT-2 and BERT in fp32 (no
+    grouped heads) none (validation/measured_cuda_explain.txt). A CPU's SDPA runs its flash kernel there."""
+    return arch.kv_heads != arch.heads and arch.dim_head <= 256 and not arch.sdpa_math and \
+        ((e == 4 and not amp) or sm < 80)
+
+
+def holds_scores(arch: "Architecture", attention: str, seq: int) -> bool:
+    """Whether a layer holds its s×s scores while it runs: eager's, or SDPA's math kernel's in a layer it gets no
+    mask in."""
+    return attention == "eager" or (attention == "flash-math" and math_share(arch, seq) > 0)
+
+
+def math_share(arch: "Architecture", seq: int) -> float:
+    """The share of layers that run SDPA's math kernel under flash-math: those transformers hands no mask, which a
+    sliding or chunked layer gets once the sequence reaches its window (sdpa_attention_forward's use_gqa_in_sdpa
+    needs attention_mask None; a masked layer expands K/V itself and runs the memory-efficient kernel)."""
+    if not arch.sliding_window or seq < arch.sliding_window or not arch.layers:
+        return 1.0
+    return window_layers(arch, 0, arch.layers)["full"] / arch.layers
 
 
 def _math_kernel_terms(arch: "Architecture", e: float, attention: str, seq: int) -> "list[Term]":
@@ -252,19 +267,20 @@ def op_terms(arch: "Architecture", e: float, attention: str) -> "list[Term]":
 
 
 def layer_terms(arch: "Architecture", policy: "Policy", attention: str, recompute: str, seq: int,
-                fused: bool = False) -> list[Term]:
-    """Saved tensors of one layer (bytes per token), without full recomputation."""
+                fused: bool = False, hf_model: bool = True) -> list[Term]:
+    """Saved tensors of one layer (bytes per token), without full recomputation. ``hf_model``: transformers' model
+    code runs (its SDPA masks; not torchtune's, torchtitan's or Megatron's own)."""
     e = policy.bytes("act")
     amp = policy.autocast
     if recompute == "op":
         return op_terms(arch, e, attention)
     # layers that differ: a hybrid's mixers, MLP-less blocks, an MoE's dense layers (Llama 4's moe_layers)
-    masks = _window_mask_terms(arch, e, attention, recompute, seq)
+    masks = _window_mask_terms(arch, e, attention, recompute, seq) if hf_model else []
     if any(m in STATEFUL or m == "-" for m in arch.layer_pattern) or "-" in arch.mlp_pattern or \
             (arch.experts and "D" in arch.mlp_pattern):
         return _mixed_layer_terms(arch, e, amp, attention, recompute, seq, fused) + masks
     terms = _norm_terms(arch, e, amp, 3 if arch.norm == "rmsnorm" else 1, "attention norm", "qkv")
-    terms += _attention_terms(arch, e, amp, attention, recompute, seq)
+    terms += _attention_mix(arch, e, amp, attention, recompute, seq)
     if arch.norms_per_layer == 4:           # Gemma 2/3: norms on the attention and MLP outputs too
         terms += _norm_terms(arch, e, amp, 0, "post-attention norm")
     terms += _norm_terms(arch, e, amp, 2 if arch.mlp == "gated" else 1, "MLP norm", "gate_up")
@@ -274,6 +290,19 @@ def layer_terms(arch: "Architecture", policy: "Policy", attention: str, recomput
     if arch.dropout:
         terms.append(Term("residual dropout masks", 2 * arch.hidden, "2·h", replicated=True))
     return terms + masks
+
+
+def _attention_mix(arch: "Architecture", e: float, amp: bool, attention: str, recompute: str,
+                   seq: int) -> "list[Term]":
+    """The attention terms of the average layer: under flash-math, the math kernel's in the layers SDPA gets no mask
+    and flash-repeat's (K/V expanded, the memory-efficient kernel) in the windowed layers past their window."""
+    share = math_share(arch, seq) if attention == "flash-math" else 1.0
+    if share == 1.0:
+        return _attention_terms(arch, e, amp, attention, recompute, seq)
+    full, windowed = window_layers(arch, 0, arch.layers)["full"], arch.layers - round(share * arch.layers)
+    return [replace(t, name=f"{t.name} ({n} of {arch.layers} layers)", bytes_per_token=t.bytes_per_token * part)
+            for kernel, part, n in (("flash-math", share, full), ("flash-repeat", 1 - share, windowed)) if part
+            for t in _attention_terms(arch, e, amp, kernel, recompute, seq)]
 
 
 def _window_mask_terms(arch: "Architecture", e: float, attention: str, recompute: str, seq: int) -> "list[Term]":
@@ -307,7 +336,8 @@ def _mixed_layer_terms(arch: "Architecture", e: float, amp: bool, attention: str
         if mixer != "-":
             kind += _norm_terms(arch, e, amp, 3 if mixer in "ASCP" else 1, "mixer norm", "qkv")
         if mixer in "ASCP":
-            kind += _attention_terms(arch, e, amp, attention, recompute, seq)
+            masked = attention == "flash-math" and mixer in "SC" and arch.sliding_window and seq >= arch.sliding_window
+            kind += _attention_terms(arch, e, amp, "flash-repeat" if masked else attention, recompute, seq)
         if mixer in STATEFUL:
             padded = scan_activations.padding(arch, mixer, seq, fused)
             kind.append(Term(f"{MIXERS[mixer]} saved tensors ({'fused' if fused else 'reference'} kernels)",
@@ -354,7 +384,7 @@ def korthikanti(arch: "Architecture", batch: int, seq: int, recompute: str, act_
     return round(per_layer * act_bytes / 2 * arch.layers)
 
 
-@remembered(lambda setup: (setup.arch, setup.policy, setup.finetune, setup.workload.attention,
+@remembered(lambda setup: (setup.arch, setup.policy, setup.finetune, setup.workload.attention, setup.workload.hf_model,
                            setup.workload.recompute, setup.workload.seq, setup.workload.scan_kernels,
                            setup.layout.tp, setup.layout.sp))           # all it reads
 def per_token(setup: "Setup") -> PerToken:
@@ -367,7 +397,7 @@ def per_token(setup: "Setup") -> PerToken:
     arch, policy, work, lay = setup.arch, setup.policy, setup.workload, setup.layout
     e = policy.bytes("act")
     attention = work.attention
-    terms = layer_terms(arch, policy, attention, work.recompute, work.seq, work.scan_kernels == "fused")
+    terms = layer_terms(arch, policy, attention, work.recompute, work.seq, work.scan_kernels == "fused", work.hf_model)
     if setup.finetune.adapters:
         terms = _adapter_terms(setup, terms)
 
@@ -383,7 +413,7 @@ def per_token(setup: "Setup") -> PerToken:
     final: float = sum(split(t) for t in _norm_terms(arch, e, policy.autocast, 1, "final norm"))
     width = max(arch.ffn * arch.routed_per_token, arch.q_dim) / lay.tp
     working = 3 * e * width
-    if attention in SCORES:
+    if holds_scores(arch, attention, work.seq):
         working += (4 + e) * arch.heads / lay.tp * work.seq
     working = max(working, scan_activations.backward_working(arch, work.scan_kernels == "fused") / lay.tp)
     return _recomputed(setup, per_layer, terms, final, working)

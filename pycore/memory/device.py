@@ -11,7 +11,7 @@
 
 The allocator's stranded share is an allowance fit to the published readings in docs/validation.md (the
 transformers docs' bert-large run on a V100 read with nvidia-smi; torchtitan's max_memory_reserved with
-expandable segments on); on an H200 (validation/measured_cuda.json, 83 steps) the stranded bytes over the
+expandable segments on); on an H200 (validation/measured_cuda.json, 92 steps) the stranded bytes over the
 transient ones had a median of 0.21 and ranged from 0.02 to 1. The lazily loaded CUDA context is that H200's
 reading. Each can be replaced by ``overhead``.
 """
@@ -32,7 +32,7 @@ FRAGMENTATION = {"no": 0.25, "yes": 0.03}      # stranded share of the transient
 # The CUDA context with cuBLAS/cuDNN handles, by CUDA_MODULE_LOADING. lazy (PyTorch sets it from 2.0 on,
 # aten/src/ATen/cuda/detail/CUDAHooks.cpp maybe_set_cuda_module_loading("LAZY"); CUDA 11.7 or later): the driver's
 # figure for the process less max_memory_reserved after a training step on an H200 (validation/measured_cuda.json:
-# 742 to 760 MiB over 77 training steps, 758 the median; 678 to 754 after six generate() calls; driver
+# 742 to 760 MiB over 80 training steps, 758 the median; 678 to 754 after 12 generate() calls; driver
 # 580.159.04, CUDA 13.0, torch 2.11). eager (PyTorch 1.x, or CUDA before 11.7): every
 # kernel loaded at start-up, 1,343 MiB on a V100 before any tensor (transformers docs,
 # model_memory_anatomy.md: "GPU memory occupied: 1343 MB" read with pynvml).
@@ -46,12 +46,14 @@ ALLOCATOR_RUNTIMES = ("CUDA", "ROCm")
 
 # The BLAS workspace PyTorch gives each cuBLAS handle (one a thread) from its caching allocator, so it counts in
 # max_memory_allocated (aten/src/ATen/cuda/CublasHandlePool.cpp, parseChosenWorkspaceSize / getNewWorkspace):
-# CUBLAS_WORKSPACE_CONFIG's default ":4096:2:16:8" (8 MiB + 128 KiB), 32 MiB on sm_90 (Hopper); hipBLAS's 32 MiB,
-# 128 MiB on gfx94x/gfx95x (ROCm builds of the same file, which read CUBLAS_WORKSPACE_CONFIG first). A training
+# CUBLAS_WORKSPACE_CONFIG's default ":4096:2:16:8" (8 MiB + 128 KiB), 32 MiB on Hopper and Blackwell (compute
+# capability 9.x, 10.x, 11.x and 12.x since PyTorch 2.11; Hopper alone before); hipBLAS's 32 MiB, 128 MiB on gfx942
+# and gfx950 (ROCm builds of the same file, which read CUBLAS_WORKSPACE_CONFIG first; hipBLASLt's own 76 MiB a
+# handle, taken where hipBLASLt runs a product, is not counted). A training
 # step's forward runs on the Python thread and its backward on autograd's device thread: two handles, two
 # workspaces (validation/measured_cuda.json: every training case of a real model 64 MiB over the CPU's
 # MemTracker on an H200, generate() 32 MiB).
-BLAS_WORKSPACE = {"CUDA": (8 * 2**20 + 128 * 2**10, {"sm_90": 32 * 2**20}),
+BLAS_WORKSPACE = {"CUDA": (8 * 2**20 + 128 * 2**10, {f"sm_{major}": 32 * 2**20 for major in (9, 10, 11, 12)}),
                   "ROCm": (32 * 2**20, {"gfx94": 128 * 2**20, "gfx95": 128 * 2**20})}
 
 
@@ -79,7 +81,8 @@ def blas_workspaces(gpu: "dict[str, Any]", threads: int, moments: "tuple[str, ..
     return [make("blas_workspace", f"{library} workspaces",
                  sym("n", threads) * sym("W", each), moments,
                  f"PyTorch gives each thread's {library} handle a workspace from its caching allocator "
-                 f"(ATen/cuda/CublasHandlePool.cpp; {chosen}); measured: validation/measured_cuda.json",
+                 f"(ATen/cuda/CublasHandlePool.cpp; {chosen})" +
+                 ("; measured on an H200: validation/measured_cuda.json" if runtime == "CUDA" else ""),
                  "n = threads running matrix products (training: the forward's and autograd's backward thread; "
                  "inference: one); W = workspace bytes of one handle")]
 

@@ -100,7 +100,7 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
         params_total=setup.counts.total, params_active=setup.counts.active,
         setup=SetupInfo(named_policy(values, arch), setup.policy.weight, setup.policy.kv,
                         None if work.training else work.engine, setup.optimizer_impl if work.training else None,
-                        values["method"] if work.training and values["method"] != "full" else None),
+                        values["method"] if work.training and values["method"] != "full" else None, work.attention),
         layout=LayoutInfo(lay.world, lay.dp, lay.tp, lay.pp, lay.cp, lay.ep),
         moments=result["moments"], phases=result["phases"], peak_moment=result["peak_moment"],
         peak_phase=result["peak_phase"], peak_bytes=peak,
@@ -115,7 +115,7 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
     if not work.training and work.engine == "vllm":
         capacity = vllm_capacity({"kv_bytes_per_token": kv_per_token, "components": record.components,
                                   "state_bytes_per_sequence": result.get("state_bytes_per_sequence", 0),
-                                  "vllm_pages": result.get("vllm_pages")}, work)
+                                  "vllm_pages": result.get("vllm_pages"), "max_positions": arch.max_positions}, work)
         if explain:         # the searches' estimates need not say
             capacity = {**capacity, "longest_max_model_len": _longest_over_profiles(setup, values, capacity)}
         return replace(record, vllm=capacity, warnings=_engine_refusals(setup, capacity, vllm_multimodal.refusal_hint(
@@ -207,6 +207,27 @@ def _checkpoint_mismatch(setup: Setup) -> "list[str]":
             "from the parameters"]
 
 
+def _kernel_notes(setup: Setup) -> "list[str]":
+    """The attention kernel where it is not the fused one a user would assume: SDPA's math kernel (attention=auto),
+    or attention=flash asked for where CUDA's SDPA would run the math kernel."""
+    from pycore.memory.activations import gqa_math_kernel, math_share
+    arch, work = setup.arch, setup.workload
+    gpu = gpu_catalog()[setup.gpu]
+    if work.engine == "vllm" and not work.training or gpu.get("runtime") != "CUDA" or not work.hf_model:
+        return []
+    e, amp = setup.policy.bytes("act"), setup.policy.autocast
+    if work.attention == "flash-math" and math_share(arch, work.seq) > 0:
+        return ["attention: transformers' SDPA meets grouped-query heads here (fp32, or a GPU before sm_80), and "
+                "CUDA's flash kernel takes 16-bit inputs only while its memory-efficient one takes no grouped heads: "
+                "the math kernel runs, which keeps each layer's s×s probabilities (validation/measured_cuda.json); "
+                "bf16 or autocast (amp-bf16) runs flash"]
+    if work.attention == "flash" and arch.heads and gqa_math_kernel(arch, e, amp, int(gpu["arch"][3:])):
+        return ["attention=flash is counted as asked, but CUDA's SDPA runs its math kernel for grouped-query heads "
+                "in fp32 (and FlashAttention-2 takes 16-bit inputs only): attention=auto counts the math kernel's "
+                "probabilities"]
+    return []
+
+
 def _warnings(setup: Setup) -> "list[str]":
     arch, work = setup.arch, setup.workload
     notes = []
@@ -216,6 +237,7 @@ def _warnings(setup: Setup) -> "list[str]":
     if work.training and work.activation_model == "per-sample" and not work.act_per_sample:
         notes.append("activations=per-sample with act_per_sample=0 counts no activations: set act_per_sample")
     notes += _hybrid_notes(setup)
+    notes += _kernel_notes(setup)
     if setup.checkpoint_unused:
         notes.append(f"weight_bytes (a checkpoint's headers) is not used: {setup.checkpoint_unused}; the weights are "
                      "counted from the parameters")

@@ -72,7 +72,7 @@ from dataclasses import replace
 from pycore.base.expr import Q, maximum, num, rnd, sym
 from pycore.base.units import plural
 from pycore.memory import parallel
-from pycore.memory.activations import SCORES, eager_working
+from pycore.memory.activations import eager_working, holds_scores
 from pycore.memory.model_states import STATIC, stored_weights
 from pycore.memory.pools import Pool, make
 from pycore.memory.rollout import OLD_PASS, REFERENCE_PASS, lower_first, old_policy_pass, with_rollout
@@ -265,7 +265,7 @@ def _layer_working(setup: Setup, tokens: int) -> Q:
     arch, e, lay = setup.arch, setup.policy.bytes("act"), setup.layout
     width = max(arch.ffn * arch.routed_per_token, arch.q_dim) // lay.tp
     per_token = 3 * e * width + (2 * e + 4) * arch.hidden
-    if setup.workload.attention in SCORES:      # eager's or the math kernel's scores
+    if holds_scores(arch, setup.workload.attention, setup.workload.seq):
         per_token += eager_working(arch, e) * arch.heads // lay.tp * setup.workload.seq
     return sym("w", per_token) * sym("T", tokens)
 

@@ -39,6 +39,8 @@ class SetupInfo:
     optimizer_impl: "str | None"  # foreach | fused | for-loop; None when serving
     method: "str | None" = None   # what is trained (the schema's method: lora, dpo, grpo, ...); None for full
                                   # fine-tuning and serving
+    attention: str = "flash"      # the attention kernel counted: flash, flash-repeat, flash-math (SDPA's math
+                                  # kernel: pycore.memory.activations.gqa_math_kernel) or eager
 
 
 @dataclass(frozen=True)

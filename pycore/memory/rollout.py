@@ -83,7 +83,9 @@ def rollout_pools(setup: Setup, stage: parallel.Stage) -> "list[Pool]":
         f"{rows:,} rows (batch × steps_per_generation) of the prompt and max_completion_length new tokens; "
     pools = []
     for p in served:
-        if p.key == "weights" or not vision_activations.served_in_rollout(p):
+        # the weights are the policy's; generate() runs on the training forward's thread and stream, whose cuBLAS
+        # workspace the step already counts
+        if p.key in ("weights", "blas_workspace") or not vision_activations.served_in_rollout(p):
             continue
         pools.append(replace(p, key="rollout_" + p.key, label="Rollout: " + lower_first(p.label),
                              moments=tuple(RENAMED[m] for m in p.moments), source=source + p.source,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pycore.base.expr import Q, ceil, floor, maximum, num, rnd, split, sym
 from pycore.base.units import GIB
 from pycore.memory import parallel, vision_activations, vllm_multimodal
-from pycore.memory.activations import SCORES, eager_working
+from pycore.memory.activations import eager_working, holds_scores
 from pycore.memory.device import blas_workspaces
 from pycore.memory.model_states import stored_weights, weight_symbols, weights_source
 from pycore.memory.pools import Pool, StageResult, make, peak_of, worst_stage
@@ -277,7 +277,7 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
     working = (split(sym("wf", _widest(arch, "hf", e)), "t", lay.tp, None) + sym("h", 4 * arch.hidden)) * e * tokens
     if stage.has_head:
         working = working + split(sym("V", arch.output_width), "t", lay.tp) * sym("B", batch) * 8
-    if work.attention in SCORES:
+    if holds_scores(arch, work.attention, prompt):
         # eager's scores beside their fp32 softmax; the math kernel's scores beside its probabilities, in fp32
         working = working + rnd(split(sym("a", eager_working(arch, e) * arch.heads), "t", lay.tp, None) *
                                 sym("n", prompt) * tokens)
@@ -410,6 +410,14 @@ def vllm_capacity(result: "Mapping[str, Any]", work: Workload) -> "dict[str, Any
     if work.max_num_seqs > work.max_batched_tokens:
         # vllm/config/scheduler.py SchedulerConfig._verify_args refuses a step of more sequences than tokens
         capacity = {**capacity, "starts": False, "seqs_over_tokens": (work.max_num_seqs, work.max_batched_tokens)}
+    positions = int(result.get("max_positions") or 0)
+    if positions and context > positions:
+        # vllm/config/model.py _get_and_verify_max_len (v0.11) refuses a max_model_len over the config's
+        # max_position_embeddings (as scaled by a linear or yarn rope_scaling, which pycore does not read; Gemma 3's
+        # and llama3-type scaling are not applied again) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+        longest = capacity.get("longest_max_model_len")
+        capacity = {**capacity, "starts": False, "over_positions": (context, positions),
+                    "longest_max_model_len": positions if longest is None else min(int(longest), positions)}
     return capacity
 
 
@@ -531,6 +539,12 @@ def refusal(capacity: "Mapping[str, Any] | None") -> str:
         return (f"{capacity.get('engine', 'vLLM')} would refuse to start: max_num_batched_tokens ({tokens:,}) must be "
                 f"greater than or equal to max_num_seqs ({seqs:,}) (vllm/config/scheduler.py)")
     who, names = capacity.get("engine", "vLLM"), capacity.get("inputs", {})      # a colocated rollout's own words
+    if "over_positions" in capacity:
+        length, positions = capacity["over_positions"]
+        return (f"{who} would refuse to start: max_model_len {length:,} is greater than the model's {positions:,} "
+                "positions (max_position_embeddings; vllm/config/model.py _get_and_verify_max_len; "
+                f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides it); the longest it would accept is "
+                f"{capacity['longest_max_model_len']:,}")
     util, length = names.get("gpu_util", "gpu_util"), names.get("max_model_len", "max_model_len")
     if not capacity["kv_cache_blocks"]:
         shorter = capacity.get("longest_max_model_len")         # a shorter one profiles less (a VL model's video)

@@ -50,6 +50,7 @@ class Workload:
     images: int = 0             # images a sequence holds, and their size: what the vision tower runs over
     image_size: "tuple[int, int]" = (0, 0)  # (width, height) in pixels (pycore.memory.vision_activations)
     mm_profiling: str = "auto"  # vLLM's encoder profiling: auto | image (no video) | off (pycore.memory.vllm_multimodal)
+    hf_model: bool = True       # transformers' model code runs (not torchtune's, torchtitan's or Megatron's own)
 
     @property
     def training(self) -> bool:
@@ -442,16 +443,23 @@ def _attention(values: "Values", arch: Architecture, policy: Policy, asked: "str
     from pycore.memory.activations import gqa_math_kernel
     if arch.kind == "encoder-decoder":
         return "eager"
-    if asked == "auto" and values["attention"] == "flash" and arch.heads and frameworks.framework_name(values) \
-            not in frameworks.OWN_MODEL_CODE:
+    gpu = gpu_catalog()[values["gpu"]]
+    if asked == "auto" and values["attention"] == "flash" and arch.heads and _hf_model(values):
         if arch.attn_softcap or arch.attention_sinks:
             # transformers 5.24 Gemma2PreTrainedModel and GptOssPreTrainedModel: _supports_sdpa = False (soft-capped
             # scores, attention sinks), so an unset attn_implementation is eager (measure_cuda.py's gemma-2-2b (gpu)
             # case: "Gemma2ForCausalLM does not support an attention implementation through ...sdpa")
             return "eager"
-        if gqa_math_kernel(arch, policy.bytes("act"), policy.autocast):
+        sm = int(gpu.get("arch", "sm_90")[3:]) if gpu.get("runtime") == "CUDA" else 0
+        if sm and gqa_math_kernel(arch, policy.bytes("act"), policy.autocast, sm):     # CUDA's SDPA only
             return "flash-math"
     return str(values["attention"])
+
+
+def _hf_model(values: "Values") -> bool:
+    """Whether transformers' model code runs (pycore.inputs.frameworks.OWN_MODEL_CODE: not torchtune's, torchtitan's
+    or Megatron's own)."""
+    return frameworks.framework_name(values) not in frameworks.OWN_MODEL_CODE
 
 
 def resolve(values: "Values") -> Setup:
@@ -504,7 +512,7 @@ def resolve(values: "Values") -> Setup:
                         trl_head=values.get("trl_head") or "fused" if recipe in ("dpo", "grpo") else "fused")
     finetune = _vllm_engine(values, arch, finetune)
     finetune, policy = _with_teacher(values, arch, policy, finetune) if recipe == "distill" else (finetune, policy)
-    workload = replace(workload, attention=_attention(values, arch, policy, asked_attention))     # the final policy's
+    workload = replace(workload, attention=_attention(values, arch, policy, asked_attention), hf_model=_hf_model(values))
     finetune = _ppo(values, finetune, arch)
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
                  values["optimizer"], values["optimizer_impl"], values["gpu"],

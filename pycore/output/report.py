@@ -273,7 +273,7 @@ def _dollars_per_hour(price: float) -> str:
 NOTE_OPENINGS = ("GRPO: batch counts ", "KTO: batch counts ", "PPO: batch counts ", "Distillation: batch counts ",
                  "Distillation under autocast: ", "this hybrid's ", "the images of each sequence add ",
                  "vLLM profiles the vision encoder at start-up ", "vLLM skips its start-up profiling ",
-                 "images is ignored: ", "mm_profiling is ignored: ")
+                 "images is ignored: ", "mm_profiling is ignored: ", "attention: transformers' SDPA meets ")
 
 
 def message_kinds(warnings: "list[str]", ignored: "list[str]") -> "list[dict[str, str]]":
@@ -579,6 +579,11 @@ def _md(text: str) -> str:
     return printable(text).translate(_MARKDOWN_ESCAPES)
 
 
+# The attention kernels auto can resolve to besides the framework's own, in words (pycore/memory/setup.py _attention)
+KERNELS = {"flash-math": "flash-math (SDPA's math kernel: grouped-query heads in fp32 on CUDA, or before sm_80)",
+           "eager": "eager (the model has no SDPA path in transformers)"}
+
+
 def framework_line(values: dict[str, Any], result: Estimate) -> str:
     """Which inputs took the framework's defaults, and what they became: "Framework defaults used (Hugging
     Face Trainer 5.23.0): precision=bf16, optimizer_impl=fused, ..."; the inputs given are not listed."""
@@ -586,6 +591,7 @@ def framework_line(values: dict[str, Any], result: Estimate) -> str:
     resolved = frameworks.apply(values)
     situation = {**values, "kind": result.model.kind}
     pairs = [f"precision={result.setup.precision}"] if values.get("precision") == "auto" else []
+    resolved["attention"] = KERNELS.get(result.setup.attention, result.setup.attention)   # as transformers picks it
     pairs += [f"{key}={resolved[key]}" for key, unset in frameworks.FOLLOWS.items()
               if values.get(key, unset) == unset and applies(key, situation)]
     if not pairs:
