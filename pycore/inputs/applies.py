@@ -56,6 +56,8 @@ APPLIES: "dict[str, Condition]" = {
     "kv_dtype": {**INFER, **TRANSFORMER},
     "engine": {**INFER, **TRANSFORMER},
     "gpu_util": {**INFER, "engine": ["vllm"]},
+    # PyTorch's cuBLAS workspaces are counted for PyTorch's own steps and generate(); vLLM charges its own
+    "cublas_workspace": {"engine": {"not": ["vllm"]}},
     "max_batched_tokens": {**INFER, "engine": ["vllm"]},
     "max_num_seqs": {**INFER, "engine": ["vllm"]},
     "speculative": {**INFER, "engine": ["vllm"]},

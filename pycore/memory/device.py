@@ -124,7 +124,9 @@ def overhead_pools(live: "list[Pool]", overhead: "Overhead | None", expandable: 
             make("cuda_context", "CUDA context", num(CUDA_CONTEXT[cuda_modules]), (),
                  f"the CUDA context and the kernels loaded {LOADED[cuda_modules]} "
                  f"(CUDA_MODULE_LOADING={cuda_modules.upper()}), outside PyTorch's allocator (nvidia-smi counts it; "
-                 "max_memory_reserved does not)", group="device")]
+                 "max_memory_reserved does not); " + ("measured after a training step on an H200, driver 580, CUDA 13.0 "
+                 "(validation/measured_cuda.json; other GPUs and versions differ by tens of MiB)" if cuda_modules ==
+                 "lazy" else "the transformers docs' V100 reading before any tensor"), group="device")]
     if world > 1:
         rows.append(make("nccl_buffers", "NCCL communication buffers", num(NCCL_BUFFERS), (),
                          "NCCL communicators' channel buffers, outside PyTorch's allocator", group="device"))

@@ -40,11 +40,14 @@ def _peak_row(result: Estimate) -> Row:
 
 
 def formulas(result: Estimate) -> "list[Row]":
-    """Every pool of the estimate (those live at the peak first), the activation terms, the overhead and
-    the peak, as {name, formula, substituted, bytes, text, source} rows."""
+    """Every pool of the estimate (those live at the peak first, the activation terms under the activations), the
+    overhead and the peak, as {name, formula, substituted, bytes, text, source} rows."""
     at_peak = {pool.key for pool in result.breakdown}
-    rows = [_row(p, True) for p in result.pools if p.key in at_peak and p.bytes and p.key not in OVERHEAD_KEYS]
-    rows += [_term_row(term) for term in result.activation_terms]
+    live = [p for p in result.pools if p.key in at_peak and p.bytes and p.key not in OVERHEAD_KEYS]
+    rows = [_row(p, True) for p in live]
+    # the activation terms right under the activations' own row (the pool they make up), else after the live pools
+    after = next((i + 1 for i, p in enumerate(live) if p.key == "activations"), len(rows))
+    rows[after:after] = [_term_row(term) for term in result.activation_terms]
     rows += [_row(p, False) for p in result.pools if p.key not in at_peak and p.bytes]
     rows += [_row(p, False) for p in result.host_pools if p.bytes]
     rows += [_row(p, True) for p in result.breakdown if p.key in OVERHEAD_KEYS]
