@@ -241,7 +241,7 @@ def cuda_section():
              "Hopper, one for the forward's thread and one for autograd's backward thread); the math kernel SDPA runs",
              "for grouped-query heads in fp32 (modelled from qwen2.5-0.5b; qwen3-0.6b, measured after, came within",
              "0.1%); transformers 5.24 runs no SDPA for Gemma 2 or gpt-oss, so their default attention is eager.",
-             "`validation/measured_cuda_explain.txt` lists what was live at the peak of thirteen cases. The worst",
+             "`validation/measured_cuda_explain.txt` lists what was live at the peak of sixteen cases. The worst",
              "cases are small: below 1 GiB the allocator's rounding of blocks weighs more than any modelled term.", "",
              "| case | allocated GiB | estimate | error | reserved GiB | estimate | error | driver GiB | estimate | error |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]

@@ -85,6 +85,14 @@ GPU_CASES = [
     ("qwen2.5-7b lora qv bf16 b2s2048 (gpu)", dict(model="qwen2.5-7b", method="lora", lora_targets="qv",
                                                    precision="bf16", batch="2", seq="2048")),
     ("qwen3-0.6b fp32 adamw b4s2048 (gpu)", dict(model="qwen3-0.6b", precision="fp32", batch="4", seq="2048")),
+    # sliding layers past their window: SDPA gets a mask there (its float copy kept; in fp32 the masked layers run
+    # the memory-efficient kernel, the full ones the math kernel)
+    ("gemma-3-1b 6L fp32 b2s2048 sliding (gpu)", dict(model="gemma-3-1b", layers="6", precision="fp32", batch="2",
+                                                      seq="2048")),
+    ("mistral-7b 4L bf16 b1s8192 sliding (gpu)", dict(model="mistral-7b-v0.1", layers="4", precision="bf16",
+                                                      batch="1", seq="8192")),
+    ("mistral-7b 4L fp32 b1s8192 sliding (gpu)", dict(model="mistral-7b-v0.1", layers="4", precision="fp32",
+                                                      batch="1", seq="8192")),
 ]
 
 

@@ -11,9 +11,9 @@
 
 The allocator's stranded share is an allowance fit to the published readings in docs/validation.md (the
 transformers docs' bert-large run on a V100 read with nvidia-smi; torchtitan's max_memory_reserved with
-expandable segments on); on an H200 (validation/measured_cuda.json, 92 steps) the stranded bytes over the
-transient ones had a median of 0.21 and ranged from 0.02 to 1. The lazily loaded CUDA context is that H200's
-reading. Each can be replaced by ``overhead``.
+expandable segments on); on an H200 (validation/measured_cuda.json) the stranded bytes over the transient ones
+had a median of 0.22 over the 80 peaks above 1 GiB, from 0.02 (a step whose transient bytes are one loss buffer) to
+0.71. The lazily loaded CUDA context is that H200's reading. Each can be replaced by ``overhead``.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -32,7 +32,7 @@ FRAGMENTATION = {"no": 0.25, "yes": 0.03}      # stranded share of the transient
 # The CUDA context with cuBLAS/cuDNN handles, by CUDA_MODULE_LOADING. lazy (PyTorch sets it from 2.0 on,
 # aten/src/ATen/cuda/detail/CUDAHooks.cpp maybe_set_cuda_module_loading("LAZY"); CUDA 11.7 or later): the driver's
 # figure for the process less max_memory_reserved after a training step on an H200 (validation/measured_cuda.json:
-# 742 to 760 MiB over 80 training steps, 758 the median; 678 to 754 after 12 generate() calls; driver
+# 742 to 760 MiB over 83 training steps, 758 the median; 678 to 754 after 12 generate() calls; driver
 # 580.159.04, CUDA 13.0, torch 2.11). eager (PyTorch 1.x, or CUDA before 11.7): every
 # kernel loaded at start-up, 1,343 MiB on a V100 before any tensor (transformers docs,
 # model_memory_anatomy.md: "GPU memory occupied: 1343 MB" read with pynvml).
