@@ -512,7 +512,8 @@ def resolve(values: "Values") -> Setup:
                         trl_head=values.get("trl_head") or "fused" if recipe in ("dpo", "grpo") else "fused")
     finetune = _vllm_engine(values, arch, finetune)
     finetune, policy = _with_teacher(values, arch, policy, finetune) if recipe == "distill" else (finetune, policy)
-    workload = replace(workload, attention=_attention(values, arch, policy, asked_attention), hf_model=_hf_model(values))
+    kernel = (_attention(values, arch, policy, asked_attention), _hf_model(values))     # the final policy's
+    workload = workload if kernel == (workload.attention, True) else replace(workload, attention=kernel[0], hf_model=kernel[1])
     finetune = _ppo(values, finetune, arch)
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
                  values["optimizer"], values["optimizer_impl"], values["gpu"],
