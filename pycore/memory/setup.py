@@ -456,6 +456,13 @@ def _attention(values: "Values", arch: Architecture, policy: Policy, asked: "str
     return str(values["attention"])
 
 
+def _with_kernel(workload: Workload, attention: str, hf_model: bool) -> Workload:
+    """The workload with the attention kernel that runs (the final policy's), replaced only where it differs: the
+    answers' searches resolve hundreds of setups."""
+    same = (attention, hf_model) == (workload.attention, workload.hf_model)
+    return workload if same else replace(workload, attention=attention, hf_model=hf_model)
+
+
 def _hf_model(values: "Values") -> bool:
     """Whether transformers' model code runs (pycore.inputs.frameworks.OWN_MODEL_CODE: not torchtune's, torchtitan's
     or Megatron's own)."""
@@ -512,8 +519,7 @@ def resolve(values: "Values") -> Setup:
                         trl_head=values.get("trl_head") or "fused" if recipe in ("dpo", "grpo") else "fused")
     finetune = _vllm_engine(values, arch, finetune)
     finetune, policy = _with_teacher(values, arch, policy, finetune) if recipe == "distill" else (finetune, policy)
-    kernel = (_attention(values, arch, policy, asked_attention), _hf_model(values))     # the final policy's
-    workload = workload if kernel == (workload.attention, True) else replace(workload, attention=kernel[0], hf_model=kernel[1])
+    workload = _with_kernel(workload, _attention(values, arch, policy, asked_attention), _hf_model(values))
     finetune = _ppo(values, finetune, arch)
     return Setup(arch, counts, policy, layout, workload, finetune, quant, values["group_size"],
                  values["optimizer"], values["optimizer_impl"], values["gpu"],
