@@ -487,6 +487,7 @@ function currentValues() {
   const shaped = Boolean(values.layers) && Boolean(values.hidden);
   values.act_model = kind === "generic" && chosen === "detailed" ? (shaped ? "multiplier" : "none") : chosen;
   values.counted_by = kind === "generic" ? values.act_model : "transformer";
+  values.served_by = values.mode === "infer" ? values.engine : "pytorch";
   return values;
 }
 

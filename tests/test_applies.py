@@ -7,7 +7,8 @@ from pycore.inputs.applies import APPLIES, applies, describe, ignored
 from pycore.inputs.schema import BY_KEY
 
 MODELS = set(BY_KEY["activations"].choices) | {"none"}
-DERIVED_VALUES = {"act_model": MODELS, "counted_by": MODELS | {"transformer"}}
+DERIVED_VALUES = {"act_model": MODELS, "counted_by": MODELS | {"transformer"},
+                  "served_by": set(BY_KEY["engine"].choices) | {"pytorch"}}
 
 
 def test_every_key_and_condition_names_a_real_input_and_value():
@@ -18,7 +19,7 @@ def test_every_key_and_condition_names_a_real_input_and_value():
                 assert set(allowed) <= {"generic", "transformer"}
                 continue
             if other in DERIVED_VALUES:                 # read from the inputs (applies.DERIVED)
-                assert set(allowed) <= DERIVED_VALUES[other], (key, other)
+                assert set(allowed["not"] if isinstance(allowed, dict) else allowed) <= DERIVED_VALUES[other], (key, other)
                 continue
             values = allowed["not"] if isinstance(allowed, dict) else allowed
             field = BY_KEY[other]

@@ -323,3 +323,17 @@ def test_vllms_start_check_counts_layer_by_layer_not_the_padded_groups():
     over = estimate({"model": "gemma-3-27b-it", "mode": "infer", "engine": "vllm", "seq": str(longest + 16),
                      "new_tokens": "0", "images": "0"})
     assert not over.vllm["starts"] and longest >= 120_000
+
+
+def test_vllm_refuses_a_max_model_len_past_the_positions_at_its_config_check():
+    # vllm/config/model.py _get_and_verify_max_len (v0.11): a max_model_len over max_position_embeddings is refused
+    # before anything loads (Gemma 3's scaling is not applied again); the fixes offered shorten it
+    from pycore.answers.answer import answer
+    from pycore.inputs.schema import parse
+    inputs = {"model": "gemma-3-27b-it", "mode": "infer", "engine": "vllm", "seq": "131072", "images": "0"}
+    result = estimate(inputs)
+    assert not result.vllm["starts"] and result.vllm["over_positions"] == (131_072 + 256, 131_072)
+    assert any("is greater than the model's 131,072 positions" in w for w in result.warnings)
+    found = answer(parse(inputs), result)
+    assert found["vllm_log"][0].startswith("ValueError: User-specified max_model_len (131328) is greater than")
+    assert found["how_to_fit"] and all(set(fix["query"]) == {"seq"} for fix in found["how_to_fit"])

@@ -48,3 +48,22 @@ def test_the_sliding_mask_copy_is_transformers_sdpas_not_other_frameworks():
         terms = estimate({**inputs, "framework": framework}).as_dict()["activation_terms"]
         return [t for t in terms if t["name"].startswith("sliding-window mask")]
     assert masks("hf-trainer") and not masks("torchtitan") and not masks("megatron")
+
+
+def test_the_kernel_is_said_and_each_pass_runs_its_own_dtypes():
+    from pycore.inputs.schema import parse
+    from pycore.output.report import framework_line
+    fp32 = estimate(QWEN)
+    assert any(w.startswith("attention: transformers' SDPA meets grouped-query heads") for w in fp32.warnings)
+    assert "attention=flash-math" in framework_line(parse(QWEN), fp32)
+    # asked for by name where CUDA would run the math kernel: a warning; not for Gemma 2 (eager) or a masked window
+    assert any(w.startswith("attention=flash is counted as asked") for w in estimate({**QWEN, "attention": "flash"}).warnings)
+    for inputs in ({"model": "gemma-2-2b", "precision": "fp32", "attention": "flash"},
+                   {"model": "mistral-7b-v0.1", "precision": "fp32", "seq": "8192", "attention": "flash"}):
+        assert not any("attention" in w for w in estimate(inputs).warnings), inputs
+    # vLLM runs its own attention backends: nothing resolved; a distill step's bf16 teacher runs flash, its fp32
+    # update the math kernel
+    assert _attention({**QWEN, "mode": "infer", "engine": "vllm"}) == "flash"
+    distill = estimate({"model": "qwen2.5-0.5b", "method": "distill", "seq": "4096", "batch": "2"})
+    teacher = {p.key: p for p in distill.pools}["teacher_forward"]
+    assert teacher.bytes < 2**30          # its scores alone would be 2 · 4,096 × 14 heads × 4,096 × 10 bytes = 4.4 GiB

@@ -36,11 +36,14 @@ def test_a_model_of_sliding_layers_alone_has_no_length_limit_from_memory():
     assert result.vllm["longest_max_model_len"] is None
 
 
-def test_llama_4s_chunked_layers_hold_their_chunk_plus_the_prefill_budget():
-    # Llama-4-Scout: 36 chunked layers (8,192 tokens) and 12 full: groups of 12, three chunked groups
-    result = estimate({**VLLM, "model": "llama-4-scout-17b-16e-instruct", "tp": "4", "seq": "65536",
-                       "new_tokens": "0"})
-    assert result.vllm["blocks_needed"] == 65536 // 16 + 3 * ((8192 + 8192) // 16)
+def test_llama_4s_chunked_layers_are_held_whole_as_vllm_turns_its_hybrid_manager_off():
+    # vLLM 0.11 disables the hybrid KV cache manager for chunked local attention by default (config/__init__.py,
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE) and unify_hybrid_kv_cache_specs makes every layer full
+    # attention: Llama-4-Scout's 48 layers each hold a request's every token, no chunk-sized groups
+    scout = {**VLLM, "model": "llama-4-scout-17b-16e-instruct", "tp": "4", "seq": "65536", "new_tokens": "0"}
+    result = estimate(scout)
+    assert result.vllm["blocks_needed"] == 65536 // 16 and "attention_groups" not in result.vllm
+    assert result.kv_bytes_per_token == 48 * 2 * 8 * 128 * 2 // 4        # every layer, 8 kv heads of 128 over tp=4
 
 
 def test_the_longest_context_of_several_requests_counts_their_windows_at_that_length():

@@ -248,3 +248,15 @@ def test_a_hub_id_exports_as_itself():
     from pycore.output import export
     values = schema.parse({"model": "google/gemma-3-27b-it", "mode": "infer", "engine": "vllm"})
     assert export.export("vllm", values, estimate_values(values)).startswith("vllm serve google/gemma-3-27b-it ")
+
+
+def test_one_requests_longest_context_is_the_one_searched_over_the_profiles():
+    # a shorter max_model_len profiles a smaller dummy video and leaves more cache: at batch 1 the longest context is
+    # the one pycore.memory.estimate._longest_over_profiles found, not this length's own cache share (the second
+    # review: the page said 44,992 beside "the longest max_model_len it would accept is 98,303")
+    from pycore.answers.answer import answer
+    from pycore.inputs.schema import parse
+    inputs = {"model": "qwen2.5-vl-7b-instruct", "mode": "infer", "engine": "vllm", "seq": "100000",
+              "new_tokens": "0", "gpu": "a100-40gb"}
+    result = estimate(inputs)
+    assert answer(parse(inputs), result)["max_context"] == result.vllm["longest_max_model_len"] == 98_303

@@ -403,7 +403,9 @@ def main():
     estimates = {s["label"]: s for s in steps}
     deadline = started + args.deadline if args.deadline else None
     for step, record, error in schedule(steps, int(FIT_MARGIN * gpu_bytes), args.jobs, launch, poll, deadline):
-        if record is None:
+        if record is None and any(r["label"] == step["label"] for r in results):
+            print(f"{step['label']:56s} {error}; the record's earlier measurement kept", flush=True)
+        elif record is None:
             skipped.append({"label": step["label"], "why": error})
             print(f"{step['label']:56s} {error}", flush=True)
         else:

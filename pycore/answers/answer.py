@@ -510,7 +510,9 @@ def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[
         # profiling grows with it is searched over the profiles (pycore.memory.estimate._longest_over_profiles);
         # more: each one's share of this cache, within that
         accepted = int(capacity["longest_max_model_len"])
-        longest = min(longest, accepted)        # vLLM may accept a max_model_len its padded groups cannot hold
+        # at batch 1, a search over the profiles found it (a shorter one profiles a smaller video and leaves more
+        # cache); else within this cache's share, which vLLM's padded groups may hold less of than it accepts
+        longest = accepted if values["batch"] == 1 and capacity.get("profiled_longest") else min(longest, accepted)
     out["max_context"] = min(longest, limit) if longest is not None else None
     return out
 

@@ -57,7 +57,7 @@ APPLIES: "dict[str, Condition]" = {
     "engine": {**INFER, **TRANSFORMER},
     "gpu_util": {**INFER, "engine": ["vllm"]},
     # PyTorch's cuBLAS workspaces are counted for PyTorch's own steps and generate(); vLLM charges its own
-    "cublas_workspace": {"engine": {"not": ["vllm"]}},
+    "cublas_workspace": {"served_by": {"not": ["vllm"]}},
     "max_batched_tokens": {**INFER, "engine": ["vllm"]},
     "max_num_seqs": {**INFER, "engine": ["vllm"]},
     "speculative": {**INFER, "engine": ["vllm"]},
@@ -142,8 +142,14 @@ def counted_by(values: "Mapping[str, object]") -> str:
     return "transformer" if model_kind(values) == "transformer" else activation_model(values)
 
 
+def served_by(values: "Mapping[str, object]") -> str:
+    """What runs the model's matrix products: the serving engine, or ``"pytorch"`` when training."""
+    serving = _text(values.get("mode", DEFAULT_VALUES.get("mode"))) == "infer"
+    return _text(values.get("engine") or DEFAULT_VALUES.get("engine")) if serving else "pytorch"
+
+
 # Keys of APPLIES' conditions that are not inputs but read from them (site/app.js computes the same).
-DERIVED = {"kind": model_kind, "act_model": activation_model, "counted_by": counted_by}
+DERIVED = {"kind": model_kind, "act_model": activation_model, "counted_by": counted_by, "served_by": served_by}
 
 
 def applies(key: str, values: "Mapping[str, object]") -> bool:
@@ -191,6 +197,11 @@ def describe(key: str, values: "Mapping[str, object]") -> str:
             return f"{key} is ignored: " + ("a generic network (params only) counts no activations without layers "
                                             "and hidden" if model == "none" else
                                             f"a generic network's {model} activation model does not read it")
+        if other == "served_by":
+            excluded = allowed["not"] if isinstance(allowed, dict) else []
+            if (current := served_by(values)) in excluded:
+                return f"{key} is ignored: engine={current} (vLLM charges its own)"
+            continue
         if other in DERIVED:
             current = DERIVED[other](values)
             if current not in allowed:

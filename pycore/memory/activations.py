@@ -128,6 +128,15 @@ def gqa_math_kernel(arch: "Architecture", e: float, amp: bool, sm: int = 90) -> 
         ((e == 4 and not amp) or sm < 80)
 
 
+def pass_kernel(arch: "Architecture", attention: str, math_sm: int, e: float, amp: bool) -> str:
+    """The kernel a pass in another dtype than the step's runs (a rollout's generate(), a teacher's forward): SDPA's
+    math kernel where its own dtype sends grouped-query heads there (``math_sm``, the compute capability, set where
+    the kernel is transformers' SDPA's choice), else the step's, or flash for the step's math kernel."""
+    if math_sm and gqa_math_kernel(arch, e, amp, math_sm):
+        return "flash-math"
+    return "flash" if attention == "flash-math" else attention
+
+
 def holds_scores(arch: "Architecture", attention: str, seq: int) -> bool:
     """Whether a layer holds its s×s scores while it runs: eager's, or SDPA's math kernel's in a layer it gets no
     mask in."""

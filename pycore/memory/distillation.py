@@ -31,7 +31,7 @@ from dataclasses import replace
 
 from pycore.base.expr import Q, num, rnd, sym
 from pycore.memory import parallel
-from pycore.memory.activations import eager_working, holds_scores
+from pycore.memory.activations import eager_working, holds_scores, pass_kernel
 from pycore.memory.model_states import STATIC
 from pycore.memory.pools import Pool, make
 from pycore.memory.precision import BITS
@@ -91,7 +91,8 @@ def teacher_pools(setup: Setup, tokens: int) -> "list[Pool]":
                   group="teacher_model")]
     width = max(arch.ffn * arch.routed_per_token, arch.q_dim)
     per_token = 3 * et * width + (2 * et + 4) * arch.hidden
-    if holds_scores(arch, setup.workload.attention, setup.workload.seq):
+    kernel = pass_kernel(arch, setup.workload.attention, setup.workload.math_sm, et, False)      # the teacher's dtype
+    if holds_scores(arch, kernel, setup.workload.seq):
         per_token += eager_working(arch, et) * arch.heads * setup.workload.seq
     working = sym("wt", per_token) * sym("T", tokens)
     if sharded3:

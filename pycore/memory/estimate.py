@@ -117,7 +117,8 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
                                   "state_bytes_per_sequence": result.get("state_bytes_per_sequence", 0),
                                   "vllm_pages": result.get("vllm_pages"), "max_positions": arch.max_positions}, work)
         if explain:         # the searches' estimates need not say
-            capacity = {**capacity, "longest_max_model_len": _longest_over_profiles(setup, values, capacity)}
+            capacity = {**capacity, "longest_max_model_len": _longest_over_profiles(setup, values, capacity),
+                        "profiled_longest": bool(vllm_multimodal.profile_steps(setup))}
         return replace(record, vllm=capacity, warnings=_engine_refusals(setup, capacity, vllm_multimodal.refusal_hint(
             setup)) + record.warnings)
     if work.training and setup.finetune.rollout == "vllm-colocate" and setup.finetune.recipe in ("grpo", "distill"):
@@ -131,6 +132,7 @@ def _engine_refusals(setup: Setup, capacity: "dict[str, Any]", hint: str = "") -
     """What keeps a vLLM engine from starting: no vLLM on a Metal GPU, then its start-up check's refusal (with
     ``hint``, what to change)."""
     metal = (NO_METAL,) if gpu_catalog()[setup.gpu].get("runtime") == "Metal" else ()
+    hint = "" if "over_positions" in capacity else hint       # no profiling change shortens a max_model_len
     return metal + ((refusal(capacity) + hint,) if not capacity["starts"] else ())
 
 
@@ -216,12 +218,13 @@ def _kernel_notes(setup: Setup) -> "list[str]":
     if work.engine == "vllm" and not work.training or gpu.get("runtime") != "CUDA" or not work.hf_model:
         return []
     e, amp = setup.policy.bytes("act"), setup.policy.autocast
-    if work.attention == "flash-math" and math_share(arch, work.seq) > 0:
+    if work.attention == "flash-math":
         return ["attention: transformers' SDPA meets grouped-query heads here (fp32, or a GPU before sm_80), and "
                 "CUDA's flash kernel takes 16-bit inputs only while its memory-efficient one takes no grouped heads: "
-                "the math kernel runs, which keeps each layer's s×s probabilities (validation/measured_cuda.json); "
-                "bf16 or autocast (amp-bf16) runs flash"]
-    if work.attention == "flash" and arch.heads and gqa_math_kernel(arch, e, amp, int(gpu["arch"][3:])):
+                "the math kernel runs, which keeps each layer's s×s probabilities where the layer has no mask "
+                "(validation/measured_cuda.json)"]
+    if work.attention == "flash" and arch.heads and not (arch.attn_softcap or arch.attention_sinks) and \
+            math_share(arch, work.seq) and gqa_math_kernel(arch, e, amp, int(gpu["arch"][3:])):
         return ["attention=flash is counted as asked, but CUDA's SDPA runs its math kernel for grouped-query heads "
                 "in fp32 (and FlashAttention-2 takes 16-bit inputs only): attention=auto counts the math kernel's "
                 "probabilities"]

@@ -97,6 +97,11 @@ def vllm_pages(arch: "Architecture", first: int, count: int, tp: int, element_by
     stateful = sum(n for mixer, n in counts.items() if mixer in STATEFUL)
     kinds = dict(window_layers(arch, first, count))
     kinds["full"] += drafter_layers
+    if kinds["chunked"]:
+        # vLLM 0.11 turns its hybrid KV cache manager off for chunked local attention unless
+        # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (config/__init__.py VllmConfig.__post_init__), and
+        # unify_hybrid_kv_cache_specs then keeps every attention layer's cache whole (Llama 4)
+        kinds = {"full": kinds["full"] + kinds["sliding"] + kinds["chunked"], "sliding": 0, "chunked": 0}
     if not stateful and not kinds["sliding"] and not kinds["chunked"]:
         return None
     if arch.attention == "mla":

@@ -31,6 +31,7 @@ from typing import Any
 
 from pycore.base.expr import num, sym
 from pycore.memory import parallel, vision_activations, vllm_multimodal
+from pycore.memory.activations import pass_kernel
 from pycore.memory.model_states import STATIC, stored_weights
 from pycore.memory.parallel import Layout
 from pycore.memory.pools import Pool, make
@@ -71,7 +72,8 @@ def _generating(setup: Setup) -> Setup:
     policy = setup.policy
     if policy.autocast and setup.finetune.adapters:
         policy = POLICIES["fp32"] if policy.weight == "fp32" else replace(policy, act=policy.weight, kv=policy.weight)
-    return replace(setup, workload=work, policy=policy)
+    kernel = pass_kernel(setup.arch, work.attention, work.math_sm, policy.bytes("act"), policy.autocast)
+    return replace(setup, workload=replace(work, attention=kernel), policy=policy)
 
 
 def rollout_pools(setup: Setup, stage: parallel.Stage) -> "list[Pool]":

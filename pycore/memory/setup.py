@@ -51,6 +51,7 @@ class Workload:
     image_size: "tuple[int, int]" = (0, 0)  # (width, height) in pixels (pycore.memory.vision_activations)
     mm_profiling: str = "auto"  # vLLM's encoder profiling: auto | image (no video) | off (pycore.memory.vllm_multimodal)
     hf_model: bool = True       # transformers' model code runs (not torchtune's, torchtitan's or Megatron's own)
+    math_sm: int = 0            # the GPU's compute capability where SDPA's math kernel is decided per pass, else 0
 
     @property
     def training(self) -> bool:
@@ -436,31 +437,35 @@ def _ppo(values: "Values", finetune: FineTune, policy: Architecture) -> FineTune
                    value_arch=_scorer(values, "value_model", policy) or reward)
 
 
-def _attention(values: "Values", arch: Architecture, policy: Policy, asked: "str | None") -> str:
-    """The attention kernel that runs: eager for an encoder-decoder; where the framework's default is left to
-    transformers, eager for a model it runs no SDPA for and SDPA's math kernel (flash-math) for grouped-query heads
-    in fp32 (pycore.memory.activations.gqa_math_kernel); else the attention asked for or the framework's."""
-    from pycore.memory.activations import gqa_math_kernel
+def _attention(values: "Values", arch: Architecture, policy: Policy, asked: "str | None") -> "tuple[str, int]":
+    """The attention kernel that runs, and the compute capability SDPA's math kernel is decided on for passes in other
+    dtypes (0 where it is not: pycore.memory.activations.pass_kernel): eager for an encoder-decoder; where the
+    framework's default is left to transformers, eager for a model it runs no SDPA for and SDPA's math kernel
+    (flash-math) for grouped-query heads in fp32 (pycore.memory.activations.gqa_math_kernel), flash-repeat where every
+    such layer is masked; else the attention asked for or the framework's (vLLM runs its own backends)."""
+    from pycore.memory.activations import gqa_math_kernel, math_share
     if arch.kind == "encoder-decoder":
-        return "eager"
+        return "eager", 0
     gpu = gpu_catalog()[values["gpu"]]
-    if asked == "auto" and values["attention"] == "flash" and arch.heads and _hf_model(values):
+    vllm = values["mode"] == "infer" and values.get("engine") == "vllm"
+    if asked == "auto" and values["attention"] == "flash" and arch.heads and _hf_model(values) and not vllm:
         if arch.attn_softcap or arch.attention_sinks:
             # transformers 5.24 Gemma2PreTrainedModel and GptOssPreTrainedModel: _supports_sdpa = False (soft-capped
             # scores, attention sinks), so an unset attn_implementation is eager (measure_cuda.py's gemma-2-2b (gpu)
             # case: "Gemma2ForCausalLM does not support an attention implementation through ...sdpa")
-            return "eager"
-        sm = int(gpu.get("arch", "sm_90")[3:]) if gpu.get("runtime") == "CUDA" else 0
-        if sm and gqa_math_kernel(arch, policy.bytes("act"), policy.autocast, sm):     # CUDA's SDPA only
-            return "flash-math"
-    return str(values["attention"])
+            return "eager", 0
+        sm = int(gpu.get("arch", "sm_90")[3:]) if gpu.get("runtime") == "CUDA" else 0     # CUDA's SDPA only
+        if sm and gqa_math_kernel(arch, policy.bytes("act"), policy.autocast, sm):
+            return ("flash-math" if math_share(arch, values["seq"]) else "flash-repeat"), sm
+        return str(values["attention"]), sm
+    return str(values["attention"]), 0
 
 
-def _with_kernel(workload: Workload, attention: str, hf_model: bool) -> Workload:
+def _with_kernel(workload: Workload, kernel: "tuple[str, int]", hf_model: bool) -> Workload:
     """The workload with the attention kernel that runs (the final policy's), replaced only where it differs: the
     answers' searches resolve hundreds of setups."""
-    same = (attention, hf_model) == (workload.attention, workload.hf_model)
-    return workload if same else replace(workload, attention=attention, hf_model=hf_model)
+    same = (*kernel, hf_model) == (workload.attention, workload.math_sm, workload.hf_model)
+    return workload if same else replace(workload, attention=kernel[0], math_sm=kernel[1], hf_model=hf_model)
 
 
 def _hf_model(values: "Values") -> bool:
