@@ -337,3 +337,17 @@ def test_vllm_refuses_a_max_model_len_past_the_positions_at_its_config_check():
     found = answer(parse(inputs), result)
     assert found["vllm_log"][0].startswith("ValueError: User-specified max_model_len (131328) is greater than")
     assert found["how_to_fit"] and all(set(fix["query"]) == {"seq"} for fix in found["how_to_fit"])
+
+
+def test_a_configs_rope_scaling_raises_the_positions_as_vllm_derives_them(tmp_path):
+    # vllm/config/model.py _get_and_verify_max_len (v0.11): yarn's original_max_position_embeddings × factor, linear's
+    # max_position_embeddings × factor; llama3's length is already scaled. Qwen2.5's documented yarn block (factor 4 of
+    # 32,768) serves 100,000 tokens; without it vLLM refuses (the second review)
+    config = json.loads((Path(__file__).resolve().parent / "configs" / "qwen2.5-0.5b.json").read_text())
+    inputs = {"mode": "infer", "engine": "vllm", "seq": "100000", "new_tokens": "0"}
+    for scaling, starts in (({"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}, True),
+                            ({"factor": 4.0, "rope_type": "linear"}, True), ({"factor": 8.0, "rope_type": "llama3"}, False),
+                            (None, False)):
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps({**config, "rope_scaling": scaling}))
+        assert estimate({**inputs, "config": str(path)}).vllm["starts"] is starts, scaling

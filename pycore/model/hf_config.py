@@ -354,6 +354,7 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
     extra = dict(family)
     _family_specifics(family_type, reader, fields, extra)
     _settle_shape(family_type, reader, fields)
+    _scaled_positions(family_type, reader, fields)
     activation = config.get("hidden_act", config.get("activation_function"))
     if isinstance(activation, str) and activation in _ACTIVATIONS and family.get("mlp") == "plain":
         extra["activation"] = _ACTIVATIONS[activation]
@@ -447,6 +448,23 @@ def _read_fields(reader: _Reader) -> Fields:
     if missing:
         raise InputError("config", "missing " + ", ".join(missing))
     return fields
+
+
+def _scaled_positions(family_type: str, reader: _Reader, fields: Fields) -> None:
+    """max_positions as vLLM derives the longest context from a rope scaling (vllm/config/model.py
+    _get_and_verify_max_len, v0.11): max_position_embeddings × factor, yarn's original_max_position_embeddings ×
+    factor; not for su, longrope or llama3 scaling, whose max_position_embeddings is already the scaled length, nor
+    Gemma 3's. transformers scales the positions as far."""
+    scaling = reader.config.get("rope_scaling") or reader.config.get("rope_parameters")
+    if not isinstance(scaling, dict) or not fields.get("max_positions") or family_type.startswith("gemma3"):
+        return
+    kind, factor = scaling.get("rope_type", scaling.get("type")), scaling.get("factor")
+    if kind in ("su", "longrope", "llama3") or isinstance(factor, bool) or not isinstance(factor, (int, float)) or \
+            not 1 < factor <= 1_000:
+        return
+    base = scaling.get("original_max_position_embeddings") if kind == "yarn" else fields["max_positions"]
+    if isinstance(base, int) and not isinstance(base, bool) and base > 0:
+        fields["max_positions"] = int(base * factor)
 
 
 def _settle_shape(family_type: str, reader: _Reader, fields: Fields) -> None:
