@@ -351,3 +351,12 @@ def test_a_configs_rope_scaling_raises_the_positions_as_vllm_derives_them(tmp_pa
         path = tmp_path / "config.json"
         path.write_text(json.dumps({**config, "rope_scaling": scaling}))
         assert estimate({**inputs, "config": str(path)}).vllm["starts"] is starts, scaling
+
+
+def test_a_colocated_rollout_engine_refuses_a_length_past_the_positions_too():
+    # TRL's vllm_max_model_length reaches vLLM's config check as max_model_len (the second review)
+    result = estimate({"model": "qwen2.5-0.5b", "method": "grpo", "rollout": "vllm-colocate", "batch": "8",
+                       "vllm_max_model_length": "100000"})
+    assert not result.vllm["starts"] and result.vllm["over_positions"] == (100_000, 32_768)
+    assert any(w.startswith("The colocated vLLM engine would refuse to start: vllm_max_model_length 100,000")
+               for w in result.warnings)

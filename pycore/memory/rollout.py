@@ -138,7 +138,8 @@ def engine_capacity(setup: Setup) -> "dict[str, Any]":
     components = {p.key: p.bytes for p in result["pools"]}
     capacity = vllm_capacity({"kv_bytes_per_token": result["kv_bytes_per_token"], "components": components,
                               "state_bytes_per_sequence": result.get("state_bytes_per_sequence", 0),
-                              "vllm_pages": result.get("vllm_pages")}, engine.workload)
+                              "vllm_pages": result.get("vllm_pages"), "max_positions": setup.arch.max_positions},
+                             engine.workload)
     # its refusal in the trainer's words (pycore.memory.serving.refusal)
     return {**capacity, "engine": "The colocated vLLM engine", "inputs": {
         "gpu_util": "vllm_gpu_memory_utilization", "max_model_len": "vllm_max_model_length",

@@ -541,7 +541,8 @@ def refusal(capacity: "Mapping[str, Any] | None") -> str:
     who, names = capacity.get("engine", "vLLM"), capacity.get("inputs", {})      # a colocated rollout's own words
     if "over_positions" in capacity:
         length, positions = capacity["over_positions"]
-        return (f"{who} would refuse to start: max_model_len {length:,} is greater than the model's {positions:,} "
+        return (f"{who} would refuse to start: {names.get('max_model_len', 'max_model_len')} {length:,} is greater "
+                f"than the model's {positions:,} "
                 "positions (max_position_embeddings; vllm/config/model.py _get_and_verify_max_len; "
                 f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides it); the longest it would accept is "
                 f"{capacity['longest_max_model_len']:,}")
