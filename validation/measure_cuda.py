@@ -253,19 +253,17 @@ def run_one(label, inputs, device_name="cuda", explain=None):
         step()                                      # warm-up: optimizer state exists from here on
         start = _reset_peak(cuda, explain)
         step()
-    if not cuda:
-        return {"label": label, "inputs": inputs, "tensor_mode": device.type, "params": params,
-                "optimizer_impl": measure.optimizer_impl(inputs), "peak_bytes": None, "reserved_bytes": None,
-                "device_bytes_after": None, "seconds": round(time.time() - started, 1)}
-    torch.cuda.synchronize()
-    if explain:
-        import cuda_peak
-        text = cuda_peak.summary(torch.cuda.memory._snapshot(), start, torch.cuda.max_memory_allocated())
-        Path(explain, "".join(c if c.isalnum() else "_" for c in label) + ".txt").write_text(label + "\n" + text + "\n")
-    return {"label": label, "inputs": inputs, "tensor_mode": "cuda", "params": params,
-            "optimizer_impl": measure.optimizer_impl(inputs),
-            "peak_bytes": torch.cuda.max_memory_allocated(), "reserved_bytes": torch.cuda.max_memory_reserved(),
-            "device_bytes_after": device_used_bytes(), "seconds": round(time.time() - started, 1)}
+    figures = {"peak_bytes": None, "reserved_bytes": None, "device_bytes_after": None}
+    if cuda:
+        torch.cuda.synchronize()
+        if explain:
+            import cuda_peak
+            text = cuda_peak.summary(torch.cuda.memory._snapshot(), start, torch.cuda.max_memory_allocated())
+            Path(explain, "".join(c if c.isalnum() else "_" for c in label) + ".txt").write_text(f"{label}\n{text}\n")
+        figures = {"peak_bytes": torch.cuda.max_memory_allocated(), "reserved_bytes": torch.cuda.max_memory_reserved(),
+                   "device_bytes_after": device_used_bytes()}
+    return {"label": label, "inputs": inputs, "tensor_mode": device.type, "params": params,
+            "optimizer_impl": measure.optimizer_impl(inputs), **figures, "seconds": round(time.time() - started, 1)}
 
 
 def _reset_peak(cuda, explain=None):

@@ -57,6 +57,12 @@ BLAS_WORKSPACE = {"CUDA": (8 * 2**20 + 128 * 2**10, {f"sm_{major}": 32 * 2**20 f
                   "ROCm": (32 * 2**20, {"gfx94": 128 * 2**20, "gfx95": 128 * 2**20})}
 
 
+def compute_capability(gpu: "dict[str, Any]") -> int:
+    """An NVIDIA GPU's compute capability as a number (sm_90 -> 90) from its arch in presets/gpus.json; 0 off CUDA,
+    where no CUDA kernel choice applies."""
+    return int(gpu.get("arch", "sm_90")[3:]) if gpu.get("runtime", "CUDA") == "CUDA" else 0
+
+
 def workspace_bytes(config: str) -> int:
     """Bytes of a CUBLAS_WORKSPACE_CONFIG such as ":4096:8" or ":4096:2:16:8": the sum of SIZE KiB × COUNT."""
     numbers = [int(n) for n in config.split(":")[1:]]

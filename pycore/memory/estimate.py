@@ -16,7 +16,7 @@ from pycore.base.expr import rnd, split, sym
 from pycore.base.units import printable
 from pycore.inputs.schema import Values, parse
 from pycore.memory import vision_activations, vllm_multimodal
-from pycore.memory.device import overhead_pools, runtime_note
+from pycore.memory.device import compute_capability, overhead_pools, runtime_note
 from pycore.memory.distillation import notes as distill_notes
 from pycore.memory.pools import Pool, StageResult, live, stage_components
 from pycore.memory.posttraining import notes as kto_notes
@@ -214,8 +214,8 @@ def _kernel_notes(setup: Setup) -> "list[str]":
     or attention=flash asked for where CUDA's SDPA would run the math kernel."""
     from pycore.memory.activations import gqa_math_kernel, math_share
     arch, work = setup.arch, setup.workload
-    gpu = gpu_catalog()[setup.gpu]
-    if work.engine == "vllm" and not work.training or gpu.get("runtime") != "CUDA" or not work.hf_model:
+    sm = compute_capability(gpu_catalog()[setup.gpu])
+    if work.engine == "vllm" and not work.training or not sm or not work.hf_model:
         return []
     e, amp = setup.policy.bytes("act"), setup.policy.autocast
     if work.attention == "flash-math":
@@ -224,7 +224,7 @@ def _kernel_notes(setup: Setup) -> "list[str]":
                 "the math kernel runs, which keeps each layer's s×s probabilities where the layer has no mask "
                 "(validation/measured_cuda.json)"]
     if work.attention == "flash" and arch.heads and not (arch.attn_softcap or arch.attention_sinks) and \
-            math_share(arch, work.seq) and gqa_math_kernel(arch, e, amp, int(gpu["arch"][3:])):
+            math_share(arch, work.seq) and gqa_math_kernel(arch, e, amp, sm):
         return ["attention=flash is counted as asked, but CUDA's SDPA runs its math kernel for grouped-query heads "
                 "in fp32 (and FlashAttention-2 takes 16-bit inputs only): attention=auto counts the math kernel's "
                 "probabilities"]

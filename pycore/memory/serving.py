@@ -16,7 +16,7 @@ Pipeline stages hold their own layers and their own layers' cache; expert parall
 experts.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pycore.base.expr import Q, ceil, floor, maximum, num, rnd, split, sym
@@ -413,8 +413,8 @@ def vllm_capacity(result: "Mapping[str, Any]", work: Workload) -> "dict[str, Any
     positions = int(result.get("max_positions") or 0)
     if positions and context > positions:
         # vllm/config/model.py _get_and_verify_max_len (v0.11) refuses a max_model_len over the config's
-        # max_position_embeddings (as scaled by a linear or yarn rope_scaling, which pycore does not read; Gemma 3's
-        # and llama3-type scaling are not applied again) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+        # max_position_embeddings (as a linear or yarn rope_scaling raises it: pycore.model.hf_config
+        # _scaled_positions) unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
         longest = capacity.get("longest_max_model_len")
         capacity = {**capacity, "starts": False, "over_positions": (context, positions),
                     "longest_max_model_len": positions if longest is None else min(int(longest), positions)}
@@ -448,8 +448,7 @@ def _hybrid_capacity(pages: "Mapping[str, int]", kv: int, context: int, state: i
     sliding = pages.get("sliding_groups", 0)
     groups = pages["attention_groups"] + pages["state_groups"] + sliding
     # a sliding or chunked group's request holds at most its window (+ the batch being prefilled) in blocks
-    windowed = (-(-min(pages.get("sliding_tokens", 0), context) // block) + pages.get("sliding_extra_block", 0)) \
-        if sliding else 0
+    windowed = _window_blocks(pages, context) if sliding else 0
     fixed = pages["state_groups"] + sliding * windowed
     per_request = pages["attention_groups"] * (-(-context // block) if block else 0) + fixed
     needed, starts = per_request * page * group, blocks >= per_request > 0
@@ -457,12 +456,8 @@ def _hybrid_capacity(pages: "Mapping[str, int]", kv: int, context: int, state: i
     if block:           # the start-up check counts layer by layer, not the padded groups the blocks are shared in
         needed = _start_bytes(pages, context)
         starts = blocks > 0 and needed <= kv
-    if block and pages["attention_groups"]:
-        low, high = 0, kv // page * block
-        while low < high:           # estimate_max_model_len's bisection, on the same sum
-            middle = (low + high + 1) // 2
-            low, high = (middle, high) if _start_bytes(pages, middle) <= kv else (low, middle - 1)
-        longest = low
+    if block and pages["attention_groups"]:        # estimate_max_model_len's bisection, on the same sum
+        longest = _largest(kv // page * block, lambda length: _start_bytes(pages, length) <= kv)
     return {"kv_cache_tokens": blocks // groups * block, "kv_cache_blocks": blocks, "context": context,
             "max_concurrency": blocks / per_request if per_request else 0.0, "starts": starts,
             "blocks_needed": per_request, "state_bytes_per_request": state, "block_tokens": block,
@@ -481,10 +476,24 @@ def _start_bytes(pages: "Mapping[str, int]", length: int) -> int:
     .py): cdiv(length, block) pages a full-attention layer, a windowed layer's window and the batch being prefilled (one
     page more when sliding), one page a state layer. Layer by layer: a group padded with missing layers asks nothing
     for them (Gemma 3 27B's 52 sliding layers take 6 groups of 10)."""
-    block = pages["block_tokens"]
-    windowed = -(-min(pages.get("sliding_tokens", 0), length) // block) + pages.get("sliding_extra_block", 0)
-    return (pages["full_layers"] * -(-length // block) + pages["windowed_layers"] * windowed +
-            pages["state_layers"]) * pages["page_bytes"]
+    return (pages["full_layers"] * -(-length // pages["block_tokens"]) +
+            pages["windowed_layers"] * _window_blocks(pages, length) + pages["state_layers"]) * pages["page_bytes"]
+
+
+def _window_blocks(pages: "Mapping[str, Any]", length: int) -> int:
+    """Blocks a sliding or chunked layer (or group) holds for one request of ``length`` tokens: its window and the
+    batch being prefilled at most, one more when sliding (the window may not start at a block's start)."""
+    block = int(pages["block_tokens"])
+    return -(-min(int(pages.get("sliding_tokens", 0)), length) // block) + int(pages.get("sliding_extra_block", 0))
+
+
+def _largest(high: int, fits: "Callable[[int], bool]") -> int:
+    """The largest length from 0 to ``high`` that ``fits`` (which holds up to some length and not beyond), by bisection."""
+    low = 0
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle - 1)
+    return low
 
 
 def _per_kind(pages: "Mapping[str, int]", context: int) -> "dict[str, int]":
@@ -518,14 +527,9 @@ def _longest_with_windows(capacity: "Mapping[str, Any]", batch: int) -> int:
     block, blocks = int(capacity["block_tokens"]), int(capacity["kv_cache_blocks"])
 
     def per_request(length: int) -> int:
-        windowed = -(-min(int(capacity["sliding_tokens"]), length) // block) + int(capacity["sliding_extra_block"])
         return int(capacity["attention_groups"]) * -(-length // block) + \
-            int(capacity["sliding_groups"]) * windowed + int(capacity["state_only_groups"])
-    low, high = 0, blocks * block
-    while low < high:
-        middle = (low + high + 1) // 2
-        low, high = (middle, high) if batch * per_request(middle) <= blocks else (low, middle - 1)
-    return low
+            int(capacity["sliding_groups"]) * _window_blocks(capacity, length) + int(capacity["state_only_groups"])
+    return _largest(blocks * block, lambda length: batch * per_request(length) <= blocks)
 
 
 def refusal(capacity: "Mapping[str, Any] | None") -> str:

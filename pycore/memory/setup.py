@@ -444,6 +444,7 @@ def _attention(values: "Values", arch: Architecture, policy: Policy, asked: "str
     (flash-math) for grouped-query heads in fp32 (pycore.memory.activations.gqa_math_kernel), flash-repeat where every
     such layer is masked; else the attention asked for or the framework's (vLLM runs its own backends)."""
     from pycore.memory.activations import gqa_math_kernel, math_share
+    from pycore.memory.device import compute_capability
     if arch.kind == "encoder-decoder":
         return "eager", 0
     gpu = gpu_catalog()[values["gpu"]]
@@ -454,7 +455,7 @@ def _attention(values: "Values", arch: Architecture, policy: Policy, asked: "str
             # scores, attention sinks), so an unset attn_implementation is eager (measure_cuda.py's gemma-2-2b (gpu)
             # case: "Gemma2ForCausalLM does not support an attention implementation through ...sdpa")
             return "eager", 0
-        sm = int(gpu.get("arch", "sm_90")[3:]) if gpu.get("runtime") == "CUDA" else 0     # CUDA's SDPA only
+        sm = compute_capability(gpu)      # CUDA's SDPA only
         if sm and gqa_math_kernel(arch, policy.bytes("act"), policy.autocast, sm):
             return ("flash-math" if math_share(arch, values["seq"]) else "flash-repeat"), sm
         return str(values["attention"]), sm
