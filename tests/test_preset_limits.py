@@ -48,6 +48,10 @@ SPOT = {
     "ai21-jamba-1.5-mini": (262144, "bf16"),
     # Qwen/Qwen2.5-VL-3B-Instruct config.json: 128000, "bfloat16" (tests/configs/qwen2.5-vl-3b-instruct.json)
     "qwen2.5-vl-3b-instruct": (128000, "bf16"),
+    # tiiuae/Falcon-H1-0.5B-Instruct config.json: 16384, "bfloat16" (tests/configs/falcon-h1-0.5b-instruct.json)
+    "falcon-h1-0.5b-instruct": (16384, "bf16"),
+    # swiss-ai/Apertus-8B-Instruct-2509 config.json: 65536, "bfloat16" (tests/configs/apertus-8b-instruct-2509.json)
+    "apertus-8b-instruct-2509": (65536, "bf16"),
 }
 
 
@@ -55,7 +59,8 @@ def test_every_transformer_preset_is_covered():
     # 52 first-round presets + 14 for the families added in issue 10 + 9 for the 2025-26 families of issue 29
     # + 2 from published config.json files of issue 29's hybrid families (Granite 4.0 H-350M, Jamba 1.5 Mini)
     # + Qwen2.5-VL-3B, whose published vLLM start-up log docs/validation.md compares
-    assert len(TRANSFORMERS) == 78
+    # + one of each family issue 29 names that had none (Falcon-H1 0.5B, Apertus 8B, Mamba-Codestral 7B)
+    assert len(TRANSFORMERS) == 81
     assert {"resnet-50", "vit-base-patch16-224"}.isdisjoint(TRANSFORMERS)
 
 
@@ -70,6 +75,8 @@ def test_dtype_is_a_checkpoint_dtype(model_id):
 def test_max_positions_recorded_except_for_relative_positions(model_id):
     entry = catalog.models()[model_id]
     if entry.get("kind") == "encoder-decoder":  # T5: relative position buckets, no position limit in the config
+        assert "max_positions" not in entry
+    elif entry.get("hf_class") == "Mamba2ForCausalLM":    # a pure state-space model: no max_position_embeddings
         assert "max_positions" not in entry
     else:
         assert isinstance(entry["max_positions"], int) and entry["max_positions"] >= 512

@@ -153,7 +153,8 @@ def import_config(text: str) -> "dict[str, Any]":
     model_type = config.get("model_type")
     shown = model_type if isinstance(model_type, str) else family
     name = config_name(config)
-    what = f"a {shown[:40]} config" if name == "imported config" else f"{name} (a {shown[:40]} config)"
+    family_words = f"{'an' if shown[:1].lower() in tuple('aeio') else 'a'} {shown[:40]} config"   # an apertus config
+    what = family_words if name == "imported config" else f"{name} ({family_words})"
     message = (f"Imported {what}: {expected:,} parameters. Closest preset: {preset.name}, "
                f"with {len(query) - 1} override{'s' if len(query) != 2 else ''}.")
     # The link carries the config's own name: the results call the model what it is, not its closest preset.
