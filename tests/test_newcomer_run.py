@@ -122,7 +122,7 @@ def test_the_zero_fields_line_is_empty_without_fsdp():
                                          ("note", "Distillation under autocast: ")]),
     ("model=qwen2.5-0.5b&method=ppo", [("note", "PPO: batch counts responses")]),
     ("model=qwen3-next-80b-a3b", [("note", "this hybrid's 36 gated DeltaNet")]),
-    ("model=qwen2.5-vl-7b-instruct&images=1", [("note", "the images of each sequence add 1,196 tokens")]),
+    ("model=qwen2.5-vl-7b-instruct&images=1", [("note", "the images of each sequence add 1,198 tokens")]),
     ("model=qwen2.5-vl-7b-instruct&mode=infer&engine=vllm", [("note", "vLLM profiles the vision encoder at start-up")]),
     ("model=qwen2.5-vl-7b-instruct&mode=infer&engine=vllm&mm_profiling=off",
      [("note", "vLLM skips its start-up profiling")]),

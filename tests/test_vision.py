@@ -34,15 +34,19 @@ def test_the_vision_tower_is_counted_exactly():
     (1280, 720, 1196), (3840, 2160, 10549), (224, 224, 64), (30, 30, 4), (1000, 10, 20),
 ])
 def test_an_image_becomes_the_tokens_its_processor_gives(width, height, tokens):
-    assert vision.tower(catalog.architecture(QWEN_VL)).tokens(width, height) == tokens
+    tower = vision.tower(catalog.architecture(QWEN_VL))
+    assert tower.embeddings(width, height) == tokens
+    # and in the prompt the chat template's "<|vision_start|>" and "<|vision_end|>" around the <|image_pad|> run
+    assert tower.tokens(width, height) == tokens + 2
 
 
 def test_images_lengthen_every_sequence_and_its_kv_cache():
     base = {"model": QWEN_VL, "mode": "infer", "seq": "512", "batch": "2"}
     plain, seen = estimate(base), estimate({**base, "images": "2", "image_size": "1280x720"})
-    assert seen.tokens == plain.tokens + 2 * 2 * 1196
-    assert seen.components["kv_cache"] - plain.components["kv_cache"] == 2 * 2 * 1196 * seen.kv_bytes_per_token
-    assert any("add 2,392 tokens" in w for w in seen.warnings)
+    # each 1,280 x 720 image: 1,196 pads and their two markers (test above)
+    assert seen.tokens == plain.tokens + 2 * 2 * 1198
+    assert seen.components["kv_cache"] - plain.components["kv_cache"] == 2 * 2 * 1198 * seen.kv_bytes_per_token
+    assert any("add 2,396 tokens" in w for w in seen.warnings)
 
 
 def test_a_text_model_is_unchanged_by_images():
@@ -93,7 +97,8 @@ def test_qwen3_5s_tower_is_counted_exactly():
     (1280, 720, 880), (3840, 2160, 8160), (224, 224, 64),
 ])
 def test_a_qwen3_5_image_becomes_the_tokens_its_processor_gives(width, height, tokens):
-    assert vision.tower(catalog.architecture("qwen3.5-9b")).tokens(width, height) == tokens
+    tower = vision.tower(catalog.architecture("qwen3.5-9b"))
+    assert (tower.embeddings(width, height), tower.tokens(width, height)) == (tokens, tokens + 2)
 
 
 def test_gemma_3s_siglip_tower_is_counted_exactly():
@@ -106,10 +111,13 @@ def test_gemma_3s_siglip_tower_is_counted_exactly():
 
 
 @pytest.mark.parametrize("width,height", [(1280, 720), (224, 224), (4000, 3000)])
-def test_a_gemma_3_image_is_256_tokens_at_any_size(width, height):
+def test_a_gemma_3_image_is_256_embeddings_in_260_tokens_at_any_size(width, height):
     # Gemma3Processor resizes every image to 896 x 896 and writes image_seq_length (mm_tokens_per_image, 256) tokens
-    # for it (transformers 5.24 processing_gemma3.py _get_num_multimodal_tokens); pan-and-scan is off by default
-    assert vision.tower(catalog.architecture("gemma-3-27b-it")).tokens(width, height) == 256
+    # for it (transformers 5.24 processing_gemma3.py _get_num_multimodal_tokens); pan-and-scan is off by default. In
+    # the prompt they sit in its full_image_sequence, "\n\n<start_of_image>" + 256 + "<end_of_image>\n\n", "\n\n" one
+    # token of Gemma 3's vocabulary: 260 (vLLM 0.11 gemma3_mm.py's placeholder is the same 260)
+    tower = vision.tower(catalog.architecture("gemma-3-27b-it"))
+    assert (tower.embeddings(width, height), tower.tokens(width, height)) == (256, 260)
 
 
 def test_lfm2_vls_siglip2_tower_is_counted_exactly():

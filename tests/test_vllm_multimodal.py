@@ -204,13 +204,14 @@ def test_a_refused_vl_engine_is_offered_the_longest_max_model_len_it_would_accep
 
 
 def test_grpo_with_images_sizes_the_rollout_engine_by_the_prompt_with_its_image_tokens():
-    # 2,048 text tokens + 1,196 of one 1,280 x 720 image + 512 completion tokens = 3,756: vLLM rejects a shorter
+    # 2,048 text tokens + 1,198 of one 1,280 x 720 image (1,196 pads and their two markers, tests/test_vision.py)
+    # + 512 completion tokens = 3,758: vLLM rejects a shorter
     # vllm_max_model_length, which the placements and changes offered leave out
     from pycore.answers.rollout_answers import trl_refuses
     values = {"model": "qwen2.5-vl-7b-instruct", "method": "grpo", "rollout": "vllm-colocate", "seq": "2048",
               "images": "1", "gpu": "h100-sxm-80gb", "dp": "8"}
-    assert trl_refuses(schema.parse({**values, "vllm_max_model_length": "3755"}))
-    assert not trl_refuses(schema.parse({**values, "vllm_max_model_length": "3756"}))
+    assert trl_refuses(schema.parse({**values, "vllm_max_model_length": "3757"}))
+    assert not trl_refuses(schema.parse({**values, "vllm_max_model_length": "3758"}))
 
 
 def test_the_served_line_names_the_checkpoint_the_alias_names():
@@ -239,8 +240,8 @@ def test_the_offered_max_model_len_leaves_room_for_the_images():
                            "seq": "128000", "new_tokens": "0", "images": "2"})
     result = estimate_values(values)
     fix = answer(values, result)["how_to_fit"][0]
-    # two 1,280 x 720 images are 2 x 1,196 tokens of the context
-    assert int(fix["query"]["seq"]) + 2 * 1196 == result.vllm["longest_max_model_len"] and fix["fits"]
+    # two 1,280 x 720 images are 2 x 1,198 tokens of the context
+    assert int(fix["query"]["seq"]) + 2 * 1198 == result.vllm["longest_max_model_len"] and fix["fits"]
 
 
 def test_a_hub_id_exports_as_itself():

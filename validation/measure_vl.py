@@ -27,6 +27,7 @@ and their inputs in the short-convolution layers, which have no q_proj or v_proj
 Usage:
     /tmp/hf/bin/python validation/measure_vl.py              # all cases -> validation/measured_vl.json
     /tmp/hf/bin/python validation/measure_vl.py --only gemma # cases whose label contains 'gemma', printed only
+    /tmp/hf/bin/python validation/measure_vl.py --only gemma --replace   # ... and put in the record in place of theirs
     /tmp/hf/bin/python validation/measure_vl.py --compare    # the record beside pycore's estimate
     /tmp/hf/bin/python validation/measure_vl.py --generate   # generate() with images -> measured_vl_generate.json
 
@@ -227,11 +228,10 @@ def tiled_inputs(family, config, images, width, height):
 def make_batch(family, config, batch, text, images, width, height):
     """Token ids with each image's placeholders after a start token, the image inputs for every sequence."""
     pictures, per_image = image_inputs(family, config, images * batch, width, height)
-    image_part = [START, *[IMAGE] * per_image, END]
-    if family.startswith(("llama4", "lfm2_vl")):
-        # the processor's start, end, tile separators or markers, the global tile's <|image|> or the thumbnail's
-        # around the placeholders: pycore/model/vision.py's tokens, which include them
-        image_part = [START, *[IMAGE] * per_image, *[996] * (seeing(config).tokens(width, height) - per_image - 2), END]
+    # the placeholders and the tokens around them, as many as pycore/model/vision.py's tokens (which include them): Qwen's
+    # chat template's <|vision_start|> and <|vision_end|>, Gemma 3's "\n\n<boi>" and "<eoi>\n\n", Llama 4's and
+    # LFM2-VL's start, end, tile separators or markers, the global tile's <|image|> or the thumbnail's
+    image_part = [START, *[IMAGE] * per_image, *[996] * (seeing(config).tokens(width, height) - per_image - 2), END]
     rows = [torch.cat([torch.tensor(image_part * images), torch.randint(0, 990, (text,))]) for _ in range(batch)]
     ids = torch.stack(rows)
     labels = ids.clone()
@@ -365,6 +365,8 @@ def main():
     parser.add_argument("--only", help="run only cases whose label contains this text; print, do not save")
     parser.add_argument("--compare", action="store_true", help="print the record beside pycore's estimate")
     parser.add_argument("--generate", action="store_true", help="measure generate() with images instead")
+    parser.add_argument("--replace", action="store_true", help="with --only: put the cases run in the saved record in "
+                                                                "place of those of the same label")
     args = parser.parse_args()
     if args.generate:
         cases = []
@@ -375,10 +377,7 @@ def main():
             print(f"{result['label']:44s} peak {result['peak_bytes'] / 2**20:8.2f} MiB  ({result['seconds']} s)",
                   flush=True)
             cases.append(result)
-        if not args.only:
-            GENERATE_OUT.write_text(json.dumps({"about": "generate() with images: " + __doc__.split("\n\n")[0],
-                                                "torch": torch.__version__, "transformers": transformers.__version__,
-                                                "python": platform.python_version(), "cases": cases}, indent=1) + "\n")
+        save(GENERATE_OUT, "generate() with images: " + __doc__.split("\n\n")[0], cases, args)
         return
     if args.compare:
         for row in compare.vl_rows()[1]:
@@ -395,10 +394,19 @@ def main():
         print(f"{result['label']:44s} peak {result['peak_bytes'] / 2**20:8.2f} MiB  tower saved "
               f"{result['tower_saved'] / 2**20:6.2f} MiB  ({result['seconds']} s)", flush=True)
         cases.append(result)
-    if not args.only:
-        OUT.write_text(json.dumps({"about": __doc__.split("\n\n")[0], "torch": torch.__version__,
-                                   "transformers": transformers.__version__, "python": platform.python_version(),
-                                   "cases": cases}, indent=1) + "\n")
+    save(OUT, __doc__.split("\n\n")[0], cases, args)
+
+
+def save(path, about, cases, args):
+    """Write the record: every case, or with --only --replace the saved one with these cases in place of their
+    labels' (with --only alone, nothing)."""
+    if args.only and not args.replace:
+        return
+    if args.only:
+        fresh = {case["label"]: case for case in cases}
+        cases = [fresh.pop(case["label"], case) for case in json.loads(path.read_text())["cases"]] + list(fresh.values())
+    path.write_text(json.dumps({"about": about, "torch": torch.__version__, "transformers": transformers.__version__,
+                                "python": platform.python_version(), "cases": cases}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 
 MAX_FRAMES = 14                 # qwen2_vl.py L82 _MAX_FRAMES_PER_VIDEO (vLLM 0.11.0)
 QWEN_VIDEO_SIDE = 3584          # get_image_size_with_most_features at max_pixels 12,845,056 (qwen2_vl.py L956)
-GEMMA_PLACEHOLDER = 4           # "\n\n<boi>" before and "<eoi>\n\n" after the 256 image tokens (gemma3_mm.py L216-218)
 LLAMA4_IMAGE = (336, 5376)      # ImageSize(height=max_patches * image_size, width=image_size) (mllama4.py L557-566)
 MODELLED = ("qwen2_5_vl", "siglip", "llama4")
 VIDEO = ("qwen2_5_vl", "qwen3_vl")      # the towers vLLM also gives a video modality (Qwen-VL's processors)
@@ -68,17 +67,15 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
     if seeing is None or arch.vision_family not in MODELLED or setup.workload.mm_profiling == "off":
         return None
     if arch.vision_family == "siglip":
-        side = seeing.tile
-        tokens = seeing.tokens(side, side)
-        return ProfiledItem("image", tokens + GEMMA_PLACEHOLDER, tokens, seeing.patches(side, side),
-                            seeing.pixels(side, side))
+        side = seeing.tile       # the placeholder is the whole "\n\n<boi>...<eoi>\n\n" (gemma3_mm.py L216-228)
+        return ProfiledItem("image", seeing.tokens(side, side), seeing.embeddings(side, side),
+                            seeing.patches(side, side), seeing.pixels(side, side))
     if arch.vision_family == "llama4":
         width, height = LLAMA4_IMAGE
-        per_tile = (seeing.tile // seeing.patch) ** 2 // (seeing.merge * seeing.merge)
-        return ProfiledItem("image", seeing.tokens(width, height), len(seeing.tile_shapes(width, height)) * per_tile,
+        return ProfiledItem("image", seeing.tokens(width, height), seeing.embeddings(width, height),
                             seeing.patches(width, height), seeing.pixels(width, height))
     side = QWEN_VIDEO_SIDE
-    image = seeing.tokens(side, side)
+    image = seeing.embeddings(side, side)   # the pads alone are replaced (qwen2_vl.py L1093-1108)
     # _get_max_video_frames: frames while their tokens fit max_model_len; every two frames are one temporal patch
     pairs = max(1, min(max_model_len // image if image else 1, MAX_FRAMES // seeing.temporal_patch))
     if pairs * image > image and setup.workload.mm_profiling == "auto":

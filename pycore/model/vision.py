@@ -49,6 +49,12 @@ PIXEL_BOUNDS = {"qwen2_5_vl": (3_136, 12_845_056), "qwen3_vl": (65_536, 16_777_2
 # Lfm2VlImageProcessor's defaults (transformers 5.24), which LFM2-VL's config.json repeats: image tokens per tile or
 # resized image, tiles per grid, and how far past max_image_tokens an image may be before it is tiled
 LFM2_MIN_TOKENS, LFM2_MAX_TOKENS, LFM2_MIN_TILES, LFM2_MAX_TILES, LFM2_TOLERANCE = 64, 256, 2, 10, 2.0
+# The prompt tokens around an image's placeholders. Qwen2.5-VL's, Qwen3-VL's and Qwen3.5's chat templates write
+# "<|vision_start|><|image_pad|><|vision_end|>" for an image, and the processor repeats <|image_pad|> once per merged
+# tile (Qwen2_5_VLProcessor.__call__); Gemma3Processor replaces the template's <start_of_image> with
+# full_image_sequence, "\n\n<start_of_image>" + mm_tokens_per_image × <image_soft_token> + "<end_of_image>\n\n",
+# "\n\n" one token (108) of Gemma 3's vocabulary: 260 tokens for 256 embeddings (vLLM 0.11 gemma3_mm.py L216-228 too)
+QWEN_MARKERS, GEMMA_MARKERS = 2, 4
 
 
 @dataclass(frozen=True)
@@ -228,13 +234,27 @@ class VisionTower:
         return h_bar // self.patch, w_bar // self.patch
 
     def tokens(self, width: int, height: int) -> int:
-        """Decoder tokens one image of width × height pixels becomes."""
+        """Prompt tokens one image of width × height pixels takes: the placeholders its embeddings replace and the
+        markers around them (Qwen's chat template's <|vision_start|> and <|vision_end|>; Gemma 3's "\\n\\n<boi>" and
+        "<eoi>\\n\\n"; Llama 4's and LFM2-VL's starts, ends, separators and tile markers)."""
         if self.family == "llama4":
             return self._llama4_tokens(width, height)
+        if self.family == "siglip2":
+            return self._lfm2_tokens(width, height)
+        return self.embeddings(width, height) + (GEMMA_MARKERS if self.family == "siglip" else QWEN_MARKERS)
+
+    def embeddings(self, width: int, height: int) -> int:
+        """Rows of the encoder's output for one image: the placeholder tokens among its prompt tokens that they replace."""
+        if self.family == "llama4":
+            return len(self.tile_shapes(width, height)) * (self.tile // self.patch) ** 2 // (self.merge * self.merge)
         if self.family == "siglip":
             return (self.tile // self.patch // self.merge) ** 2
         if self.family == "siglip2":
-            return self._lfm2_tokens(width, height)
+            rows, columns = self._lfm2_resized(width, height)
+            grid = self._lfm2_grid(width, height)
+            per_tile = math.ceil(self.tile // self.patch / self.merge) ** 2
+            resized = math.ceil(rows // self.patch / self.merge) * math.ceil(columns // self.patch / self.merge)
+            return (grid[0] * grid[1] * per_tile if grid else 0) + resized
         rows, columns = self.grid(width, height)
         return rows * columns // (self.merge * self.merge)
 
