@@ -323,11 +323,10 @@ def run_case(family, precision, batch, text, images, width, height, method="full
     pictures = ("pixel_values", "image_grid_thw", "spatial_shapes", "pixel_attention_mask")
     saved = tower_saved(base, {k: inputs[k] for k in pictures if k in inputs}, dtype, amp)
     config = json.loads(base.config.to_json_string())
-    tiled = family.startswith(("llama4", "lfm2_vl"))        # pycore's image tokens include the start and end
     lora = {"method": "lora", "lora_rank": "16", "lora_targets": "qv", "lora_dtype": "fp32"} if method == "lora" else {}
     return {"label": label_of(family, precision, batch, text, images, width, height, method), "family": family,
             "inputs": {"mode": "train", "precision": precision, "batch": str(batch),
-                       "seq": str(text + (0 if tiled else 2 * images)), "images": str(images),
+                       "seq": str(text), "images": str(images),      # pycore's image tokens hold their markers
                        "image_size": f"{width}x{height}", "optimizer_impl": "foreach", **lora},
             "config_json": config, "image_tokens": per_image, "params": params,
             "peak_bytes": peak[device]["Total"], "peak_breakdown": breakdown, "tower_saved": saved,
@@ -349,10 +348,9 @@ def run_generate(family, precision, batch, text, images, width, height):
     started = time.time()
     tracker = measure.track_generate(model, tuple(inputs.values()), lambda: model.generate(**inputs, **kwargs))
     (peak,) = tracker.get_tracker_snapshot("peak").values()
-    tiled = family.startswith(("llama4", "lfm2_vl"))
     return {"label": label_of(family, precision, batch, text, images, width, height), "family": family,
             "inputs": {"mode": "infer", "precision": precision, "batch": str(batch),
-                       "seq": str(text + (0 if tiled else 2 * images)), "images": str(images),
+                       "seq": str(text), "images": str(images),
                        "image_size": f"{width}x{height}", "new_tokens": str(NEW_TOKENS)},
             "config_json": json.loads(model.config.to_json_string()), "image_tokens": per_image,
             "params": sum(p.numel() for p in model.parameters()), "peak_bytes": peak["Total"],
