@@ -52,6 +52,8 @@ SPOT = {
     "falcon-h1-0.5b-instruct": (16384, "bf16"),
     # swiss-ai/Apertus-8B-Instruct-2509 config.json: 65536, "bfloat16" (tests/configs/apertus-8b-instruct-2509.json)
     "apertus-8b-instruct-2509": (65536, "bf16"),
+    # llava-hf/llava-1.5-7b-hf config.json: text_config 4096, "float16" (tests/configs/llava-1.5-7b-hf.json)
+    "llava-1.5-7b-hf": (4096, "fp16"),
 }
 
 
@@ -59,8 +61,8 @@ def test_every_transformer_preset_is_covered():
     # 52 first-round presets + 14 for the families added in issue 10 + 9 for the 2025-26 families of issue 29
     # + 2 from published config.json files of issue 29's hybrid families (Granite 4.0 H-350M, Jamba 1.5 Mini)
     # + Qwen2.5-VL-3B, whose published vLLM start-up log docs/validation.md compares
-    # + one of each family issue 29 names that had none (Falcon-H1 0.5B, Apertus 8B, Mamba-Codestral 7B)
-    assert len(TRANSFORMERS) == 81
+    # + one of each family issue 29 names that had none (Falcon-H1 0.5B, Apertus 8B, Mamba-Codestral 7B, LLaVA-1.5 7B)
+    assert len(TRANSFORMERS) == 82
     assert {"resnet-50", "vit-base-patch16-224"}.isdisjoint(TRANSFORMERS)
 
 

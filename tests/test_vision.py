@@ -162,3 +162,46 @@ def test_vllm_serving_of_a_vl_model_names_the_encoders_profiling_run():
     assert "profiles the vision encoder at start-up on 1 dummy image of 16,384 tokens" in said
     assert "mm_profiling=off" in said and "--skip-mm-profiling" in said
     assert "vision encoder included" in result.as_dict()["breakdown"][2]["label"]
+
+
+LLAVA = "llava-1.5-7b-hf"
+
+
+def test_llavas_clip_tower_is_counted_exactly():
+    # validation/config_counts.json: llava-hf/llava-1.5-7b-hf's config.json (tests/configs/llava-1.5-7b-hf.json) built
+    # by AutoModelForImageTextToText on the meta device: 6,738,939,904 in the Vicuna decoder, 324,487,168 in the whole
+    # CLIPVisionModel (303,507,456) and LlavaMultiModalProjector (1,024 x 4,096 and 4,096 x 4,096, biased)
+    counts = count_parameters(catalog.architecture(LLAVA))
+    assert counts.parts["vision"] == COUNTS["vision_counts"]["llava-1.5-7b-hf.json"] == 324_487_168
+    assert counts.total == COUNTS["counts"]["llava-1.5-7b-hf.json"] + 324_487_168
+
+
+@pytest.mark.parametrize("width,height", [(1280, 720), (224, 224), (4000, 3000)])
+def test_a_llava_image_is_576_tokens_at_any_size(width, height):
+    # CLIPImageProcessor resizes the shortest edge to 336 and crops 336 x 336: (336 / 14)² = 576 patch features, the
+    # class token's dropped by vision_feature_select_strategy "default"; the processor expands "<image>" to them alone
+    # (transformers 5.24 LlavaConfig's image_seq_length 576); the tower runs over the 577 with the class token
+    tower = vision.tower(catalog.architecture(LLAVA))
+    assert (tower.embeddings(width, height), tower.tokens(width, height), tower.patches(width, height)) == \
+        (576, 576, 577)
+
+
+def test_the_clip_blocks_past_the_feature_layer_get_no_gradient_or_optimizer_state():
+    # vision_feature_layer -2: the 24th block (12,596,224 parameters: two LayerNorms, biased q/k/v/out of 1,024 and a
+    # biased 1,024 -> 4,096 -> 1,024 MLP) and the post-LayerNorm (2,048) get no gradient, so AdamW keeps no state
+    # for them (measured: validation/measure_vl.py's LLaVA cases, docs/validation.md)
+    result = estimate({"model": LLAVA, "seq": "512", "images": "1", "precision": "bf16"})
+    graded = 7_063_427_072 - 12_596_224 - 2_048
+    assert result.components["gradients"] == 2 * graded
+    assert any("12,598,272 parameters get no gradient" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"vision_feature_select_strategy": "cls"}, "vision_feature_select_strategy"),
+    ({"vision_feature_layer": [-2, -5]}, "vision_feature_layer"),
+    ({"projector_hidden_act": "silu"}, "projector_hidden_act"),
+])
+def test_a_llava_setting_pycore_does_not_count_is_refused_by_name(change, words):
+    config = {**json.loads((Path(__file__).resolve().parent / "configs" / "llava-1.5-7b-hf.json").read_text()), **change}
+    with pytest.raises(InputError, match=words):
+        architecture_from_dict(config)

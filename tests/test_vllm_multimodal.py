@@ -261,3 +261,10 @@ def test_one_requests_longest_context_is_the_one_searched_over_the_profiles():
               "new_tokens": "0", "gpu": "a100-40gb"}
     result = estimate(inputs)
     assert answer(parse(inputs), result)["max_context"] == result.vllm["longest_max_model_len"] == 98_303
+
+
+def test_llava_is_profiled_on_images_of_its_towers_size():
+    # vLLM 0.11 llava.py L182-193: the dummy image is the tower's image_size², 336², 576 tokens with the "default"
+    # strategy; the encoder budget max(8,192, 576) holds 8,192 // 576 = 14 of them (MultiModalBudget)
+    result = estimate({"model": "llava-1.5-7b-hf", "mode": "infer", "engine": "vllm", "images": "1"})
+    assert any("on 14 dummy images of 576 tokens" in w for w in result.warnings)

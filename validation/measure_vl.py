@@ -1,4 +1,5 @@
-"""Measure training steps of small vision-language models with images: Qwen2.5-VL, Qwen3.5, Gemma 3, Llama 4, LFM2-VL.
+"""Measure training steps of small vision-language models with images: Qwen2.5-VL, Qwen3.5, Gemma 3, Llama 4, LFM2-VL,
+LLaVA-1.5.
 
 Dev-only: needs torch and transformers (never dependencies of pycore). Each case builds a small config that keeps
 its family's structure (a 2-layer text decoder, a 4-block vision tower; Qwen2.5-VL's window attention with one
@@ -38,10 +39,12 @@ pixel values, so with large images its forward's working set, not the prefill's,
 """
 
 import argparse
+import gc
 import json
 import platform
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import torch
@@ -122,11 +125,24 @@ LFM2_VL = {
                       "num_hidden_layers": 4, "num_attention_heads": 4, "patch_size": 16, "num_patches": 256,
                       "vision_use_head": False},
 }
-FAMILIES = {"qwen2_5_vl": QWEN_VL, "gemma3": GEMMA3, "qwen3_5": QWEN3_5, "llama4": LLAMA4, "lfm2_vl": LFM2_VL,
+LLAVA = {
+    "model_type": "llava", "architectures": ["LlavaForConditionalGeneration"], "image_token_index": IMAGE,
+    "vision_feature_layer": -2, "vision_feature_select_strategy": "default", "projector_hidden_act": "gelu",
+    "tie_word_embeddings": False,
+    "text_config": {"model_type": "llama", "vocab_size": 1000, "hidden_size": 256, "intermediate_size": 512,
+                    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4,
+                    "max_position_embeddings": 4096, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0},
+    "vision_config": {"model_type": "clip_vision_model", "hidden_size": 128, "intermediate_size": 256,
+                      "num_hidden_layers": 4, "num_attention_heads": 4, "image_size": 224, "patch_size": 14},
+}
+FAMILIES = {"qwen2_5_vl": QWEN_VL, "llava": LLAVA, "gemma3": GEMMA3, "qwen3_5": QWEN3_5, "llama4": LLAMA4, "lfm2_vl": LFM2_VL,
             # a wider, shallower tower of each: the per-patch terms checked at a second width
             "qwen2_5_vl-w": {**QWEN_VL, "vision_config": {**QWEN_VL["vision_config"], "depth": 2, "hidden_size": 256,
                                                            "intermediate_size": 640, "num_heads": 8,
                                                            "fullatt_block_indexes": [1]}},
+            "llava-w": {**LLAVA, "vision_config": {**LLAVA["vision_config"], "num_hidden_layers": 2,
+                                                    "hidden_size": 256, "intermediate_size": 640,
+                                                    "num_attention_heads": 8}},
             "gemma3-w": {**GEMMA3, "vision_config": {**GEMMA3["vision_config"], "num_hidden_layers": 2,
                                                       "hidden_size": 256, "intermediate_size": 640,
                                                       "num_attention_heads": 8}},
@@ -155,6 +171,9 @@ CASES = [
     ("lfm2_vl", "amp-bf16", 1, 64, 1, 1280, 720), ("lfm2_vl", "bf16", 1, 64, 1, 1280, 720, "lora"),
     ("llama4-w", "bf16", 1, 64, 1, 448, 224), ("llama4-w", "fp32", 1, 128, 1, 224, 224),
     ("lfm2_vl-w", "bf16", 1, 128, 1, 256, 256), ("lfm2_vl-w", "amp-bf16", 1, 64, 1, 1280, 720),
+    ("llava", "bf16", 1, 128, 1, 224, 224), ("llava", "bf16", 2, 64, 2, 224, 224), ("llava", "fp32", 1, 128, 1, 640, 480),
+    ("llava", "amp-bf16", 1, 128, 1, 224, 224), ("llava", "bf16", 1, 128, 1, 224, 224, "lora"),
+    ("llava-w", "bf16", 1, 128, 1, 224, 224), ("llava-w", "amp-bf16", 2, 64, 1, 224, 224),
 ]
 
 
@@ -171,6 +190,8 @@ GENERATE_CASES = [
     ("llama4-w", "bf16", 1, 64, 1, 448, 448),
     ("lfm2_vl", "bf16", 1, 64, 1, 1280, 720), ("lfm2_vl", "bf16", 1, 64, 1, 512, 512),
     ("lfm2_vl", "fp32", 1, 64, 1, 640, 480), ("lfm2_vl-w", "bf16", 1, 64, 1, 1280, 720),
+    ("llava", "bf16", 1, 64, 1, 224, 224), ("llava", "bf16", 2, 64, 2, 224, 224), ("llava", "fp32", 1, 64, 1, 640, 480),
+    ("llava-w", "bf16", 1, 64, 1, 224, 224),
 ]
 NEW_TOKENS = 4
 
@@ -185,6 +206,9 @@ def image_inputs(family, config, images, width, height):
     if family.startswith("gemma3"):
         side = config["vision_config"]["image_size"]
         return {"pixel_values": torch.randn(images, 3, side, side)}, config["mm_tokens_per_image"]
+    if family.startswith("llava"):       # CLIPImageProcessor: every image resized and cropped to image_size²
+        side = config["vision_config"]["image_size"]
+        return {"pixel_values": torch.randn(images, 3, side, side)}, (side // config["vision_config"]["patch_size"]) ** 2
     if family.startswith(("llama4", "lfm2_vl")):
         return tiled_inputs(family, config, images, width, height)
     vision = config["vision_config"]
@@ -263,7 +287,9 @@ def build(family, precision):
 
 
 def tower_saved(model, pictures, dtype, amp):
-    """Bytes the vision tower and its merger / projector save for backward, by distinct storage, 512-rounded."""
+    """Bytes the vision tower and its merger / projector save for backward and still hold once the image features
+    are returned, by distinct storage, 512-rounded (LLaVA's blocks past vision_feature_layer run, and what they save
+    is freed with their unused output)."""
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     pixels = pictures["pixel_values"].to(dtype)
     storages = {}
@@ -271,20 +297,26 @@ def tower_saved(model, pictures, dtype, amp):
     def pack(tensor):
         key = tensor.untyped_storage().data_ptr()
         if key not in params and key != pixels.untyped_storage().data_ptr():
-            storages[key] = tensor.untyped_storage().nbytes()
+            storages.setdefault(key, [tensor.untyped_storage().nbytes(), []])[1].append(weakref.ref(tensor))
         return tensor
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
             torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp), cuda_autocast(amp):
         if "image_grid_thw" in pictures:
-            model.model.get_image_features(pixels, pictures["image_grid_thw"])
+            features = model.model.get_image_features(pixels, pictures["image_grid_thw"])
         elif "spatial_shapes" in pictures:
-            model.model.get_image_features(pixels, pictures["spatial_shapes"], pictures["pixel_attention_mask"])
+            features = model.model.get_image_features(pixels, pictures["spatial_shapes"],
+                                                      pictures["pixel_attention_mask"])
         elif hasattr(model, "vision_model"):            # Llama 4: the projector runs in forward, on the flat features
-            features = model.vision_model(pixels).last_hidden_state
-            model.multi_modal_projector(features.view(-1, features.size(-1)))
+            hidden = model.vision_model(pixels).last_hidden_state
+            features = model.multi_modal_projector(hidden.view(-1, hidden.size(-1)))
         else:
-            model.model.get_image_features(pixels)
-    return sum(-(-n // 512) * 512 for n in storages.values())
+            features = model.model.get_image_features(pixels)
+    pooled = getattr(features, "pooler_output", None)
+    features = features if pooled is None else pooled       # what the model's forward goes on to use
+    gc.collect()
+    held = sum(-(-n // 512) * 512 for n, refs in storages.values() if any(ref() is not None for ref in refs))
+    del features
+    return held
 
 
 def with_lora(model):

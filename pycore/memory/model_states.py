@@ -1,6 +1,7 @@
 """Model states on one GPU: weights, master weights, gradients, optimizer state and the step's temporaries,
 with ZeRO/FSDP sharding (Rajbhandari et al. 2020) and CPU offload. Each is a Pool (pycore.memory.pools)."""
 
+import math
 from dataclasses import dataclass
 
 from pycore.base.expr import Q, ceil, num, rnd, sym
@@ -12,6 +13,7 @@ from pycore.memory.parallel import Stage
 from pycore.memory.pools import Pool, make
 from pycore.memory.precision import BITS, dtype_name
 from pycore.memory.setup import Setup
+from pycore.model import vision
 
 STATIC = ("forward end", "backward start", "backward, first layer", "backward, last layer", "backward end",
           "optimizer step")
@@ -91,7 +93,9 @@ def trainable(setup: Setup, stage: Stage) -> Trainable:
     if not setup.finetune.adapters:
         # Megatron and DeepSpeed accumulate 16-bit gradients in an fp32 buffer across micro-batches.
         grad_bytes = 4 if (policy.master != "none" and setup.layout.microbatches > 1) else policy.bytes("grad")
-        return Trainable(stage.params, sym("S", stage.params), grad_bytes, policy.bytes("opt"),
+        seeing = vision.tower(setup.arch)
+        ungraded = math.ceil(seeing.ungraded_params() / setup.layout.tp) if seeing and stage.has_embedding else 0
+        return Trainable(stage.params - ungraded, sym("S", stage.params - ungraded), grad_bytes, policy.bytes("opt"),
                          policy.bytes("master"))
     whole = finetune.adapter_params(setup.arch, setup.finetune.rank, setup.finetune.targets, setup.finetune.dora)
     count = round(whole * stage.params / setup.counts.total)

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from pycore.memory.parallel import Stage
     from pycore.memory.setup import Setup
 
-MEASURED = ("qwen2_5_vl", "qwen3_vl", "siglip", "llama4", "siglip2")    # the towers validation/measure_vl.py measures
+MEASURED = ("qwen2_5_vl", "qwen3_vl", "siglip", "llama4", "siglip2", "clip")    # the towers validation/measure_vl.py measures
 SOURCE = "vision tower blocks as pycore.memory.activations.layer_terms (flash) with the family's differences, " \
          "pycore/memory/vision_activations.py; checked in docs/validation.md (validation/measure_vl.py)"
 
@@ -83,6 +83,16 @@ def _llama4_rest(arch: Architecture, norm: float, e: float) -> float:
     return 3 * arch.vision_patch ** 2 * e + 2 * norm + e * h + 4 * e * p / merge
 
 
+def _clip_rest(arch: Architecture, norm: float, e: float, amp: bool) -> float:
+    """Once a CLIP tower (LLaVA), per patch: the pre-LayerNorm, and per image token the projector's GELU input and
+    linear_2's input (the decoder's width each; linear_1 reads a view of the feature layer's output, a block's
+    input); under autocast the patch Conv2d's 16-bit copy of the pixels."""
+    tokens = (arch.vision_tile // arch.vision_patch) ** 2
+    per_token = tokens / (tokens + 1)
+    pixels = 3 * arch.vision_patch ** 2 * 2 if amp else 0
+    return norm + 2 * e * arch.hidden * per_token + pixels
+
+
 def _lfm2_rest(arch: Architecture, norm: float, e: float, amp: bool) -> float:
     """Once an LFM2-VL tower, per (padded) patch: the interpolation weights of the positions, the post-LayerNorm, the
     gather's int64 index, and per merged token the projector's LayerNorm (input, mean and rstd), linear_1's input,
@@ -110,6 +120,12 @@ def per_patch(setup: "Setup") -> "tuple[float, float]":
         saved += 2 * e * h if amp else 0                            # q, k and v_proj cast the fp32 norm each
         saved += e * _padding_mask(setup)                           # LFM2-VL: the additive mask, a row a patch
     norm = sum(t.bytes_per_token for t in _norm_terms(block, e, amp, 0, "post-LayerNorm"))
+    if arch.vision_family == "clip":
+        saved += 0 if full else e * arch.vision_ffn                 # QuickGELU's sigmoid, which its product keeps
+        # the blocks past the feature layer free their QuickGELU's sigmoid and fc2's input with their unused output
+        # (measured: the rest of what they save stays held)
+        unused = 0 if full else arch.vision_unused_layers * 2 * e * arch.vision_ffn
+        return saved, _clip_rest(arch, norm, e, amp) - unused
     if arch.vision_family == "llama4":
         return saved, _llama4_rest(arch, norm, e)
     if arch.vision_family == "siglip2":
@@ -246,12 +262,33 @@ def inference_pools(setup: "Setup", stage: "Stage", moments: "tuple[str, ...]") 
         e = setup.policy.bytes("act")
         q = maximum(sym("v", block) * count, sym("a", 6 * e * arch.vision_hidden) * count + sym("s", mask) * e) + \
             sym("r", rest) * count + sym("s", mask)
+    held = _held_outputs(setup)
     working = make("vision_working", "Vision encoder working set", q, (ENCODER,), INFERENCE_SOURCE,
                    "v = bytes per patch of a block's widest moment; r = the tower's other bytes per patch (rotary "
                    "tables, positions, embeddings); P = image patches of the batch" +
                    ("; a = a block's bytes per patch at SDPA; s = the padding mask's elements (s² a picture), bool "
                     "throughout and SDPA's additive copy while it runs" if mask else ""))
-    return [working, *_pixel_values(setup, (ENCODER, *moments), ())]
+    return [working, *held, *_pixel_values(setup, (ENCODER, *moments), ())]
+
+
+def _held_outputs(setup: "Setup") -> "list[Pool]":
+    """LLaVA: what LlavaModel.forward keeps of the tower while its language model runs the prefill (transformers
+    5.24): the tower's output object (the feature layer's hidden states and the last hidden state, kept for
+    LlavaModelOutputWithPast.image_outputs) and the projected features, as get_image_features' list and their cat;
+    none for the other towers."""
+    seeing, work = vision.tower(setup.arch), setup.workload
+    if setup.arch.vision_family != "clip" or not seeing:
+        return []
+    e, side = setup.policy.bytes("act"), seeing.tile
+    images = work.batch * work.images
+    q = sym("e", e) * sym("n", images) * (sym("2", 2) * sym("P", seeing.patches(side, side)) *
+                                          sym("hv", seeing.hidden) +
+                                          sym("2", 2) * sym("T", seeing.embeddings(side, side)) * sym("h", seeing.out_hidden))
+    return [make("vision_outputs", "Vision tower outputs (held through the prefill)", q, ("prefill",),
+                 "transformers 5.24 LlavaModel.forward and get_image_features: the tower's output object and the "
+                 "projected features; checked in docs/validation.md (validation/measure_vl.py --generate)",
+                 "e = activation bytes; n = images in the batch; P = patches an image (with the class token); "
+                 "hv = the tower's width; T = image tokens an image; h = the decoder's width")]
 
 
 def note(setup: "Setup") -> str:
@@ -266,5 +303,12 @@ def note(setup: "Setup") -> str:
         return "the vision tower is taken as frozen, without adapters, so it keeps nothing for backward"
     if arch.vision_family not in MEASURED:
         return "the vision tower's saved activations are not modelled for this tower yet (Qwen2.5-VL's, Qwen3.5's, " \
-            "Gemma 3's, Llama 4's and LFM2-VL's are, measured by validation/measure_vl.py)"
-    return "the vision tower's saved activations are counted per image patch (Vision tower activations)"
+            "Gemma 3's, Llama 4's, LFM2-VL's and LLaVA-1.5's are, measured by validation/measure_vl.py)"
+    counted = "the vision tower's saved activations are counted per image patch (Vision tower activations)"
+    seeing = vision.tower(arch)
+    ungraded = seeing.ungraded_params() if seeing else 0
+    if not ungraded:
+        return counted
+    return (f"{counted}; no gradient reaches {arch.vision_unused_layers} CLIP block(s) past vision_feature_layer and "
+            f"the post-LayerNorm, whose outputs LLaVA does not use: their {ungraded:,} parameters get no gradient or "
+            "optimizer state")

@@ -21,7 +21,10 @@ forward and the language model's run beside the padded outputs.
 - Gemma 3 (gemma3_mm.py L216-228): an image resized to 896², 256 embeddings, 260 placeholder tokens with its
   "\\n\\n<boi>" and "<eoi>\\n\\n" (31 items at a budget of 8,192, as a published log shows);
 - Llama 4 (mllama4.py L545-623): a 336 × 5,376 image, 16 tiles and the global tile, 2,448 embeddings, 2,467
-  placeholder tokens (3 items at 8,192, as a published log shows).
+  placeholder tokens (3 items at 8,192, as a published log shows);
+- LLaVA-1.5 (llava.py L165-193): an image of the tower's image_size², a token per patch (576 at 336² and 14-pixel
+  patches), the class token's too with the "full" strategy; its CLIP tower is built only up to vision_feature_layer
+  (L417-470), which the profiled working set, a block's, does not change.
 
 The encoder's forward is counted with pycore.memory.vision_activations.inference_per_patch, read off transformers'
 towers; vLLM's own tower code (flash attention over all windows at once, its rotary) is not measured here.
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
 MAX_FRAMES = 14                 # qwen2_vl.py L82 _MAX_FRAMES_PER_VIDEO (vLLM 0.11.0)
 QWEN_VIDEO_SIDE = 3584          # get_image_size_with_most_features at max_pixels 12,845,056 (qwen2_vl.py L956)
 LLAMA4_IMAGE = (336, 5376)      # ImageSize(height=max_patches * image_size, width=image_size) (mllama4.py L557-566)
-MODELLED = ("qwen2_5_vl", "siglip", "llama4")
+MODELLED = ("qwen2_5_vl", "siglip", "llama4", "clip")
 VIDEO = ("qwen2_5_vl", "qwen3_vl")      # the towers vLLM also gives a video modality (Qwen-VL's processors)
 SOURCE = ("vllm/v1/worker/gpu_model_runner.py profile_run L3325-3404 and vllm/v1/worker/utils.py MultiModalBudget "
           "(vLLM 0.11.0): the encoder over N dummy items, then its outputs padded to the budget beside the language "
@@ -66,8 +69,8 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
     seeing = vision.tower(arch)
     if seeing is None or arch.vision_family not in MODELLED or setup.workload.mm_profiling == "off":
         return None
-    if arch.vision_family == "siglip":
-        side = seeing.tile       # the placeholder is the whole "\n\n<boi>...<eoi>\n\n" (gemma3_mm.py L216-228)
+    if arch.vision_family in ("siglip", "clip"):
+        side = seeing.tile       # Gemma 3's placeholder is the whole "\n\n<boi>...<eoi>\n\n" (gemma3_mm.py L216-228)
         return ProfiledItem("image", seeing.tokens(side, side), seeing.embeddings(side, side),
                             seeing.patches(side, side), seeing.pixels(side, side))
     if arch.vision_family == "llama4":

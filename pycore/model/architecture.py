@@ -113,7 +113,7 @@ class Architecture:
     mtp_layers: int = 0             # multi-token-prediction layers the checkpoint ships (num_nextn_predict_layers),
                                     # loaded by vLLM only for speculative decoding (pycore.memory.serving)
     vision_family: str = ""         # a vision tower (pycore/model/vision.py): qwen2_5_vl, qwen3_vl, llama4,
-                                    # siglip (Gemma 3), siglip2 (LFM2-VL); "" = text only
+                                    # siglip (Gemma 3), siglip2 (LFM2-VL), clip (LLaVA-1.5); "" = text only
     vision_layers: int = 0          # its blocks (vision_config.depth)
     vision_hidden: int = 0
     vision_heads: int = 16          # attention heads of a vision block (every preset's tower has 16)
@@ -127,6 +127,10 @@ class Architecture:
     vision_projector: int = 0       # Llama 4: the adapter's and projector's width (vision_output_dim);
                                     # LFM2-VL: projector_hidden_size
     vision_projector_norm: bool = False     # LFM2-VL: a LayerNorm before its projector (projector_use_layernorm)
+    vision_keep_cls: bool = False   # LLaVA: the class token's feature is an image token too
+                                    # (vision_feature_select_strategy "full"; "default" drops it)
+    vision_unused_layers: int = 0   # LLaVA: the tower's blocks past vision_feature_layer (1 for -2), which run
+                                    # but whose output nothing uses
     source: str = ""
 
     def __post_init__(self) -> None:

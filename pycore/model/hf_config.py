@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pycore.base.errors import InputError
 from pycore.model.architecture import Architecture
-from pycore.model.hf_layers import READERS, prepare
+from pycore.model.hf_layers import READERS, TOWERS, prepare
 
 Config = dict[str, Any]     # a parsed config.json: JSON, its values of every type
 Fields = dict[str, int]     # Architecture field -> a whole number read from the config (layers, hidden, ...)
@@ -378,14 +378,19 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
     return arch
 
 
+# LlamaConfig's defaults (transformers 5.24), which LlavaConfig's text_config leaves to it (it builds
+# CONFIG_MAPPING[model_type](**text_config)): llava-hf/llava-1.5-7b-hf's names only Vicuna's vocabulary and positions
+_LLAMA_DEFAULTS = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
+                   "vocab_size": 32000, "max_position_embeddings": 2048}
 _TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text",   # a multimodal wrapper -> its text decoder
-               "qwen3_5": "qwen3_5_text"}
+               "qwen3_5": "qwen3_5_text", "llava": "llama"}
 # A wrapper's own keys about its images that the text family's reader counts the tower with (Gemma3Config,
 # Lfm2VlConfig and the processor settings LFM2-VL's config.json repeats)
 _IMAGE_KEYS = ("mm_tokens_per_image", "downsample_factor", "projector_hidden_size", "projector_bias",
                "projector_use_layernorm", "encoder_patch_size", "tile_size", "min_image_tokens", "max_image_tokens",
                "min_tiles", "max_tiles", "max_pixels_tolerance", "use_thumbnail", "use_image_special_tokens",
-               "do_image_splitting")
+               "do_image_splitting", "vision_feature_layer", "vision_feature_select_strategy", "projector_hidden_act",
+               "multimodal_projector_bias")
 
 
 def _vision_note(config: Config, arch: Architecture, warnings: "list[str] | None") -> None:
@@ -409,6 +414,9 @@ def _text_decoder(config: Config, warnings: "list[str] | None") -> Config:
     wrapper = config.get("model_type")
     inner.setdefault("model_type", _TEXT_TYPES.get(wrapper, "gemma3_text") if isinstance(wrapper, str) else
                      "gemma3_text")
+    if wrapper == "llava" and inner["model_type"] == "llama":
+        for key, value in _LLAMA_DEFAULTS.items():
+            inner.setdefault(key, value)
     if inner["model_type"] == "qwen2_5_vl_text":    # as transformers 5 saves Qwen2.5-VL: read as the flat file is
         inner["model_type"] = "qwen2_5_vl"
     return inner
@@ -510,6 +518,11 @@ def _family_specifics(family_type: str, reader: _Reader, fields: Fields, extra: 
     read = _SPECIFICS.get(family_type)
     if read is not None:
         read(reader, fields, extra)
+    vision = reader.config.get("vision_config")
+    tower = TOWERS.get(str(vision.get("model_type"))) if isinstance(vision, dict) and not extra.get("vision_family") \
+        else None
+    if tower is not None:
+        tower(reader, fields, extra)
     fields.pop("sliding_window", None)
 
 

@@ -363,6 +363,43 @@ def _lfm2_vision(reader: "_Reader", extra: "Traits") -> None:
                  vision_tile=reader.integer("vision_tile", ("tile_size",)) or 512)
 
 
+# CLIPVisionConfig key -> (Architecture field, the class's default), transformers 5.24
+_CLIP = {"num_hidden_layers": ("vision_layers", 12), "hidden_size": ("vision_hidden", 768),
+         "num_attention_heads": ("vision_heads", 12), "intermediate_size": ("vision_ffn", 3072),
+         "patch_size": ("vision_patch", 32), "image_size": ("vision_tile", 224)}
+
+
+def _llava_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """LLaVA-1.5's CLIP tower (LlavaConfig's vision_config, a clip_vision_model: its keys left out take
+    CLIPVisionConfig's defaults) and LlavaMultiModalProjector, two biased linears around a GELU from the tower's width to
+    the decoder's; pycore/model/vision.py counts them. A setting that changes their shapes or the image tokens, other
+    than the strategy, is refused by name."""
+    inner = type(reader)(reader.config["vision_config"])
+    for key, (field, default) in _CLIP.items():
+        extra[field] = inner.integer(field, (key,)) or default
+    settings = {"vision_config.num_channels": (inner.config.get("num_channels", 3), 3),
+                "vision_config.hidden_act": (inner.config.get("hidden_act", "quick_gelu"), "quick_gelu"),
+                "projector_hidden_act": (reader.config.get("projector_hidden_act", "gelu"), "gelu"),
+                "multimodal_projector_bias": (reader.config.get("multimodal_projector_bias", True), True)}
+    for key, (value, expected) in settings.items():
+        if value != expected:
+            raise InputError("config", f"{key}: pycore counts LLaVA's tower with {expected!r}, got {str(value)[:40]!r}")
+    layer = reader.config.get("vision_feature_layer", -2)
+    if not isinstance(layer, int) or isinstance(layer, bool) or not -extra["vision_layers"] <= layer < 0:
+        raise InputError("config", f"vision_feature_layer: pycore counts one feature layer, a negative index from "
+                                   f"-{extra['vision_layers']} to -1, got {str(layer)[:40]!r}")
+    strategy = reader.config.get("vision_feature_select_strategy", "default")
+    if strategy not in ("default", "full"):
+        raise InputError("config", f"vision_feature_select_strategy: \"default\" or \"full\", got {str(strategy)[:40]!r}")
+    if extra["vision_tile"] % extra["vision_patch"]:
+        raise InputError("config", f"vision_config.image_size: must be a multiple of patch_size "
+                                   f"({extra['vision_patch']}), got {extra['vision_tile']:,}")
+    extra.update(vision_family="clip", vision_keep_cls=strategy == "full", vision_unused_layers=-layer - 1)
+
+
+# A wrapper's vision tower that any text decoder may sit under, by vision_config's model_type (LlavaConfig's)
+TOWERS: "dict[str, Callable[[_Reader, Fields, Traits], None]]" = {"clip_vision_model": _llava_vision}
+
 READERS: "dict[str, Callable[[_Reader, Fields, Traits], None]]" = {
     "qwen3_next": _qwen3_next, "qwen3_5_text": _qwen3_next, "granitemoehybrid": _granite_hybrid, "nemotron_h": _nemotron_h,
     "falcon_h1": _falcon_h1, "mamba2": _mamba2, "jamba": _jamba, "lfm2": _lfm2, "olmo3": _sliding_layers,

@@ -23,6 +23,13 @@ patches, an RMSNorm and an unbiased projection to the decoder's width. Every ima
 becomes mm_tokens_per_image tokens (``Gemma3Processor._get_num_multimodal_tokens``; pan-and-scan, off by default,
 is not modelled).
 
+LLaVA-1.5 (``CLIPVisionModel``, the whole of it, as LlavaModel builds it): a Conv2d patch embedding without bias, a
+class token and learned positions for one image of image_size², a pre-LayerNorm, ``num_hidden_layers`` LayerNorm
+blocks with biased q/k/v/out projections and a biased fc1/fc2 QuickGELU MLP, a post-LayerNorm; then
+``LlavaMultiModalProjector``: two biased linears around a GELU, from the tower's width to the decoder's. Every image
+is resized and cropped to image_size² (CLIPImageProcessor) and becomes a token per patch, and one more for the class
+token with vision_feature_select_strategy "full"; the chat template's "<image>" is replaced by them alone.
+
 LFM2-VL (``Siglip2VisionModel``): the same blocks over a biased linear patch embedding and num_patches learned
 positions; ``Lfm2VlMultiModalProjector`` unshuffles merge × merge patches into one (with a LayerNorm when
 projector_use_layernorm) and projects them through two biased linears of projector_hidden_size. An image is resized
@@ -61,7 +68,7 @@ QWEN_MARKERS, GEMMA_MARKERS = 2, 4
 class VisionTower:
     """The fields of a config's vision_config that its weights and image tokens depend on."""
 
-    family: str                 # qwen2_5_vl | qwen3_vl | llama4 | siglip (Gemma 3) | siglip2 (LFM2-VL)
+    family: str                 # qwen2_5_vl | qwen3_vl | llama4 | siglip (Gemma 3) | siglip2 (LFM2-VL) | clip (LLaVA)
     layers: int                 # depth
     hidden: int
     ffn: int                    # intermediate_size
@@ -75,6 +82,8 @@ class VisionTower:
     projector: int = 0          # Llama 4: projector_input_dim = projector_output_dim = vision_output_dim;
                                 # LFM2-VL: projector_hidden_size
     projector_norm: bool = False    # LFM2-VL: projector_use_layernorm
+    keep_cls: bool = False          # LLaVA: the class token's feature is an image token too
+    unused_layers: int = 0          # LLaVA: blocks past vision_feature_layer
 
     def _siglip_params(self) -> int:
         """SigLIP's embeddings, blocks and post-LayerNorm, and the projector Gemma 3 or LFM2-VL puts after it."""
@@ -88,6 +97,27 @@ class VisionTower:
         projector = (2 * unshuffled if self.projector_norm else 0) + unshuffled * p + p + p * self.out_hidden + \
             self.out_hidden
         return patches + self.positions * h + self.layers * block + 2 * h + projector
+
+    def _clip_params(self) -> int:
+        """CLIP's embeddings (class token, unbiased patch Conv2d, positions), pre-LayerNorm, blocks and post-LayerNorm,
+        and LLaVA's projector."""
+        h, o = self.hidden, self.out_hidden
+        block = self._clip_block()
+        embeddings = h + self.channels * self.patch * self.patch * h + ((self.tile // self.patch) ** 2 + 1) * h
+        return embeddings + 2 * h + self.layers * block + 2 * h + (h * o + o) + (o * o + o)
+
+    def ungraded_params(self) -> int:
+        """LLaVA: the tower's parameters no gradient reaches in training, which therefore get no gradient and no
+        optimizer state (an optimizer skips a parameter whose grad is None): the blocks past vision_feature_layer and
+        the post-LayerNorm, whose pooled output LlavaModel.get_image_features replaces; 0 for the other towers."""
+        if self.family != "clip":
+            return 0
+        return self.unused_layers * self._clip_block() + 2 * self.hidden
+
+    def _clip_block(self) -> int:
+        """One CLIP block: two LayerNorms, biased q/k/v/out projections, a biased fc1/fc2 MLP."""
+        h, f = self.hidden, self.ffn
+        return 2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)
 
     def _lfm2_tokens(self, width: int, height: int) -> int:
         """Lfm2VlImageProcessor.resize_and_split and Lfm2VlProcessor._build_image_tokens, at their defaults."""
@@ -133,6 +163,8 @@ class VisionTower:
             return self._qwen3_vl_params()
         if self.family in ("siglip", "siglip2"):
             return self._siglip_params()
+        if self.family == "clip":
+            return self._clip_params()
         h, f = self.hidden, self.ffn
         patch = self.channels * self.temporal_patch * self.patch * self.patch * h
         block = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * (h * f + f) + (f * h + h)   # norms, qkv, proj, MLP
@@ -188,7 +220,7 @@ class VisionTower:
             rows, columns = self._lfm2_resized(width, height)
             grid = self._lfm2_grid(width, height)
             return [(side, side)] * (grid[0] * grid[1] if grid else 0) + [(rows // self.patch, columns // self.patch)]
-        return [(side, side)] if self.family == "siglip" else [self.grid(width, height)]
+        return [(side, side)] if self.family in ("siglip", "clip") else [self.grid(width, height)]
 
     def padded_patches(self) -> int:
         """LFM2-VL: the patches every picture is padded to (Lfm2VlImageProcessor's max_num_patches: the larger of
@@ -207,10 +239,10 @@ class VisionTower:
         return len(self.tile_shapes(width, height)) * self.channels * self.tile * self.tile
 
     def patches(self, width: int, height: int) -> int:
-        """Positions the tower's blocks run over for one image: Llama 4's tiles each with a class token, LFM2-VL's
-        pictures each padded to padded_patches, the patches of the grid for the others."""
+        """Positions the tower's blocks run over for one image: Llama 4's tiles and CLIP's image each with a class
+        token, LFM2-VL's pictures each padded to padded_patches, the patches of the grid for the others."""
         shapes = self.tile_shapes(width, height)
-        if self.family == "llama4":
+        if self.family in ("llama4", "clip"):
             return sum(rows * columns + 1 for rows, columns in shapes)
         if self.family == "siglip2":
             return len(shapes) * self.padded_patches()
@@ -241,7 +273,8 @@ class VisionTower:
             return self._llama4_tokens(width, height)
         if self.family == "siglip2":
             return self._lfm2_tokens(width, height)
-        return self.embeddings(width, height) + (GEMMA_MARKERS if self.family == "siglip" else QWEN_MARKERS)
+        markers = {"siglip": GEMMA_MARKERS, "clip": 0}.get(self.family, QWEN_MARKERS)
+        return self.embeddings(width, height) + markers
 
     def embeddings(self, width: int, height: int) -> int:
         """Rows of the encoder's output for one image: the placeholder tokens among its prompt tokens that they replace."""
@@ -249,6 +282,8 @@ class VisionTower:
             return len(self.tile_shapes(width, height)) * (self.tile // self.patch) ** 2 // (self.merge * self.merge)
         if self.family == "siglip":
             return (self.tile // self.patch // self.merge) ** 2
+        if self.family == "clip":
+            return (self.tile // self.patch) ** 2 + self.keep_cls
         if self.family == "siglip2":
             rows, columns = self._lfm2_resized(width, height)
             grid = self._lfm2_grid(width, height)
@@ -280,4 +315,5 @@ def tower(arch: "Architecture") -> "VisionTower | None":
     return VisionTower(arch.vision_family, arch.vision_layers, arch.vision_hidden, arch.vision_ffn, arch.vision_patch,
                        arch.vision_temporal_patch, arch.vision_merge, 3, arch.hidden, tile=arch.vision_tile,
                        projector=arch.vision_projector, positions=arch.vision_positions,
-                       projector_norm=arch.vision_projector_norm)
+                       projector_norm=arch.vision_projector_norm, keep_cls=arch.vision_keep_cls,
+                       unused_layers=arch.vision_unused_layers)
