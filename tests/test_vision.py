@@ -205,3 +205,31 @@ def test_a_llava_setting_pycore_does_not_count_is_refused_by_name(change, words)
     config = {**json.loads((Path(__file__).resolve().parent / "configs" / "llava-1.5-7b-hf.json").read_text()), **change}
     with pytest.raises(InputError, match=words):
         architecture_from_dict(config)
+
+
+INTERNVL = json.loads((Path(__file__).resolve().parent / "configs" / "families" / "internvl.json").read_text())
+
+
+@pytest.mark.parametrize("width,height,tiles", [
+    # transformers 5.24 GotOcr2ImageProcessor.get_number_of_image_patches with InternVL's crop_to_patches, 1 to 12
+    # tiles of 448: get_optimal_tiled_canvas picks the grid closest to the image's aspect ratio, the larger of two as
+    # close ones while the image covers more than half of it; a thumbnail is added when there is more than one tile.
+    # 1,280 x 720 (1.78): 2 x 1 and 4 x 2 tie at 2.0, and 921,600 pixels are over half of 4 x 2 tiles' -> 8 + 1;
+    # 640 x 480: 4 x 3 exactly -> 12 + 1; 448 x 448: 1 x 1 (2 x 2 would need over 401,408 pixels) -> 1
+    (1280, 720, 9), (640, 480, 13), (448, 448, 1), (896, 448, 3), (1000, 10, 13),
+])
+def test_an_internvl_image_is_256_tokens_a_tile_between_its_markers(width, height, tiles):
+    tower = vision.tower(architecture_from_dict(INTERNVL))
+    assert tower.embeddings(width, height) == 256 * tiles
+    assert tower.tokens(width, height) == 256 * tiles + 2          # InternVLProcessor's <img> and </img>
+    assert tower.patches(width, height) == tiles * (32 * 32 + 1)   # each tile's patches and its class token
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"use_qk_norm": True}, "use_qk_norm"), ({"norm_type": "rms_norm"}, "norm_type"),
+    ({"image_size": [448, 224]}, "image_size"),
+])
+def test_an_internvit_unlike_300ms_is_refused_by_name(change, words):
+    config = {**INTERNVL, "vision_config": {**INTERNVL["vision_config"], **change}}
+    with pytest.raises(InputError, match=words):
+        architecture_from_dict(config)

@@ -573,7 +573,8 @@ def vl_section():
     errors = [abs(r["error"]) for r in cases]
     towers = [abs(e - m) / m for m, e in (r["tower"] for r in cases) if m]      # a LoRA case's frozen tower keeps 0
     lines = ["", "## Vision-language training with images", "",
-             "`validation/measure_vl.py` trains small Qwen2.5-VL, Qwen3.5, Gemma 3, Llama 4, LFM2-VL and LLaVA-1.5 configs (a",
+             "`validation/measure_vl.py` trains small Qwen2.5-VL, Qwen3.5, Gemma 3, Llama 4, LFM2-VL, LLaVA-1.5 and InternVL",
+             "configs (a",
              "2-layer text decoder; a 4-block vision tower, and a 2-block tower twice as wide, -w) on sequences whose",
              "image placeholders the family's processor would write, with the markers around them (Qwen's vision",
              "start and end, Gemma 3's \"\\n\\n<boi>\" and \"<eoi>\\n\\n\"; Llama 4's tiles and global tile, LFM2-VL's",
@@ -616,8 +617,8 @@ def vl_generate_section():
              "larger images were 37% to 72% under; now the peak is within",
              f"{100 * statistics.median(errors):.1f}% median, {100 * max(errors):.1f}% worst. The cases 2-4% under have the",
              "smallest images, where the tower's working set is a few hundred KiB: the rest of their gap is not",
-             "itemised yet. LLaVA runs its tower inside the prefill's forward and keeps the tower's outputs and the",
-             "projected features through it (6-12% under before they were counted).",
+             "itemised yet. LLaVA and InternVL run their tower inside the prefill's forward and keep the tower's",
+             "outputs and the projected features through it (LLaVA's cases were 6-12% under before they were counted).",
              f"Torch {record['torch']}, transformers {record['transformers']}.", "",
              "| case | measured MiB | estimate MiB | error | estimated peak |",
              "|---|---:|---:|---:|---|"]

@@ -1,5 +1,5 @@
 """Measure training steps of small vision-language models with images: Qwen2.5-VL, Qwen3.5, Gemma 3, Llama 4, LFM2-VL,
-LLaVA-1.5.
+LLaVA-1.5, InternVL.
 
 Dev-only: needs torch and transformers (never dependencies of pycore). Each case builds a small config that keeps
 its family's structure (a 2-layer text decoder, a 4-block vision tower; Qwen2.5-VL's window attention with one
@@ -135,7 +135,20 @@ LLAVA = {
     "vision_config": {"model_type": "clip_vision_model", "hidden_size": 128, "intermediate_size": 256,
                       "num_hidden_layers": 4, "num_attention_heads": 4, "image_size": 224, "patch_size": 14},
 }
-FAMILIES = {"qwen2_5_vl": QWEN_VL, "llava": LLAVA, "gemma3": GEMMA3, "qwen3_5": QWEN3_5, "llama4": LLAMA4, "lfm2_vl": LFM2_VL,
+INTERNVL = {
+    "model_type": "internvl", "architectures": ["InternVLForConditionalGeneration"], "image_token_id": IMAGE,
+    "image_seq_length": 16, "downsample_ratio": 0.5, "vision_feature_layer": -1,
+    "vision_feature_select_strategy": "default", "projector_hidden_act": "gelu", "tie_word_embeddings": False,
+    "text_config": {"model_type": "qwen2", "vocab_size": 1000, "hidden_size": 256, "intermediate_size": 512,
+                    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                    "max_position_embeddings": 4096, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
+                    "tie_word_embeddings": False},
+    # InternViT-300M's shape, narrow, over 112-pixel tiles (8 x 8 patches of 14, 16 tokens a tile)
+    "vision_config": {"model_type": "internvl_vision", "hidden_size": 128, "intermediate_size": 256,
+                      "num_hidden_layers": 4, "num_attention_heads": 4, "image_size": [112, 112],
+                      "patch_size": [14, 14], "attention_bias": True},
+}
+FAMILIES = {"qwen2_5_vl": QWEN_VL, "llava": LLAVA, "internvl": INTERNVL, "gemma3": GEMMA3, "qwen3_5": QWEN3_5, "llama4": LLAMA4, "lfm2_vl": LFM2_VL,
             # a wider, shallower tower of each: the per-patch terms checked at a second width
             "qwen2_5_vl-w": {**QWEN_VL, "vision_config": {**QWEN_VL["vision_config"], "depth": 2, "hidden_size": 256,
                                                            "intermediate_size": 640, "num_heads": 8,
@@ -143,6 +156,9 @@ FAMILIES = {"qwen2_5_vl": QWEN_VL, "llava": LLAVA, "gemma3": GEMMA3, "qwen3_5": 
             "llava-w": {**LLAVA, "vision_config": {**LLAVA["vision_config"], "num_hidden_layers": 2,
                                                     "hidden_size": 256, "intermediate_size": 640,
                                                     "num_attention_heads": 8}},
+            "internvl-w": {**INTERNVL, "vision_config": {**INTERNVL["vision_config"], "num_hidden_layers": 2,
+                                                          "hidden_size": 256, "intermediate_size": 640,
+                                                          "num_attention_heads": 8}},
             "gemma3-w": {**GEMMA3, "vision_config": {**GEMMA3["vision_config"], "num_hidden_layers": 2,
                                                       "hidden_size": 256, "intermediate_size": 640,
                                                       "num_attention_heads": 8}},
@@ -174,6 +190,10 @@ CASES = [
     ("llava", "bf16", 1, 128, 1, 224, 224), ("llava", "bf16", 2, 64, 2, 224, 224), ("llava", "fp32", 1, 128, 1, 640, 480),
     ("llava", "amp-bf16", 1, 128, 1, 224, 224), ("llava", "bf16", 1, 128, 1, 224, 224, "lora"),
     ("llava-w", "bf16", 1, 128, 1, 224, 224), ("llava-w", "amp-bf16", 2, 64, 1, 224, 224),
+    ("internvl", "bf16", 1, 128, 1, 224, 224), ("internvl", "bf16", 2, 64, 1, 448, 224),
+    ("internvl", "fp32", 1, 64, 1, 336, 224), ("internvl", "amp-bf16", 1, 64, 1, 224, 224),
+    ("internvl", "bf16", 1, 64, 1, 224, 224, "lora"), ("internvl-w", "bf16", 1, 64, 1, 224, 224),
+    ("internvl-w", "amp-bf16", 1, 128, 2, 224, 224),
 ]
 
 
@@ -192,6 +212,8 @@ GENERATE_CASES = [
     ("lfm2_vl", "fp32", 1, 64, 1, 640, 480), ("lfm2_vl-w", "bf16", 1, 64, 1, 1280, 720),
     ("llava", "bf16", 1, 64, 1, 224, 224), ("llava", "bf16", 2, 64, 2, 224, 224), ("llava", "fp32", 1, 64, 1, 640, 480),
     ("llava-w", "bf16", 1, 64, 1, 224, 224),
+    ("internvl", "bf16", 1, 64, 1, 224, 224), ("internvl", "bf16", 2, 64, 1, 448, 224),
+    ("internvl", "fp32", 1, 64, 1, 336, 224), ("internvl-w", "bf16", 1, 64, 1, 224, 224),
 ]
 NEW_TOKENS = 4
 
@@ -206,6 +228,11 @@ def image_inputs(family, config, images, width, height):
     if family.startswith("gemma3"):
         side = config["vision_config"]["image_size"]
         return {"pixel_values": torch.randn(images, 3, side, side)}, config["mm_tokens_per_image"]
+    if family.startswith("internvl"):    # GotOcr2ImageProcessor's tiles and thumbnail, each image_size²
+        side = config["vision_config"]["image_size"][0]
+        tiles = seeing(config).tile_shapes(width, height)
+        per_tile = (side // config["vision_config"]["patch_size"][0] // 2) ** 2
+        return {"pixel_values": torch.randn(images * len(tiles), 3, side, side)}, len(tiles) * per_tile
     if family.startswith("llava"):       # CLIPImageProcessor: every image resized and cropped to image_size²
         side = config["vision_config"]["image_size"]
         return {"pixel_values": torch.randn(images, 3, side, side)}, (side // config["vision_config"]["patch_size"]) ** 2

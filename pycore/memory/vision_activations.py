@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from pycore.memory.parallel import Stage
     from pycore.memory.setup import Setup
 
-MEASURED = ("qwen2_5_vl", "qwen3_vl", "siglip", "llama4", "siglip2", "clip")    # the towers validation/measure_vl.py measures
+MEASURED = ("qwen2_5_vl", "qwen3_vl", "siglip", "llama4", "siglip2", "clip", "internvl")    # the towers validation/measure_vl.py measures
 SOURCE = "vision tower blocks as pycore.memory.activations.layer_terms (flash) with the family's differences, " \
          "pycore/memory/vision_activations.py; checked in docs/validation.md (validation/measure_vl.py)"
 
@@ -93,6 +93,17 @@ def _clip_rest(arch: Architecture, norm: float, e: float, amp: bool) -> float:
     return norm + 2 * e * arch.hidden * per_token + pixels
 
 
+def _internvl_rest(arch: Architecture, e: float, amp: bool) -> float:
+    """Once an InternViT tower, per patch (the class token's included): per patch feature the projector's LayerNorm
+    input and output (pixel-shuffled, 4·h a token), and per image token the LayerNorm's mean and rstd, GELU's input and
+    linear_2's input (the decoder's width each); under autocast the LayerNorm's fp32 input and the pixels' cast."""
+    side = arch.vision_tile // arch.vision_patch
+    features, tokens = side * side / (side * side + 1), side * side / 4 / (side * side + 1)
+    norm = (4 + 2 if amp else 2 * e) * arch.vision_hidden * features
+    pixels = 3 * arch.vision_patch ** 2 * 2 if amp else 0
+    return norm + (8 + 2 * e * arch.hidden) * tokens + pixels
+
+
 def _lfm2_rest(arch: Architecture, norm: float, e: float, amp: bool) -> float:
     """Once an LFM2-VL tower, per (padded) patch: the interpolation weights of the positions, the post-LayerNorm, the
     gather's int64 index, and per merged token the projector's LayerNorm (input, mean and rstd), linear_1's input,
@@ -120,6 +131,9 @@ def per_patch(setup: "Setup") -> "tuple[float, float]":
         saved += 2 * e * h if amp else 0                            # q, k and v_proj cast the fp32 norm each
         saved += e * _padding_mask(setup)                           # LFM2-VL: the additive mask, a row a patch
     norm = sum(t.bytes_per_token for t in _norm_terms(block, e, amp, 0, "post-LayerNorm"))
+    if arch.vision_family == "internvl":
+        saved += 0 if full else 2 * e * h                           # the layer scales' inputs (lambda_1, lambda_2)
+        return saved, _internvl_rest(arch, e, amp)
     if arch.vision_family == "clip":
         saved += 0 if full else e * arch.vision_ffn                 # QuickGELU's sigmoid, which its product keeps
         # the blocks past the feature layer free their QuickGELU's sigmoid and fc2's input with their unused output
@@ -207,8 +221,9 @@ def inference_per_patch(setup: "Setup") -> "tuple[float, float]":
       product with sin and the sum, four fp32 tensors at once), or at the output projection the rotated q and k, the
       per-window outputs, their cat and the projection (10·e·h); beside them the rotary cos and sin (fp32, h/heads
       each), the patches' int64 position ids, and Qwen3-VL's interpolated learned positions (fp32, summed);
-    - SigLIP (Gemma 3, LFM2-VL): x, the norm, q, k, v, SDPA's output and o_proj's (7·e·h), or the MLP's fc1 and GELU
-      outputs (2·e·f); the embeddings stay referenced by the encoder's frame;
+    - SigLIP (Gemma 3, LFM2-VL) and CLIP (LLaVA): x, the norm, q, k, v, SDPA's output and o_proj's (7·e·h), or the
+      MLP's fc1 and GELU outputs (2·e·f); the embeddings stay referenced by the encoder's frame; InternViT the same,
+      its MLP beside two more hidden-wide tensors (4·e·h + 2·e·f, read off its live tensors);
     - Llama 4: q, k, v beside x, the norm and layernorm_pre's output, while the 2D rotary multiplies fp32 complex
       copies of q and k (copies unless e is 4) and casts the products back (unless e is 4).
     LFM2-VL's padding mask (SDPA's additive copy of the bool mask, a picture's s² each) is per picture, not per patch:
@@ -226,6 +241,8 @@ def inference_per_patch(setup: "Setup") -> "tuple[float, float]":
     if family == "llama4":
         rotary = 6 * e * h + copies * 2 * 4 * h + 2 * 4 * h + copies * 2 * e * h
         return max(rotary, 8 * e * h, 3 * e * h + 2 * e * f), 0
+    if family == "internvl":        # the MLP runs beside the residual, the attention's scaled output and the norm
+        return max(7 * e * h, 4 * e * h + 2 * e * f), e * h
     return max(7 * e * h, 2 * e * h + 2 * e * f), e * h
 
 
@@ -272,23 +289,26 @@ def inference_pools(setup: "Setup", stage: "Stage", moments: "tuple[str, ...]") 
 
 
 def _held_outputs(setup: "Setup") -> "list[Pool]":
-    """LLaVA: what LlavaModel.forward keeps of the tower while its language model runs the prefill (transformers
-    5.24): the tower's output object (the feature layer's hidden states and the last hidden state, kept for
-    LlavaModelOutputWithPast.image_outputs) and the projected features, as get_image_features' list and their cat;
-    none for the other towers."""
+    """LLaVA and InternVL: what the model's forward keeps of the tower while its language model runs the prefill
+    (transformers 5.24): the tower's output object (LLaVA's feature layer's hidden states and last hidden state,
+    InternVL's last hidden state, kept for the output's image_outputs) and the projected features (LLaVA's as
+    get_image_features' list and their cat); none for the other towers."""
     seeing, work = vision.tower(setup.arch), setup.workload
-    if setup.arch.vision_family != "clip" or not seeing:
+    copies = {"clip": 2, "internvl": 1}.get(setup.arch.vision_family, 0)
+    if not seeing or not copies:
         return []
-    e, side = setup.policy.bytes("act"), seeing.tile
+    e, (width, height) = setup.policy.bytes("act"), work.image_size
     images = work.batch * work.images
-    q = sym("e", e) * sym("n", images) * (sym("2", 2) * sym("P", seeing.patches(side, side)) *
-                                          sym("hv", seeing.hidden) +
-                                          sym("2", 2) * sym("T", seeing.embeddings(side, side)) * sym("h", seeing.out_hidden))
+    q = sym("e", e) * sym("n", images) * sym("c", copies) * (
+        sym("P", seeing.patches(width, height)) * sym("hv", seeing.hidden) +
+        sym("T", seeing.embeddings(width, height)) * sym("h", seeing.out_hidden))
     return [make("vision_outputs", "Vision tower outputs (held through the prefill)", q, ("prefill",),
-                 "transformers 5.24 LlavaModel.forward and get_image_features: the tower's output object and the "
-                 "projected features; checked in docs/validation.md (validation/measure_vl.py --generate)",
-                 "e = activation bytes; n = images in the batch; P = patches an image (with the class token); "
-                 "hv = the tower's width; T = image tokens an image; h = the decoder's width")]
+                 "transformers 5.24 LlavaModel / InternVLModel forward and get_image_features: the tower's output object "
+                 "and the projected features; checked in docs/validation.md (validation/measure_vl.py --generate)",
+                 "e = activation bytes; n = images in the batch; c = copies of each (LLaVA: the feature layer's and "
+                 "the last hidden states, the features' list and their cat; InternVL: one); P = patches an image "
+                 "(each picture's with its class token); hv = the tower's width; T = image tokens an image; "
+                 "h = the decoder's width")]
 
 
 def note(setup: "Setup") -> str:
@@ -303,7 +323,7 @@ def note(setup: "Setup") -> str:
         return "the vision tower is taken as frozen, without adapters, so it keeps nothing for backward"
     if arch.vision_family not in MEASURED:
         return "the vision tower's saved activations are not modelled for this tower yet (Qwen2.5-VL's, Qwen3.5's, " \
-            "Gemma 3's, Llama 4's, LFM2-VL's and LLaVA-1.5's are, measured by validation/measure_vl.py)"
+            "Gemma 3's, Llama 4's, LFM2-VL's, LLaVA-1.5's and InternVL's are, measured by validation/measure_vl.py)"
     counted = "the vision tower's saved activations are counted per image patch (Vision tower activations)"
     seeing = vision.tower(arch)
     ungraded = seeing.ungraded_params() if seeing else 0

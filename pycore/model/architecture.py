@@ -113,7 +113,8 @@ class Architecture:
     mtp_layers: int = 0             # multi-token-prediction layers the checkpoint ships (num_nextn_predict_layers),
                                     # loaded by vLLM only for speculative decoding (pycore.memory.serving)
     vision_family: str = ""         # a vision tower (pycore/model/vision.py): qwen2_5_vl, qwen3_vl, llama4,
-                                    # siglip (Gemma 3), siglip2 (LFM2-VL), clip (LLaVA-1.5); "" = text only
+                                    # siglip (Gemma 3), siglip2 (LFM2-VL), clip (LLaVA-1.5), internvl
+                                    # (InternVL's InternViT); "" = text only
     vision_layers: int = 0          # its blocks (vision_config.depth)
     vision_hidden: int = 0
     vision_heads: int = 16          # attention heads of a vision block (every preset's tower has 16)
@@ -131,6 +132,7 @@ class Architecture:
                                     # (vision_feature_select_strategy "full"; "default" drops it)
     vision_unused_layers: int = 0   # LLaVA: the tower's blocks past vision_feature_layer (1 for -2), which run
                                     # but whose output nothing uses
+    vision_qkv_bias: bool = False   # InternVL: biased q/k/v projections in the tower (attention_bias)
     source: str = ""
 
     def __post_init__(self) -> None:

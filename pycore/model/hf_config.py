@@ -382,15 +382,16 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
 # CONFIG_MAPPING[model_type](**text_config)): llava-hf/llava-1.5-7b-hf's names only Vicuna's vocabulary and positions
 _LLAMA_DEFAULTS = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
                    "vocab_size": 32000, "max_position_embeddings": 2048}
+WRAPPER = "wrapper model_type"       # the key a wrapper's text decoder carries its wrapper's model_type under
 _TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text",   # a multimodal wrapper -> its text decoder
-               "qwen3_5": "qwen3_5_text", "llava": "llama"}
+               "qwen3_5": "qwen3_5_text", "llava": "llama", "internvl": "qwen2"}
 # A wrapper's own keys about its images that the text family's reader counts the tower with (Gemma3Config,
 # Lfm2VlConfig and the processor settings LFM2-VL's config.json repeats)
 _IMAGE_KEYS = ("mm_tokens_per_image", "downsample_factor", "projector_hidden_size", "projector_bias",
                "projector_use_layernorm", "encoder_patch_size", "tile_size", "min_image_tokens", "max_image_tokens",
                "min_tiles", "max_tiles", "max_pixels_tolerance", "use_thumbnail", "use_image_special_tokens",
                "do_image_splitting", "vision_feature_layer", "vision_feature_select_strategy", "projector_hidden_act",
-               "multimodal_projector_bias")
+               "multimodal_projector_bias", "downsample_ratio")
 
 
 def _vision_note(config: Config, arch: Architecture, warnings: "list[str] | None") -> None:
@@ -409,6 +410,7 @@ def _text_decoder(config: Config, warnings: "list[str] | None") -> Config:
     if isinstance(config.get("vision_config"), dict):
         inner["vision_config"] = config["vision_config"]     # the family's reader counts the tower it knows
         inner.update({key: config[key] for key in _IMAGE_KEYS if key in config})
+        inner[WRAPPER] = config.get("model_type")
     if config.get("tie_word_embeddings") is not None:    # the wrapper's word wins; else the text family's default
         inner["tie_word_embeddings"] = config["tie_word_embeddings"]
     wrapper = config.get("model_type")
@@ -519,8 +521,8 @@ def _family_specifics(family_type: str, reader: _Reader, fields: Fields, extra: 
     if read is not None:
         read(reader, fields, extra)
     vision = reader.config.get("vision_config")
-    tower = TOWERS.get(str(vision.get("model_type"))) if isinstance(vision, dict) and not extra.get("vision_family") \
-        else None
+    tower = TOWERS.get((str(reader.config.get(WRAPPER)), str(vision.get("model_type")))) \
+        if isinstance(vision, dict) and not extra.get("vision_family") else None
     if tower is not None:
         tower(reader, fields, extra)
     fields.pop("sliding_window", None)

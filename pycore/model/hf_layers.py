@@ -397,8 +397,58 @@ def _llava_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
     extra.update(vision_family="clip", vision_keep_cls=strategy == "full", vision_unused_layers=-layer - 1)
 
 
-# A wrapper's vision tower that any text decoder may sit under, by vision_config's model_type (LlavaConfig's)
-TOWERS: "dict[str, Callable[[_Reader, Fields, Traits], None]]" = {"clip_vision_model": _llava_vision}
+# InternVLVisionConfig key -> (Architecture field, the class's default), transformers 5.24; image_size and patch_size
+# may be [height, width] pairs, which pycore takes square
+_INTERNVL = {"num_hidden_layers": ("vision_layers", 24), "hidden_size": ("vision_hidden", 1024),
+             "num_attention_heads": ("vision_heads", 16), "intermediate_size": ("vision_ffn", 4096)}
+# the InternViT settings pycore counts (InternViT-300M's, the tower of InternVL3 and InternVL3.5 up to 38B): key ->
+# the value it must have
+_INTERNVL_FIXED = {"use_qk_norm": False, "norm_type": "layer_norm", "use_mask_token": False,
+                   "use_absolute_position_embeddings": True, "use_mean_pooling": True, "hidden_act": "gelu",
+                   "num_channels": 3}
+
+
+def _square(inner: "_Reader", key: str, default: int) -> int:
+    """An InternVLVisionConfig size that may be an int or a [height, width] pair; a non-square pair is refused."""
+    value = inner.config.get(key, default)
+    if isinstance(value, list) and len(value) == 2 and value[0] == value[1]:
+        value = value[0]
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 100_000:
+        raise InputError("config", f"vision_config.{key}: pycore counts a square size in pixels (an integer or "
+                                   f"[n, n]), got {str(value)[:40]!r}")
+    return value
+
+
+def _internvl_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """InternVL's InternViT tower (InternVLConfig's vision_config, an internvl_vision) and InternVLMultiModalProjector
+    (a LayerNorm and two biased linears around a GELU over the pixel-shuffled features); pycore/model/vision.py counts
+    them. A tower unlike InternViT-300M's (query/key norms, RMSNorm, a mask token, no mean pooling) is refused by name,
+    and so is a feature layer or strategy other than the last layer without its class token."""
+    inner = type(reader)(reader.config["vision_config"])
+    for key, (field, default) in _INTERNVL.items():
+        extra[field] = inner.integer(field, (key,)) or default
+    for key, expected in _INTERNVL_FIXED.items():
+        if inner.config.get(key, expected) != expected:
+            raise InputError("config", f"vision_config.{key}: pycore counts InternViT-300M's {expected!r}, got "
+                                       f"{str(inner.config.get(key))[:40]!r}")
+    wrapper = {"vision_feature_layer": -1, "vision_feature_select_strategy": "default", "projector_hidden_act": "gelu",
+               "downsample_ratio": 0.5}
+    for key, expected in wrapper.items():
+        if reader.config.get(key, expected) != expected:
+            raise InputError("config", f"{key}: pycore counts InternVL's {expected!r}, got "
+                                       f"{str(reader.config.get(key))[:40]!r}")
+    tile, patch = _square(inner, "image_size", 448), _square(inner, "patch_size", 14)
+    if tile % (2 * patch):
+        raise InputError("config", f"vision_config.image_size: must be a multiple of twice patch_size ({2 * patch}), "
+                                   f"got {tile:,}")
+    extra.update(vision_family="internvl", vision_tile=tile, vision_patch=patch, vision_merge=2,
+                 vision_qkv_bias=inner.flag("attention_bias", False))
+
+
+# A wrapper's vision tower that any text decoder may sit under, by (the wrapper's model_type, vision_config's): LLaVA-1.5's
+# CLIP, InternVL's InternViT (LLaVA-NeXT's CLIP, with its tiling and image_newline, is not one of them)
+TOWERS: "dict[tuple[str, str], Callable[[_Reader, Fields, Traits], None]]" = {
+    ("llava", "clip_vision_model"): _llava_vision, ("internvl", "internvl_vision"): _internvl_vision}
 
 READERS: "dict[str, Callable[[_Reader, Fields, Traits], None]]" = {
     "qwen3_next": _qwen3_next, "qwen3_5_text": _qwen3_next, "granitemoehybrid": _granite_hybrid, "nemotron_h": _nemotron_h,

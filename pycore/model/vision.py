@@ -30,6 +30,15 @@ blocks with biased q/k/v/out projections and a biased fc1/fc2 QuickGELU MLP, a p
 is resized and cropped to image_size² (CLIPImageProcessor) and becomes a token per patch, and one more for the class
 token with vision_feature_select_strategy "full"; the chat template's "<image>" is replaced by them alone.
 
+InternVL (``InternVLVisionModel``, InternViT-300M's shape): a biased Conv2d patch embedding, a class token and learned
+positions for one tile of image_size², ``num_hidden_layers`` LayerNorm blocks with q/k/v projections (biased with
+attention_bias), a biased output projection, a biased fc1/fc2 GELU MLP and two layer scales, no final norm (mean
+pooling); then ``InternVLMultiModalProjector``: a LayerNorm and two biased linears around a GELU over the 2 × 2
+pixel-shuffled features. An image is cut into the grid of 1 to 12 tiles of image_size² closest to its aspect ratio
+(GotOcr2ImageProcessor.crop_image_to_patches, crop_to_patches on as InternVLProcessor sets it), with a thumbnail
+when there is more than one; each tile becomes (image_size / patch_size / 2)² tokens (256), between one <img> and
+one </img> (InternVLProcessor).
+
 LFM2-VL (``Siglip2VisionModel``): the same blocks over a biased linear patch embedding and num_patches learned
 positions; ``Lfm2VlMultiModalProjector`` unshuffles merge × merge patches into one (with a LayerNorm when
 projector_use_layernorm) and projects them through two biased linears of projector_hidden_size. An image is resized
@@ -62,6 +71,9 @@ LFM2_MIN_TOKENS, LFM2_MAX_TOKENS, LFM2_MIN_TILES, LFM2_MAX_TILES, LFM2_TOLERANCE
 # full_image_sequence, "\n\n<start_of_image>" + mm_tokens_per_image × <image_soft_token> + "<end_of_image>\n\n",
 # "\n\n" one token (108) of Gemma 3's vocabulary: 260 tokens for 256 embeddings (vLLM 0.11 gemma3_mm.py L216-228 too)
 QWEN_MARKERS, GEMMA_MARKERS = 2, 4
+# InternVLProcessor writes <img>, the image's tokens and </img>; GotOcr2ImageProcessor's tiles a grid (InternVL's
+# preprocessor_config.json: min_patches 1, max_patches 12)
+INTERNVL_MARKERS, INTERNVL_MIN_TILES, INTERNVL_MAX_TILES = 2, 1, 12
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,7 @@ class VisionTower:
     """The fields of a config's vision_config that its weights and image tokens depend on."""
 
     family: str                 # qwen2_5_vl | qwen3_vl | llama4 | siglip (Gemma 3) | siglip2 (LFM2-VL) | clip (LLaVA)
+                                # | internvl
     layers: int                 # depth
     hidden: int
     ffn: int                    # intermediate_size
@@ -84,6 +97,7 @@ class VisionTower:
     projector_norm: bool = False    # LFM2-VL: projector_use_layernorm
     keep_cls: bool = False          # LLaVA: the class token's feature is an image token too
     unused_layers: int = 0          # LLaVA: blocks past vision_feature_layer
+    qkv_bias: bool = False          # InternVL: attention_bias
 
     def _siglip_params(self) -> int:
         """SigLIP's embeddings, blocks and post-LayerNorm, and the projector Gemma 3 or LFM2-VL puts after it."""
@@ -105,6 +119,18 @@ class VisionTower:
         block = self._clip_block()
         embeddings = h + self.channels * self.patch * self.patch * h + ((self.tile // self.patch) ** 2 + 1) * h
         return embeddings + 2 * h + self.layers * block + 2 * h + (h * o + o) + (o * o + o)
+
+    def _internvl_params(self) -> int:
+        """InternViT's embeddings (class token, biased patch Conv2d, positions) and blocks, and InternVL's projector."""
+        h, f, o, shuffled = self.hidden, self.ffn, self.out_hidden, 4 * self.hidden
+        block = 2 * 2 * h + 3 * (h * h + (h if self.qkv_bias else 0)) + (h * h + h) + 2 * h + (h * f + f) + (f * h + h)
+        embeddings = h + self.channels * self.patch * self.patch * h + h + ((self.tile // self.patch) ** 2 + 1) * h
+        return embeddings + self.layers * block + 2 * shuffled + (shuffled * o + o) + (o * o + o)
+
+    def _internvl_tiles(self, width: int, height: int) -> int:
+        """Pictures the tower sees for one image: the grid's tiles and, with more than one, the thumbnail."""
+        columns, rows = _closest_grid(width, height, self.tile, INTERNVL_MIN_TILES, INTERNVL_MAX_TILES)
+        return columns * rows + 1 if columns * rows > 1 else 1
 
     def ungraded_params(self) -> int:
         """LLaVA: the tower's parameters no gradient reaches in training, which therefore get no gradient and no
@@ -165,6 +191,8 @@ class VisionTower:
             return self._siglip_params()
         if self.family == "clip":
             return self._clip_params()
+        if self.family == "internvl":
+            return self._internvl_params()
         h, f = self.hidden, self.ffn
         patch = self.channels * self.temporal_patch * self.patch * self.patch * h
         block = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * (h * f + f) + (f * h + h)   # norms, qkv, proj, MLP
@@ -220,6 +248,8 @@ class VisionTower:
             rows, columns = self._lfm2_resized(width, height)
             grid = self._lfm2_grid(width, height)
             return [(side, side)] * (grid[0] * grid[1] if grid else 0) + [(rows // self.patch, columns // self.patch)]
+        if self.family == "internvl":
+            return [(side, side)] * self._internvl_tiles(width, height)
         return [(side, side)] if self.family in ("siglip", "clip") else [self.grid(width, height)]
 
     def padded_patches(self) -> int:
@@ -242,7 +272,7 @@ class VisionTower:
         """Positions the tower's blocks run over for one image: Llama 4's tiles and CLIP's image each with a class
         token, LFM2-VL's pictures each padded to padded_patches, the patches of the grid for the others."""
         shapes = self.tile_shapes(width, height)
-        if self.family in ("llama4", "clip"):
+        if self.family in ("llama4", "clip", "internvl"):
             return sum(rows * columns + 1 for rows, columns in shapes)
         if self.family == "siglip2":
             return len(shapes) * self.padded_patches()
@@ -273,7 +303,7 @@ class VisionTower:
             return self._llama4_tokens(width, height)
         if self.family == "siglip2":
             return self._lfm2_tokens(width, height)
-        markers = {"siglip": GEMMA_MARKERS, "clip": 0}.get(self.family, QWEN_MARKERS)
+        markers = {"siglip": GEMMA_MARKERS, "clip": 0, "internvl": INTERNVL_MARKERS}.get(self.family, QWEN_MARKERS)
         return self.embeddings(width, height) + markers
 
     def embeddings(self, width: int, height: int) -> int:
@@ -284,6 +314,8 @@ class VisionTower:
             return (self.tile // self.patch // self.merge) ** 2
         if self.family == "clip":
             return (self.tile // self.patch) ** 2 + self.keep_cls
+        if self.family == "internvl":
+            return self._internvl_tiles(width, height) * (self.tile // self.patch // self.merge) ** 2
         if self.family == "siglip2":
             rows, columns = self._lfm2_resized(width, height)
             grid = self._lfm2_grid(width, height)
@@ -294,10 +326,17 @@ class VisionTower:
         return rows * columns // (self.merge * self.merge)
 
 
-def _closest_grid(width: int, height: int, tile: int) -> "tuple[int, int]":
-    """(columns, rows) of LFM2-VL's tile grid: find_closest_aspect_ratio over the grids of 2 to 10 tiles."""
-    grids = sorted(set([(w, h) for n in range(LFM2_MIN_TILES, LFM2_MAX_TILES + 1) for w in range(1, n + 1)
-                        for h in range(1, n + 1) if LFM2_MIN_TILES <= w * h <= LFM2_MAX_TILES]), key=lambda g: g[0] * g[1])
+def _closest_grid(width: int, height: int, tile: int, least: int = LFM2_MIN_TILES,
+                  most: int = LFM2_MAX_TILES) -> "tuple[int, int]":
+    """(columns, rows) of a tile grid of ``least`` to ``most`` tiles: LFM2-VL's find_closest_aspect_ratio (2 to 10,
+    its grids a set sorted by area) or GotOcr2ImageProcessor's get_optimal_tiled_canvas (InternVL, 1 to 12, its grids
+    listed width by width, then sorted by area: get_all_supported_aspect_ratios), the same search."""
+    if least == LFM2_MIN_TILES and most == LFM2_MAX_TILES:
+        grids = sorted(set([(w, h) for n in range(least, most + 1) for w in range(1, n + 1)
+                            for h in range(1, n + 1) if least <= w * h <= most]), key=lambda g: g[0] * g[1])
+    else:
+        grids = sorted([(w, h) for w in range(1, most + 1) for h in range(1, most + 1) if least <= w * h <= most],
+                       key=lambda g: g[0] * g[1])
     best, best_diff = (1, 1), float("inf")
     for w, h in grids:
         diff = abs(width / height - w / h)
@@ -316,4 +355,4 @@ def tower(arch: "Architecture") -> "VisionTower | None":
                        arch.vision_temporal_patch, arch.vision_merge, 3, arch.hidden, tile=arch.vision_tile,
                        projector=arch.vision_projector, positions=arch.vision_positions,
                        projector_norm=arch.vision_projector_norm, keep_cls=arch.vision_keep_cls,
-                       unused_layers=arch.vision_unused_layers)
+                       unused_layers=arch.vision_unused_layers, qkv_bias=arch.vision_qkv_bias)
