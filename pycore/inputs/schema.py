@@ -234,8 +234,7 @@ FIELDS = (
     _int("new_tokens", 256, "tokens generated per sequence when serving", "workload", span=(0, 100_000_000), unit="tokens"),
     _int("images", 0, "images per sequence, for a vision-language model whose vision tower pycore counts "
          "(Qwen2.5-VL, Qwen3.5, Gemma 3, Llama 4, LFM2-VL, LLaVA-1.5, InternVL): each adds the tokens its size becomes "
-         "to the "
-         "sequence, with the markers around them",
+         "to the sequence, with the markers around them",
          "workload", span=(0, 1_000), unit="images"),
     Field("image_size", "text", "1280x720", "width x height of each image in pixels, resized as the model's "
           "processor does (Qwen2.5-VL: smart_resize to 28-pixel tiles within 3,136 to 12,845,056 pixels, its "

@@ -51,7 +51,8 @@ if TYPE_CHECKING:
     from pycore.memory.parallel import Stage
     from pycore.memory.setup import Setup
 
-MEASURED = ("qwen2_5_vl", "qwen3_vl", "siglip", "llama4", "siglip2", "clip", "internvl")    # the towers validation/measure_vl.py measures
+# the towers validation/measure_vl.py measures
+MEASURED = ("qwen2_5_vl", "qwen3_vl", "siglip", "llama4", "siglip2", "clip", "internvl")
 SOURCE = "vision tower blocks as pycore.memory.activations.layer_terms (flash) with the family's differences, " \
          "pycore/memory/vision_activations.py; checked in docs/validation.md (validation/measure_vl.py)"
 

@@ -401,8 +401,8 @@ def _llava_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
 # may be [height, width] pairs, which pycore takes square
 _INTERNVL = {"num_hidden_layers": ("vision_layers", 24), "hidden_size": ("vision_hidden", 1024),
              "num_attention_heads": ("vision_heads", 16), "intermediate_size": ("vision_ffn", 4096)}
-# the InternViT settings pycore counts (InternViT-300M's, the tower of InternVL3 and InternVL3.5 up to 38B): key ->
-# the value it must have
+# the InternViT settings pycore counts (InternViT-300M's, the tower of InternVL3-1B to -14B): key -> the value it must
+# have (InternViT-6B's query/key norms and RMSNorm are refused)
 _INTERNVL_FIXED = {"use_qk_norm": False, "norm_type": "layer_norm", "use_mask_token": False,
                    "use_absolute_position_embeddings": True, "use_mean_pooling": True, "hidden_act": "gelu",
                    "num_channels": 3}
