@@ -268,3 +268,12 @@ def test_llava_is_profiled_on_images_of_its_towers_size():
     # strategy; the encoder budget max(8,192, 576) holds 8,192 // 576 = 14 of them (MultiModalBudget)
     result = estimate({"model": "llava-1.5-7b-hf", "mode": "infer", "engine": "vllm", "images": "1"})
     assert any("on 14 dummy images of 576 tokens" in w for w in result.warnings)
+
+
+def test_vllm_builds_llavas_tower_only_up_to_its_feature_layer():
+    # vLLM 0.11 llava.py L417-470: vision_feature_layer -2 builds 23 of CLIP's 24 blocks and, with a block left out,
+    # no post-LayerNorm (clip.py require_post_norm): 12,596,224 + 2,048 parameters fewer than transformers builds
+    result = estimate({"model": "llava-1.5-7b-hf", "mode": "infer", "engine": "vllm", "images": "1"})
+    assert result.components["weights"] == (7_063_427_072 - 12_596_224 - 2_048) * 2
+    assert estimate({"model": "llava-1.5-7b-hf", "mode": "infer", "images": "1"}).components["weights"] == \
+        7_063_427_072 * 2

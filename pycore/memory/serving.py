@@ -187,6 +187,8 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
                                            setup.policy.bytes("act"))).value)
         pages = vllm_pages(setup.arch, first_layer, stage.layers, setup.layout.tp,
                            (setup.policy.bytes("kv"), setup.policy.bytes("act")), work.max_batched_tokens, mtp)
+        unbuilt = vllm_multimodal.unbuilt_weights(setup, stage)
+        stored = stored - unbuilt if unbuilt else stored
         pools = _vllm_pools(setup, stage, gpu, stored, per_token, pages)
         moments = VLLM_MOMENTS
     else:
@@ -208,8 +210,12 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
 def _weights(setup: Setup, stored: Q, moments: "tuple[str, ...]") -> Pool:
     """The weights in their storage format (quantized or the policy's dtype), all through serving."""
     label = f"Weights ({'checkpoint' if setup.weight_bytes else setup.quant if setup.quant != 'none' else setup.policy.weight})"
-    return make("weights", label, stored, moments, weights_source(setup, "parameters counted layer by layer"),
-                weight_symbols(setup, WEIGHT_SYMBOLS))
+    unbuilt = setup.workload.engine == "vllm" and "Pu" in stored.symbols
+    return make("weights", label, stored, moments, weights_source(setup, "parameters counted layer by layer") +
+                (f"; {vllm_multimodal.UNBUILT_SOURCE}" if unbuilt else ""),
+                weight_symbols(setup, WEIGHT_SYMBOLS) +
+                ("; Pu = the tower's parameters vLLM does not build (the blocks past the feature layer and the "
+                 "post-LayerNorm); t = tensor-parallel degree" if unbuilt else ""))
 
 
 def _widest(arch: "Architecture", engine: str = "hf", e: float = 2) -> float:

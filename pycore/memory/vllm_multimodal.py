@@ -87,13 +87,32 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
     return ProfiledItem("image", image, image, seeing.patches(side, side), seeing.pixels(side, side))
 
 
+UNBUILT_SOURCE = "vLLM 0.11 llava.py L417-470: LLaVA's CLIP tower is built only up to vision_feature_layer"
+
+
+def unbuilt_params(setup: "Setup") -> int:
+    """LLaVA: the tower's parameters vLLM does not build (pycore/model/vision.py VisionTower.unbuilt_params)."""
+    seeing = vision.tower(setup.arch)
+    return seeing.unbuilt_params() if seeing else 0
+
+
+def unbuilt_weights(setup: "Setup", stage: "Stage") -> "Q | None":
+    """The bytes of those parameters on the first stage's GPU, which its weights leave out; None elsewhere or when the
+    weights are a checkpoint's headers."""
+    unbuilt = unbuilt_params(setup)
+    if not unbuilt or not stage.has_embedding or setup.weight_bytes:
+        return None
+    return ceil(sym("Pu", unbuilt) / sym("t", setup.layout.tp)) * setup.policy.bytes("weight")
+
+
 def tower_weights(setup: "Setup", stage: "Stage") -> "Pool | None":
     """The vision tower's weights on a pipeline stage past the first, which vLLM also builds and loads there (the first
     stage's are among its weights, pycore.memory.parallel); None on the first stage or without a tower."""
     parts = setup.counts.parts
     if stage.has_embedding or not parts.get("vision"):
         return None
-    q = ceil(sym("Pv", parts["vision"]) / sym("t", setup.layout.tp)) * setup.policy.bytes("weight")
+    q = ceil(sym("Pv", parts["vision"] - unbuilt_params(setup)) / sym("t", setup.layout.tp)) * \
+        setup.policy.bytes("weight")
     return make("vision_tower_weights", "Vision tower weights (every pipeline rank)", q, ("serving",),
                 "vLLM 0.11.0 qwen2_5_vl.py L1011-1021, L1464-1469: the tower is built and loaded on every pipeline "
                 "rank", "Pv = the vision tower's parameters; t = tensor-parallel degree")

@@ -140,6 +140,14 @@ class VisionTower:
             return 0
         return self.unused_layers * self._clip_block() + 2 * self.hidden
 
+    def unbuilt_params(self) -> int:
+        """LLaVA under vLLM: the tower's parameters vLLM does not build, the blocks past vision_feature_layer and, when
+        there are any, the post-LayerNorm (vLLM 0.11 llava.py init_vision_tower_for_llava, clip.py
+        require_post_norm); 0 for the other towers."""
+        if self.family != "clip" or not self.unused_layers:
+            return 0
+        return self.unused_layers * self._clip_block() + 2 * self.hidden
+
     def _clip_block(self) -> int:
         """One CLIP block: two LayerNorms, biased q/k/v/out projections, a biased fc1/fc2 MLP."""
         h, f = self.hidden, self.ffn
