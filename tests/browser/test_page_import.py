@@ -107,13 +107,14 @@ def test_a_family_no_preset_expresses_travels_in_the_link(watched, base_url):
 
 
 def test_a_hub_fetch_no_preset_expresses_names_the_hub_id(watched, base_url):
-    # Mamba-2 in transformers' format has no preset (tests/configs/families/mamba2.json, transformers 5.24's default)
-    body = (CONFIGS / "families" / "mamba2.json").read_text()
+    # a Mamba-2 with biases, which no preset expresses (mamba-codestral-7b-v0.1 has none): a small config made by
+    # transformers 5.24 (tests/configs/variants/synthetic-mamba2-biased.json), served under a hub id no preset has
+    body = (CONFIGS / "variants" / "synthetic-mamba2-biased.json").read_text()
     watched.context.route("https://huggingface.co/**", lambda route: route.fulfill(body=body, content_type="application/json"))
     page = watched.open(base_url)
     open_import(page)
-    page.locator("#import-hub").fill("mistralai/Mamba-Codestral-7B-v0.1")
+    page.locator("#import-hub").fill("AntonV/mamba2-130m-hf")
     page.locator("#import-fetch").click()
     query = imported_total(page)
-    assert query["model"] == query["name"] == "mistralai/Mamba-Codestral-7B-v0.1" and "config" in query
-    assert page.locator("#f-model").input_value() == "mistralai/Mamba-Codestral-7B-v0.1"
+    assert query["model"] == query["name"] == "AntonV/mamba2-130m-hf" and "config" in query
+    assert page.locator("#f-model").input_value() == "AntonV/mamba2-130m-hf"
