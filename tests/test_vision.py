@@ -196,15 +196,65 @@ def test_the_clip_blocks_past_the_feature_layer_get_no_gradient_or_optimizer_sta
     assert any("12,598,272 parameters get no gradient" in w for w in result.warnings)
 
 
+LLAVA_CONFIG = json.loads((Path(__file__).resolve().parent / "configs" / "llava-1.5-7b-hf.json").read_text())
+
+
+def test_a_llava_strategy_transformers_refuses_is_refused_by_name():
+    with pytest.raises(InputError, match="vision_feature_select_strategy"):
+        architecture_from_dict({**LLAVA_CONFIG, "vision_feature_select_strategy": "cls"})
+
+
 @pytest.mark.parametrize("change,words", [
-    ({"vision_feature_select_strategy": "cls"}, "vision_feature_select_strategy"),
-    ({"vision_feature_layer": [-2, -5]}, "vision_feature_layer"),
-    ({"projector_hidden_act": "silu"}, "projector_hidden_act"),
+    ({"vision_feature_layer": [-2, -5]}, "vision_feature_layer [-2, -5]"),     # concatenated layers: a wider projector
+    ({"projector_hidden_act": "silu"}, "projector_hidden_act silu"),
+    ({"multimodal_projector_bias": 1}, "multimodal_projector_bias 1"),
 ])
-def test_a_llava_setting_pycore_does_not_count_is_refused_by_name(change, words):
-    config = {**json.loads((Path(__file__).resolve().parent / "configs" / "llava-1.5-7b-hf.json").read_text()), **change}
-    with pytest.raises(InputError, match=words):
-        architecture_from_dict(config)
+def test_a_llava_tower_pycore_does_not_model_is_left_out_and_named(change, words):
+    # transformers builds these; pycore reads the text decoder alone (6,738,939,904, validation/config_counts.json)
+    # and says which setting left the tower out
+    warnings: "list[str]" = []
+    arch = architecture_from_dict({**LLAVA_CONFIG, **change}, warnings=warnings)
+    assert count_parameters(arch).total == COUNTS["counts"]["llava-1.5-7b-hf.json"] and not arch.vision_layers
+    assert any(words in w and "not counted" in w for w in warnings)
+
+
+@pytest.mark.parametrize("config", [
+    {key: value for key, value in LLAVA_CONFIG.items() if key != "vision_config"},        # LlavaConfig's own tower
+    {**LLAVA_CONFIG, "vision_config": {k: v for k, v in LLAVA_CONFIG["vision_config"].items() if k != "model_type"}},
+])
+def test_a_llava_config_naming_no_tower_gets_the_one_llavaconfig_builds(config):
+    # LlavaConfig builds CLIP ViT-L/14-336 when vision_config is missing, and a clip_vision_model when it names no
+    # model_type (transformers 5.24 configuration_llava.py): the preset's count either way
+    assert count_parameters(architecture_from_dict(config)).total == 7_063_427_072
+
+
+@pytest.mark.parametrize("layer,unused", [(-2, 1), (-1, 0), (23, 1), (24, 0), (-24, 23)])
+def test_llavas_feature_layer_may_count_from_either_end(layer, unused):
+    # hidden_states[k] is the embeddings for k = 0 and block k's output after; negative k counts from the end
+    assert architecture_from_dict({**LLAVA_CONFIG, "vision_feature_layer": layer}).vision_unused_layers == unused
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"vision_feature_layer": -1}, "the vision tower's feature layer"),
+    ({"vision_feature_select_strategy": "full"}, "the image's class-token feature"),
+])
+def test_an_imported_llava_with_another_feature_setting_carries_its_config(change, words):
+    # the count is the preset's, but the image tokens or what gets a gradient are not: the link carries the config
+    from pycore.model.config_import import import_config
+    answer = import_config(json.dumps({**LLAVA_CONFIG, **change}))
+    assert "config" in dict(answer["query"]) and words in answer["message"]
+
+
+def test_the_ungraded_tower_parameters_keep_their_state_where_buffers_are_flat():
+    # ZeRO / FSDP flatten every trainable parameter into buffers, fp32 masters keep a copy of each, and without
+    # images nothing of the tower is used: the 12,598,272 parameters are saved only in a plain step with images
+    base = {"model": LLAVA, "seq": "512", "precision": "bf16"}
+    full = 7_063_427_072 * 2
+    assert estimate({**base, "images": "1"}).components["gradients"] == full - 12_598_272 * 2
+    assert estimate({**base, "images": "0"}).components["gradients"] == full
+    assert estimate({**base, "images": "1", "precision": "bf16-master"}).components["gradients"] == full
+    zero = estimate({**base, "images": "1", "zero": "2", "dp": "2"})
+    assert zero.components["gradients"] == full // 2
 
 
 INTERNVL = json.loads((Path(__file__).resolve().parent / "configs" / "families" / "internvl.json").read_text())
@@ -226,10 +276,18 @@ def test_an_internvl_image_is_256_tokens_a_tile_between_its_markers(width, heigh
 
 
 @pytest.mark.parametrize("change,words", [
-    ({"use_qk_norm": True}, "use_qk_norm"), ({"norm_type": "rms_norm"}, "norm_type"),
-    ({"image_size": [448, 224]}, "image_size"),
+    ({"use_qk_norm": True, "norm_type": "rms_norm"}, "use_qk_norm True"),      # InternViT-6B's (InternVL3-38B, -78B)
+    ({"image_size": [448, 224]}, "image_size [448, 224]"),
 ])
-def test_an_internvit_unlike_300ms_is_refused_by_name(change, words):
-    config = {**INTERNVL, "vision_config": {**INTERNVL["vision_config"], **change}}
-    with pytest.raises(InputError, match=words):
-        architecture_from_dict(config)
+def test_an_internvit_unlike_300ms_is_left_out_and_named(change, words):
+    # the text decoder alone: families/internvl.json's 11,427,516,416 (validation/config_counts.json)
+    warnings: "list[str]" = []
+    arch = architecture_from_dict({**INTERNVL, "vision_config": {**INTERNVL["vision_config"], **change}},
+                                  warnings=warnings)
+    assert count_parameters(arch).total == COUNTS["counts"]["families/internvl.json"] and not arch.vision_layers
+    assert any(words in w and "not counted" in w for w in warnings)
+
+
+def test_a_malformed_internvl_size_is_refused_by_name():
+    with pytest.raises(InputError, match="vision_config.image_size"):
+        architecture_from_dict({**INTERNVL, "vision_config": {**INTERNVL["vision_config"], "image_size": "big"}})

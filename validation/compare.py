@@ -573,9 +573,9 @@ def vl_section():
     errors = [abs(r["error"]) for r in cases]
     towers = [abs(e - m) / m for m, e in (r["tower"] for r in cases) if m]      # a LoRA case's frozen tower keeps 0
     lines = ["", "## Vision-language training with images", "",
-             "`validation/measure_vl.py` trains small Qwen2.5-VL, Qwen3.5, Gemma 3, Llama 4, LFM2-VL, LLaVA-1.5 and InternVL",
-             "configs (a",
-             "2-layer text decoder; a 4-block vision tower, and a 2-block tower twice as wide, -w) on sequences whose",
+             "`validation/measure_vl.py` trains small Qwen2.5-VL, Qwen3.5, Gemma 3, Llama 4, LFM2-VL, LLaVA-1.5 and",
+             "InternVL configs (a 2-layer text decoder; a 4-block vision tower, and a 2-block tower twice as wide, -w) on",
+             "sequences whose",
              "image placeholders the family's processor would write, with the markers around them (Qwen's vision",
              "start and end, Gemma 3's \"\\n\\n<boi>\" and \"<eoi>\\n\\n\"; Llama 4's tiles and global tile, LFM2-VL's",
              "tiles and thumbnail, each padded to 1,024 patches), real tensors, one warm-up step then one recorded AdamW",

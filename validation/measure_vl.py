@@ -281,8 +281,10 @@ def make_batch(family, config, batch, text, images, width, height):
     pictures, per_image = image_inputs(family, config, images * batch, width, height)
     # the placeholders and the tokens around them, as many as pycore/model/vision.py's tokens (which include them): Qwen's
     # chat template's <|vision_start|> and <|vision_end|>, Gemma 3's "\n\n<boi>" and "<eoi>\n\n", Llama 4's and
-    # LFM2-VL's start, end, tile separators or markers, the global tile's <|image|> or the thumbnail's
-    image_part = [START, *[IMAGE] * per_image, *[996] * (seeing(config).tokens(width, height) - per_image - 2), END]
+    # LFM2-VL's start, end, tile separators or markers, the global tile's <|image|> or the thumbnail's; LLaVA's
+    # "<image>" becomes its placeholders alone
+    markers = seeing(config).tokens(width, height) - per_image
+    image_part = [START, *[IMAGE] * per_image, *[996] * (markers - 2), END] if markers else [IMAGE] * per_image
     rows = [torch.cat([torch.tensor(image_part * images), torch.randint(0, 990, (text,))]) for _ in range(batch)]
     ids = torch.stack(rows)
     labels = ids.clone()

@@ -74,6 +74,17 @@ def weight_symbols(setup: Setup, symbols: str = WEIGHT_SYMBOLS) -> str:
     return symbols + ("; W = the weights' bytes in the checkpoint's headers" if setup.weight_bytes else "")
 
 
+def ungraded_params(setup: Setup) -> int:
+    """LLaVA's tower parameters that get no gradient in a step with images (VisionTower.unused_params), and so no
+    optimizer state: PyTorch's optimizers skip a parameter whose grad is None. Where ZeRO or FSDP flatten parameters
+    into buffers, or fp32 master weights or gradient buffers are kept, every trainable parameter has its share
+    whatever reaches it: 0 then, and 0 without images (the whole tower then gets none, which is not modelled)."""
+    seeing = vision.tower(setup.arch)
+    if not seeing or not setup.workload.images or setup.layout.zero or setup.policy.master != "none":
+        return 0
+    return seeing.unused_params()
+
+
 @dataclass(frozen=True)
 class Trainable:
     """What the optimizer updates on one GPU, before sharding, and the bytes it keeps per element of it."""
@@ -93,8 +104,7 @@ def trainable(setup: Setup, stage: Stage) -> Trainable:
     if not setup.finetune.adapters:
         # Megatron and DeepSpeed accumulate 16-bit gradients in an fp32 buffer across micro-batches.
         grad_bytes = 4 if (policy.master != "none" and setup.layout.microbatches > 1) else policy.bytes("grad")
-        seeing = vision.tower(setup.arch)
-        ungraded = math.ceil(seeing.ungraded_params() / setup.layout.tp) if seeing and stage.has_embedding else 0
+        ungraded = math.ceil(ungraded_params(setup) / setup.layout.tp) if stage.has_embedding else 0
         return Trainable(stage.params - ungraded, sym("S", stage.params - ungraded), grad_bytes, policy.bytes("opt"),
                          policy.bytes("master"))
     whole = finetune.adapter_params(setup.arch, setup.finetune.rank, setup.finetune.targets, setup.finetune.dora)
@@ -105,7 +115,8 @@ def trainable(setup: Setup, stage: Stage) -> Trainable:
 
 @remembered(lambda setup, stage: (setup.arch, setup.policy, setup.layout, setup.finetune, setup.quant,
                                   setup.group_size, setup.optimizer, setup.optimizer_impl, stage.params,
-                                  stage.root_params, setup.weight_bytes, setup.weight_files))     # all it reads
+                                  stage.root_params, setup.weight_bytes, setup.weight_files,
+                                  bool(setup.workload.images)))     # all it reads
 def model_states(setup: Setup, stage: Stage) -> States:
     """Weights, master weights, gradients, optimizer state and step temporaries of one pipeline stage.
 

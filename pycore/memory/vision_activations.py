@@ -42,6 +42,7 @@ the step, the tower frozen or not.
 from typing import TYPE_CHECKING
 
 from pycore.base.expr import maximum, sym
+from pycore.memory import model_states
 from pycore.memory.activations import _norm_terms, layer_terms
 from pycore.memory.pools import Pool, make
 from pycore.model import vision
@@ -89,7 +90,7 @@ def _clip_rest(arch: Architecture, norm: float, e: float, amp: bool) -> float:
     linear_2's input (the decoder's width each; linear_1 reads a view of the feature layer's output, a block's
     input); under autocast the patch Conv2d's 16-bit copy of the pixels."""
     tokens = (arch.vision_tile // arch.vision_patch) ** 2
-    per_token = tokens / (tokens + 1)
+    per_token = 1 if arch.vision_keep_cls else tokens / (tokens + 1)
     pixels = 3 * arch.vision_patch ** 2 * 2 if amp else 0
     return norm + 2 * e * arch.hidden * per_token + pixels
 
@@ -222,9 +223,10 @@ def inference_per_patch(setup: "Setup") -> "tuple[float, float]":
       product with sin and the sum, four fp32 tensors at once), or at the output projection the rotated q and k, the
       per-window outputs, their cat and the projection (10·e·h); beside them the rotary cos and sin (fp32, h/heads
       each), the patches' int64 position ids, and Qwen3-VL's interpolated learned positions (fp32, summed);
-    - SigLIP (Gemma 3, LFM2-VL) and CLIP (LLaVA): x, the norm, q, k, v, SDPA's output and o_proj's (7·e·h), or the
-      MLP's fc1 and GELU outputs (2·e·f); the embeddings stay referenced by the encoder's frame; InternViT the same,
-      its MLP beside two more hidden-wide tensors (4·e·h + 2·e·f, read off its live tensors);
+    - SigLIP (Gemma 3, LFM2-VL): x, the norm, q, k, v, SDPA's output and o_proj's (7·e·h), or the MLP's fc1 and GELU
+      outputs (2·e·f); the embeddings stay referenced by the encoder's frame; CLIP (LLaVA) the same, its QuickGELU
+      (x · sigmoid(1.702·x)) holding fc1's output, the sigmoid and their product (3·e·f); InternViT's MLP beside two
+      more hidden-wide tensors (4·e·h + 2·e·f, read off its live tensors);
     - Llama 4: q, k, v beside x, the norm and layernorm_pre's output, while the 2D rotary multiplies fp32 complex
       copies of q and k (copies unless e is 4) and casts the products back (unless e is 4).
     LFM2-VL's padding mask (SDPA's additive copy of the bool mask, a picture's s² each) is per picture, not per patch:
@@ -244,6 +246,8 @@ def inference_per_patch(setup: "Setup") -> "tuple[float, float]":
         return max(rotary, 8 * e * h, 3 * e * h + 2 * e * f), 0
     if family == "internvl":        # the MLP runs beside the residual, the attention's scaled output and the norm
         return max(7 * e * h, 4 * e * h + 2 * e * f), e * h
+    if family == "clip":            # QuickGELU's product beside fc1's output and its sigmoid
+        return max(7 * e * h, 2 * e * h + 3 * e * f), e * h
     return max(7 * e * h, 2 * e * h + 2 * e * f), e * h
 
 
@@ -326,10 +330,11 @@ def note(setup: "Setup") -> str:
         return "the vision tower's saved activations are not modelled for this tower yet (Qwen2.5-VL's, Qwen3.5's, " \
             "Gemma 3's, Llama 4's, LFM2-VL's, LLaVA-1.5's and InternVL's are, measured by validation/measure_vl.py)"
     counted = "the vision tower's saved activations are counted per image patch (Vision tower activations)"
-    seeing = vision.tower(arch)
-    ungraded = seeing.ungraded_params() if seeing else 0
+    ungraded = model_states.ungraded_params(setup)
     if not ungraded:
         return counted
-    return (f"{counted}; no gradient reaches {arch.vision_unused_layers} CLIP block(s) past vision_feature_layer and "
-            f"the post-LayerNorm, whose outputs LLaVA does not use: their {ungraded:,} parameters get no gradient or "
-            "optimizer state")
+    blocks = arch.vision_unused_layers
+    unused = (f"{blocks} CLIP block{'s' if blocks > 1 else ''} past vision_feature_layer and " if blocks else "") + \
+        "the post-LayerNorm"
+    return (f"{counted}; no gradient reaches {unused}, whose outputs LLaVA does not use: their {ungraded:,} "
+            "parameters get no gradient or optimizer state")

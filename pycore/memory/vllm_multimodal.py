@@ -87,13 +87,14 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
     return ProfiledItem("image", image, image, seeing.patches(side, side), seeing.pixels(side, side))
 
 
-UNBUILT_SOURCE = "vLLM 0.11 llava.py L417-470: LLaVA's CLIP tower is built only up to vision_feature_layer"
+UNBUILT_SOURCE = "vLLM 0.11 llava.py L417-470 and L542: LLaVA's CLIP tower is built only up to vision_feature_layer, " \
+                 "without its post-LayerNorm"
 
 
 def unbuilt_params(setup: "Setup") -> int:
-    """LLaVA: the tower's parameters vLLM does not build (pycore/model/vision.py VisionTower.unbuilt_params)."""
+    """LLaVA: the tower's parameters vLLM does not build (pycore/model/vision.py VisionTower.unused_params)."""
     seeing = vision.tower(setup.arch)
-    return seeing.unbuilt_params() if seeing else 0
+    return seeing.unused_params() if seeing else 0
 
 
 def unbuilt_weights(setup: "Setup", stage: "Stage") -> "Q | None":

@@ -47,7 +47,11 @@ _FEATURES = {
     "conv_kernel": "the convolution width", "conv_bias": "convolution biases",
     "linear_key_heads": "the linear-attention key heads", "linear_value_heads": "the linear-attention value heads",
     "linear_key_dim": "the linear-attention key size", "linear_value_dim": "the linear-attention value size",
+    "vision_qkv_bias": "the vision tower's q/k/v biases",
 }
+# Fields with no schema key that change what images cost but not the count (pycore/model/vision.py: the image tokens,
+# what gets a gradient): an import that differs from its preset in one carries the config itself
+_VISION = {"vision_keep_cls": "the image's class-token feature", "vision_unused_layers": "the vision tower's feature layer"}
 
 
 # Fields that change the memory estimate but not the count and have no schema key: an import that differs from its
@@ -137,9 +141,9 @@ def import_config(text: str) -> "dict[str, Any]":
     except (ValueError, KeyError, TypeError, RecursionError, MemoryError) as error:
         # A guard: every known problem is an InputError above; anything else still answers in one line.
         return {"error": f"config.json could not be read ({type(error).__name__})"}
-    if preset is None or expressed != expected:
+    if preset is None or expressed != expected or any(getattr(arch, f) != getattr(preset, f) for f in _VISION):
         learned = preset is not None and "learned" in (arch.positions, preset.positions)
-        differ = None if preset is None else [words for field, words in _FEATURES.items()
+        differ = None if preset is None else [words for field, words in {**_FEATURES, **_VISION}.items()
                                               if getattr(arch, field) != getattr(preset, field)
                                               and (field != "max_positions" or learned)]
         return _carried(config, family, expected, warnings, differ)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pycore.base.errors import InputError
 from pycore.model.architecture import Architecture
-from pycore.model.hf_layers import READERS, TOWERS, prepare
+from pycore.model.hf_layers import READERS, TOWERS, TowerNotCounted, prepare
 
 Config = dict[str, Any]     # a parsed config.json: JSON, its values of every type
 Fields = dict[str, int]     # Architecture field -> a whole number read from the config (layers, hidden, ...)
@@ -352,7 +352,7 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
     reader = _Reader(config)
     fields = _read_fields(reader)
     extra = dict(family)
-    _family_specifics(family_type, reader, fields, extra)
+    left_out = _family_specifics(family_type, reader, fields, extra)
     _settle_shape(family_type, reader, fields)
     _scaled_positions(family_type, reader, fields)
     activation = config.get("hidden_act", config.get("activation_function"))
@@ -374,14 +374,23 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
         arch = Architecture(name=name, hf_class=hf_class, tied_embeddings=tied, source=name, **extra, **numbers)
     except (TypeError, ValueError) as error:
         raise InputError("config", _config_words(str(error), reader.source)) from None
-    _vision_note(original, arch, warnings)
+    _vision_note(original, arch, warnings, left_out)
     return arch
 
 
-# LlamaConfig's defaults (transformers 5.24), which LlavaConfig's text_config leaves to it (it builds
-# CONFIG_MAPPING[model_type](**text_config)): llava-hf/llava-1.5-7b-hf's names only Vicuna's vocabulary and positions
-_LLAMA_DEFAULTS = {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
-                   "vocab_size": 32000, "max_position_embeddings": 2048}
+# LlamaConfig's and MistralConfig's defaults (transformers 5.24), which a LLaVA wrapper's text_config leaves to them
+# (LlavaConfig builds CONFIG_MAPPING[model_type](**text_config)): llava-hf/llava-1.5-7b-hf's names only Vicuna's
+# vocabulary and positions
+_TEXT_DEFAULTS = {
+    "llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
+              "vocab_size": 32000, "max_position_embeddings": 2048},
+    "mistral": {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "vocab_size": 32000, "max_position_embeddings": 131072}}
+# The tower a wrapper builds when its vision_config names no model_type (LlavaConfig, InternVLConfig), and LlavaConfig's
+# own default tower when it has no vision_config at all (CLIP ViT-L/14-336)
+_TOWER_TYPES = {"llava": "clip_vision_model", "internvl": "internvl_vision"}
+_LLAVA_TOWER = {"model_type": "clip_vision_model", "intermediate_size": 4096, "hidden_size": 1024, "patch_size": 14,
+                "image_size": 336, "num_hidden_layers": 24, "num_attention_heads": 16}
 WRAPPER = "wrapper model_type"       # the key a wrapper's text decoder carries its wrapper's model_type under
 _TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text",   # a multimodal wrapper -> its text decoder
                "qwen3_5": "qwen3_5_text", "llava": "llama", "internvl": "qwen2"}
@@ -394,10 +403,11 @@ _IMAGE_KEYS = ("mm_tokens_per_image", "downsample_factor", "projector_hidden_siz
                "multimodal_projector_bias", "downsample_ratio")
 
 
-def _vision_note(config: Config, arch: Architecture, warnings: "list[str] | None") -> None:
+def _vision_note(config: Config, arch: Architecture, warnings: "list[str] | None", why: str = "") -> None:
     if isinstance(config.get("vision_config"), dict) and not arch.vision_layers and warnings is not None:
         warnings.append("This config has a vision encoder (vision_config): its weights, image tokens and "
-                        "activations are not counted yet; the estimate is the text decoder's alone.")
+                        "activations are not counted" + (f" for its {why}" if why else " yet") +
+                        "; the estimate is the text decoder's alone.")
 
 
 def _text_decoder(config: Config, warnings: "list[str] | None") -> Config:
@@ -407,17 +417,19 @@ def _text_decoder(config: Config, warnings: "list[str] | None") -> Config:
     if not isinstance(text, dict):
         return dict(config)
     inner = dict(text)
+    wrapper = config.get("model_type")
+    if wrapper in _TOWER_TYPES and config.get("vision_config") is None:
+        config = {**config, "vision_config": _LLAVA_TOWER if wrapper == "llava" else {}}
     if isinstance(config.get("vision_config"), dict):
         inner["vision_config"] = config["vision_config"]     # the family's reader counts the tower it knows
         inner.update({key: config[key] for key in _IMAGE_KEYS if key in config})
         inner[WRAPPER] = config.get("model_type")
     if config.get("tie_word_embeddings") is not None:    # the wrapper's word wins; else the text family's default
         inner["tie_word_embeddings"] = config["tie_word_embeddings"]
-    wrapper = config.get("model_type")
     inner.setdefault("model_type", _TEXT_TYPES.get(wrapper, "gemma3_text") if isinstance(wrapper, str) else
                      "gemma3_text")
-    if wrapper == "llava" and inner["model_type"] == "llama":
-        for key, value in _LLAMA_DEFAULTS.items():
+    if wrapper in ("llava", "llava_next"):
+        for key, value in _TEXT_DEFAULTS.get(str(inner["model_type"]), {}).items():
             inner.setdefault(key, value)
     if inner["model_type"] == "qwen2_5_vl_text":    # as transformers 5 saves Qwen2.5-VL: read as the flat file is
         inner["model_type"] = "qwen2_5_vl"
@@ -515,17 +527,28 @@ def _read_dropouts(reader: _Reader, extra: Traits) -> None:
 
 # Fields a family reads from keys of its own (biases, norms, MQA, shared experts, sliding layers), one reader
 # per family; each follows that family's transformers config class.
-def _family_specifics(family_type: str, reader: _Reader, fields: Fields, extra: Traits) -> None:
-    """Apply ``family_type``'s own keys to ``fields`` and ``extra``; sliding_window is a family's to keep."""
+def _family_specifics(family_type: str, reader: _Reader, fields: Fields, extra: Traits) -> str:
+    """Apply ``family_type``'s own keys to ``fields`` and ``extra``; sliding_window is a family's to keep. Returns
+    the setting a wrapper's tower that pycore does not model was left out for ("" if none)."""
     read = _SPECIFICS.get(family_type)
     if read is not None:
         read(reader, fields, extra)
-    vision = reader.config.get("vision_config")
-    tower = TOWERS.get((str(reader.config.get(WRAPPER)), str(vision.get("model_type")))) \
-        if isinstance(vision, dict) and not extra.get("vision_family") else None
-    if tower is not None:
-        tower(reader, fields, extra)
     fields.pop("sliding_window", None)
+    vision, wrapper = reader.config.get("vision_config"), str(reader.config.get(WRAPPER))
+    if not isinstance(vision, dict) or extra.get("vision_family"):
+        return ""
+    # LlavaConfig and InternVLConfig build their own tower type when vision_config names none
+    tower = TOWERS.get((wrapper, str(vision.get("model_type", _TOWER_TYPES.get(wrapper)))))
+    if tower is None:
+        return ""
+    before = dict(extra)
+    try:
+        tower(reader, fields, extra)
+    except TowerNotCounted as why:
+        extra.clear()
+        extra.update(before)
+        return str(why)
+    return ""
 
 
 def _attention_bias(reader: _Reader, extra: Traits) -> None:

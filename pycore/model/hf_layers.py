@@ -363,6 +363,17 @@ def _lfm2_vision(reader: "_Reader", extra: "Traits") -> None:
                  vision_tile=reader.integer("vision_tile", ("tile_size",)) or 512)
 
 
+class TowerNotCounted(Exception):
+    """A wrapper's vision tower in a shape transformers builds but pycore does not model: the config is read as its
+    text decoder alone, and the estimate says which setting left the tower out."""
+
+
+def _must_be(key: str, value: Any, expected: Any, tower: str) -> None:
+    """``value`` of ``key`` must be ``expected`` (compared with its type: 1 is not true) for pycore to count the tower."""
+    if type(value) is not type(expected) or value != expected:
+        raise TowerNotCounted(f"{key} {str(value)[:40]} (pycore counts {tower} with {expected!r})")
+
+
 # CLIPVisionConfig key -> (Architecture field, the class's default), transformers 5.24
 _CLIP = {"num_hidden_layers": ("vision_layers", 12), "hidden_size": ("vision_hidden", 768),
          "num_attention_heads": ("vision_heads", 12), "intermediate_size": ("vision_ffn", 3072),
@@ -372,29 +383,30 @@ _CLIP = {"num_hidden_layers": ("vision_layers", 12), "hidden_size": ("vision_hid
 def _llava_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
     """LLaVA-1.5's CLIP tower (LlavaConfig's vision_config, a clip_vision_model: its keys left out take
     CLIPVisionConfig's defaults) and LlavaMultiModalProjector, two biased linears around a GELU from the tower's width to
-    the decoder's; pycore/model/vision.py counts them. A setting that changes their shapes or the image tokens, other
-    than the strategy, is refused by name."""
+    the decoder's; pycore/model/vision.py counts them. A setting transformers builds but pycore does not model (another
+    activation, a list of feature layers) leaves the tower out, named (TowerNotCounted)."""
     inner = type(reader)(reader.config["vision_config"])
     for key, (field, default) in _CLIP.items():
         extra[field] = inner.integer(field, (key,)) or default
-    settings = {"vision_config.num_channels": (inner.config.get("num_channels", 3), 3),
-                "vision_config.hidden_act": (inner.config.get("hidden_act", "quick_gelu"), "quick_gelu"),
-                "projector_hidden_act": (reader.config.get("projector_hidden_act", "gelu"), "gelu"),
-                "multimodal_projector_bias": (reader.config.get("multimodal_projector_bias", True), True)}
-    for key, (value, expected) in settings.items():
-        if value != expected:
-            raise InputError("config", f"{key}: pycore counts LLaVA's tower with {expected!r}, got {str(value)[:40]!r}")
-    layer = reader.config.get("vision_feature_layer", -2)
-    if not isinstance(layer, int) or isinstance(layer, bool) or not -extra["vision_layers"] <= layer < 0:
-        raise InputError("config", f"vision_feature_layer: pycore counts one feature layer, a negative index from "
-                                   f"-{extra['vision_layers']} to -1, got {str(layer)[:40]!r}")
+    _must_be("vision_config.num_channels", inner.config.get("num_channels", 3), 3, "LLaVA's tower")
+    _must_be("vision_config.hidden_act", inner.config.get("hidden_act", "quick_gelu"), "quick_gelu", "LLaVA's tower")
+    _must_be("projector_hidden_act", reader.config.get("projector_hidden_act", "gelu"), "gelu", "LLaVA's projector")
+    _must_be("multimodal_projector_bias", reader.config.get("multimodal_projector_bias", True), True,
+             "LLaVA's projector")
+    layers, layer = extra["vision_layers"], reader.config.get("vision_feature_layer", -2)
+    if not isinstance(layer, int) or isinstance(layer, bool) or not -layers <= layer <= layers:
+        # a list of layers (their features concatenated) widens the projector
+        raise TowerNotCounted(f"vision_feature_layer {str(layer)[:40]} (pycore counts one feature layer, an index "
+                              f"from -{layers} to {layers})")
     strategy = reader.config.get("vision_feature_select_strategy", "default")
     if strategy not in ("default", "full"):
         raise InputError("config", f"vision_feature_select_strategy: \"default\" or \"full\", got {str(strategy)[:40]!r}")
     if extra["vision_tile"] % extra["vision_patch"]:
         raise InputError("config", f"vision_config.image_size: must be a multiple of patch_size "
                                    f"({extra['vision_patch']}), got {extra['vision_tile']:,}")
-    extra.update(vision_family="clip", vision_keep_cls=strategy == "full", vision_unused_layers=-layer - 1)
+    # hidden_states[k]: the embeddings for k = 0, block k's output after; a negative k counts from the last block's
+    unused = -layer - 1 if layer < 0 else layers - layer
+    extra.update(vision_family="clip", vision_keep_cls=strategy == "full", vision_unused_layers=unused)
 
 
 # InternVLVisionConfig key -> (Architecture field, the class's default), transformers 5.24; image_size and patch_size
@@ -409,9 +421,12 @@ _INTERNVL_FIXED = {"use_qk_norm": False, "norm_type": "layer_norm", "use_mask_to
 
 
 def _square(inner: "_Reader", key: str, default: int) -> int:
-    """An InternVLVisionConfig size that may be an int or a [height, width] pair; a non-square pair is refused."""
+    """An InternVLVisionConfig size that may be an int or a [height, width] pair; a non-square pair leaves the tower
+    out (TowerNotCounted)."""
     value = inner.config.get(key, default)
-    if isinstance(value, list) and len(value) == 2 and value[0] == value[1]:
+    if isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value):
+        if value[0] != value[1]:
+            raise TowerNotCounted(f"vision_config.{key} {value} (pycore counts square tiles)")
         value = value[0]
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 100_000:
         raise InputError("config", f"vision_config.{key}: pycore counts a square size in pixels (an integer or "
@@ -422,21 +437,18 @@ def _square(inner: "_Reader", key: str, default: int) -> int:
 def _internvl_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
     """InternVL's InternViT tower (InternVLConfig's vision_config, an internvl_vision) and InternVLMultiModalProjector
     (a LayerNorm and two biased linears around a GELU over the pixel-shuffled features); pycore/model/vision.py counts
-    them. A tower unlike InternViT-300M's (query/key norms, RMSNorm, a mask token, no mean pooling) is refused by name,
-    and so is a feature layer or strategy other than the last layer without its class token."""
+    them. A tower unlike InternViT-300M's (InternViT-6B's query/key norms and RMSNorm, a mask token, no mean pooling),
+    or a feature layer or strategy other than the last layer without its class token, leaves the tower out, named
+    (TowerNotCounted)."""
     inner = type(reader)(reader.config["vision_config"])
     for key, (field, default) in _INTERNVL.items():
         extra[field] = inner.integer(field, (key,)) or default
     for key, expected in _INTERNVL_FIXED.items():
-        if inner.config.get(key, expected) != expected:
-            raise InputError("config", f"vision_config.{key}: pycore counts InternViT-300M's {expected!r}, got "
-                                       f"{str(inner.config.get(key))[:40]!r}")
+        _must_be(f"vision_config.{key}", inner.config.get(key, expected), expected, "InternViT-300M's shape")
     wrapper = {"vision_feature_layer": -1, "vision_feature_select_strategy": "default", "projector_hidden_act": "gelu",
                "downsample_ratio": 0.5}
     for key, expected in wrapper.items():
-        if reader.config.get(key, expected) != expected:
-            raise InputError("config", f"{key}: pycore counts InternVL's {expected!r}, got "
-                                       f"{str(reader.config.get(key))[:40]!r}")
+        _must_be(key, reader.config.get(key, expected), expected, "InternVL's")
     tile, patch = _square(inner, "image_size", 448), _square(inner, "patch_size", 14)
     if tile % (2 * patch):
         raise InputError("config", f"vision_config.image_size: must be a multiple of twice patch_size ({2 * patch}), "

@@ -129,22 +129,15 @@ class VisionTower:
 
     def _internvl_tiles(self, width: int, height: int) -> int:
         """Pictures the tower sees for one image: the grid's tiles and, with more than one, the thumbnail."""
-        columns, rows = _closest_grid(width, height, self.tile, INTERNVL_MIN_TILES, INTERNVL_MAX_TILES)
+        columns, rows = _closest_grid(width, height, self.tile, INTERNVL_MIN_TILES, INTERNVL_MAX_TILES, listed=True)
         return columns * rows + 1 if columns * rows > 1 else 1
 
-    def ungraded_params(self) -> int:
-        """LLaVA: the tower's parameters no gradient reaches in training, which therefore get no gradient and no
-        optimizer state (an optimizer skips a parameter whose grad is None): the blocks past vision_feature_layer and
-        the post-LayerNorm, whose pooled output LlavaModel.get_image_features replaces; 0 for the other towers."""
+    def unused_params(self) -> int:
+        """LLaVA: the tower's parameters whose output nothing uses, the blocks past vision_feature_layer and the
+        post-LayerNorm (LlavaModel.get_image_features replaces the pooled output it makes): in training no gradient
+        reaches them, and vLLM does not build them (vLLM 0.11 llava.py L417-470 and L542, require_post_norm=False);
+        0 for the other towers."""
         if self.family != "clip":
-            return 0
-        return self.unused_layers * self._clip_block() + 2 * self.hidden
-
-    def unbuilt_params(self) -> int:
-        """LLaVA under vLLM: the tower's parameters vLLM does not build, the blocks past vision_feature_layer and, when
-        there are any, the post-LayerNorm (vLLM 0.11 llava.py init_vision_tower_for_llava, clip.py
-        require_post_norm); 0 for the other towers."""
-        if self.family != "clip" or not self.unused_layers:
             return 0
         return self.unused_layers * self._clip_block() + 2 * self.hidden
 
@@ -152,16 +145,6 @@ class VisionTower:
         """One CLIP block: two LayerNorms, biased q/k/v/out projections, a biased fc1/fc2 MLP."""
         h, f = self.hidden, self.ffn
         return 2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)
-
-    def _lfm2_tokens(self, width: int, height: int) -> int:
-        """Lfm2VlImageProcessor.resize_and_split and Lfm2VlProcessor._build_image_tokens, at their defaults."""
-        rows, columns = self._lfm2_resized(width, height)
-        resized = math.ceil(rows // self.patch / self.merge) * math.ceil(columns // self.patch / self.merge)
-        grid = self._lfm2_grid(width, height)
-        if grid is None:
-            return 1 + resized + 1                                      # image_start, the image, image_end
-        per_tile = math.ceil(self.tile // self.patch / self.merge) ** 2
-        return 1 + grid[0] * grid[1] * (1 + per_tile) + 1 + resized + 1     # markers, tiles, thumbnail, end
 
     def _lfm2_grid(self, width: int, height: int) -> "tuple[int, int] | None":
         """(columns, rows) of tiles an image too large for one resize is cut into (_is_image_too_large), else None."""
@@ -309,9 +292,11 @@ class VisionTower:
         "<eoi>\\n\\n"; Llama 4's and LFM2-VL's starts, ends, separators and tile markers)."""
         if self.family == "llama4":
             return self._llama4_tokens(width, height)
-        if self.family == "siglip2":
-            return self._lfm2_tokens(width, height)
-        markers = {"siglip": GEMMA_MARKERS, "clip": 0, "internvl": INTERNVL_MARKERS}.get(self.family, QWEN_MARKERS)
+        if self.family == "siglip2":        # an image start and end, and with tiles a marker each and the thumbnail's
+            grid = self._lfm2_grid(width, height)
+            return self.embeddings(width, height) + (grid[0] * grid[1] + 3 if grid else 2)
+        markers = {"siglip": GEMMA_MARKERS, "clip": 0, "internvl": INTERNVL_MARKERS, "qwen2_5_vl": QWEN_MARKERS,
+                   "qwen3_vl": QWEN_MARKERS}[self.family]
         return self.embeddings(width, height) + markers
 
     def embeddings(self, width: int, height: int) -> int:
@@ -335,16 +320,16 @@ class VisionTower:
 
 
 def _closest_grid(width: int, height: int, tile: int, least: int = LFM2_MIN_TILES,
-                  most: int = LFM2_MAX_TILES) -> "tuple[int, int]":
+                  most: int = LFM2_MAX_TILES, listed: bool = False) -> "tuple[int, int]":
     """(columns, rows) of a tile grid of ``least`` to ``most`` tiles: LFM2-VL's find_closest_aspect_ratio (2 to 10,
-    its grids a set sorted by area) or GotOcr2ImageProcessor's get_optimal_tiled_canvas (InternVL, 1 to 12, its grids
-    listed width by width, then sorted by area: get_all_supported_aspect_ratios), the same search."""
-    if least == LFM2_MIN_TILES and most == LFM2_MAX_TILES:
-        grids = sorted(set([(w, h) for n in range(least, most + 1) for w in range(1, n + 1)
-                            for h in range(1, n + 1) if least <= w * h <= most]), key=lambda g: g[0] * g[1])
-    else:
+    its grids a set sorted by area) or, ``listed``, GotOcr2ImageProcessor's get_optimal_tiled_canvas (InternVL, 1 to
+    12, its grids listed width by width, then sorted by area: get_all_supported_aspect_ratios), the same search."""
+    if listed:
         grids = sorted([(w, h) for w in range(1, most + 1) for h in range(1, most + 1) if least <= w * h <= most],
                        key=lambda g: g[0] * g[1])
+    else:
+        grids = sorted(set([(w, h) for n in range(least, most + 1) for w in range(1, n + 1)
+                            for h in range(1, n + 1) if least <= w * h <= most]), key=lambda g: g[0] * g[1])
     best, best_diff = (1, 1), float("inf")
     for w, h in grids:
         diff = abs(width / height - w / h)
