@@ -291,3 +291,15 @@ def test_an_internvit_unlike_300ms_is_left_out_and_named(change, words):
 def test_a_malformed_internvl_size_is_refused_by_name():
     with pytest.raises(InputError, match="vision_config.image_size"):
         architecture_from_dict({**INTERNVL, "vision_config": {**INTERNVL["vision_config"], "image_size": "big"}})
+
+
+def test_the_longest_text_leaves_the_images_their_positions():
+    # LLaVA-1.5-7B's 4,096 positions (its text_config's max_position_embeddings) less two 576-token images: the
+    # longest text is 2,944 tokens, not the 4,096 a text-only search would stop at (the page said 3,804 before)
+    from pycore.answers.answer import answer
+    from pycore.inputs.schema import parse
+    from pycore.memory.estimate import estimate_values
+    values = parse({"model": LLAVA, "images": "2", "seq": "512", "batch": "1", "gpu": "h200-141gb"})
+    found = answer(values, estimate_values(values))
+    assert found["max_seq"] == 4096 - 2 * 576
+    assert any("less the images' 1,152 tokens" in note for note in found["notes"])

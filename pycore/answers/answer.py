@@ -544,7 +544,9 @@ def _searched_answers(values: dict[str, Any], result: Estimate, usable: int, lim
     grpo = rollout_answers.is_grpo(values)
     # GRPO's and distillation's seq is the prompt, max_completion_length tokens generated after it
     prompted = grpo or (values["mode"] == "train" and values.get("method") in ("distill", "distill-lora"))
-    top = max(limit - values["max_completion_length"], 1) if prompted else limit
+    # the positions a sequence's images take (prompt_tokens less the text) are not the text's to have
+    images = prompt_tokens(values) - values["seq"] if limit != SEARCH_LIMIT and kind != "generic" else 0
+    top = max(limit - images - (values["max_completion_length"] if prompted else 0), 1)
     out["max_seq"] = (yield from _largest(values, "seq", usable, high=top)) if kind != "generic" else None
     if grpo and kind != "generic":
         out.update((yield from rollout_answers.generation_answers(values, usable, _largest, limit, best)))
@@ -554,11 +556,12 @@ def _searched_answers(values: dict[str, Any], result: Estimate, usable: int, lim
     if values["mode"] == "infer":
         # Sequences of prompt + new tokens served at once, and the longest context at this batch.
         out["max_concurrency"] = out["max_batch"]
-        context = yield from _largest(values, "seq", usable, high=max(limit - values["new_tokens"], 1))
+        context = yield from _largest(values, "seq", usable, high=max(limit - images - values["new_tokens"], 1))
         out["max_context"] = None if context is None else context + values["new_tokens"]
     if out["max_seq"] is not None and out["max_seq"] == top and limit != SEARCH_LIMIT:
         out["notes"].append(f"sequence answers are capped at the model's {limit:,} positions" +
-                            (f", less max_completion_length {values['max_completion_length']:,}" if prompted else ""))
+                            (f", less max_completion_length {values['max_completion_length']:,}" if prompted else "") +
+                            (f", less the images' {images:,} tokens" if images else ""))
     return out
 
 

@@ -323,6 +323,19 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
                  group="decode_working")]
 
 
+def _cache_source(pages: "Mapping[str, int] | None") -> str:
+    """Where vLLM's pre-allocated cache comes from: blocks of 16 tokens, a hybrid's pages, or an attention-free
+    model's state pages."""
+    if not pages:
+        return "vllm/v1/core/kv_cache_utils.py: whole blocks of 16 tokens"
+    if not pages["block_tokens"]:
+        return ("vllm/v1/core/kv_cache_utils.py and vllm/v1/kv_cache_interface.py MambaSpec (v0.11): an attention-free "
+                "model's cache is whole pages, one state-space layer's state of one sequence each")
+    return (f"vllm/v1/core/kv_cache_utils.py: a hybrid's blocks are pages of {pages['block_tokens']} tokens of one "
+            "attention layer, each padded state-space layer's state taking one page (vllm/model_executor/models/"
+            "config.py HybridAttentionMambaModelConfig, v0.11)")
+
+
 def hf_moments(pools: "list[Pool]") -> "tuple[str, ...]":
     """generate()'s moments: the vision tower's forward before the prefill when its pools have it."""
     encoder = any(vision_activations.ENCODER in p.moments for p in pools)
@@ -399,12 +412,8 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
              "seqs = sequences sampled (max_num_seqs); 12 = three fp32 copies of the logits" +
              ("; " + encoder[1] if encoder else "")),
         make("kv_cache", "KV cache and state slots (pre-allocated)" if pages else "KV cache (pre-allocated blocks)",
-             kv, VLLM_MOMENTS, "vllm/v1/core/kv_cache_utils.py: whole blocks of 16 tokens" +
-             (f"; a hybrid's blocks are pages of {pages['block_tokens']} tokens of one attention layer, each "
-              "padded state-space layer's state taking one page (vllm/model_executor/models/config.py "
-              "HybridAttentionMambaModelConfig, v0.11)" if pages else ""),
-             "M = GPU memory; u = gpu_util; per-token bytes × 16 per block" +
-             ("; page = one layer's page; g = layers per group" if pages else "")),
+             kv, VLLM_MOMENTS, _cache_source(pages), "M = GPU memory; u = gpu_util" +
+             ("; page = one layer's page; g = layers per group" if pages else "; per-token bytes × 16 per block")),
     ]
 
 
