@@ -141,3 +141,18 @@ def test_the_trl_precision_answer_is_not_given_where_its_words_would_be_wrong(in
     values = parse({"model": "llama-3.2-1b", **inputs})
     said = finish(precision_default(values, estimate_values(values)))
     assert said is None or not said["text"].startswith("Precision: TRL")
+
+
+@pytest.mark.parametrize("method", ["lora", "qlora"])
+def test_no_master_weights_answer_with_adapters(method):
+    # PEFT keeps a LoRA's trained weights, gradients and AdamW states in the adapters' fp32 and freezes the base: the
+    # "pure bf16, 8 bytes of model states per parameter" sentence and its bf16-master change were wrong for them
+    # (a newcomer's run-through of Apertus with LoRA)
+    from pycore.answers.compare import precision_default
+    from pycore.base.steps import finish
+    from pycore.inputs.schema import parse
+    from pycore.memory.estimate import estimate_values
+    values = parse({"model": "apertus-8b-instruct-2509", "method": method})
+    assert finish(precision_default(values, estimate_values(values))) is None
+    plain = parse({"model": "apertus-8b-instruct-2509"})
+    assert finish(precision_default(plain, estimate_values(plain)))["change"] == "precision=bf16-master"

@@ -213,7 +213,9 @@ def precision_default(values: dict[str, Any], result: Estimate) -> "Steps[dict[s
     if values["mode"] == "train" and values["precision"] == "auto" and recipe and name == "amp-bf16" \
             and not method.endswith("qlora") and not overridden:
         return (yield from _trl_precision(values, result, recipe.name))
-    if values["mode"] != "train" or values["precision"] != "auto" or name not in _MASTER_OF:
+    # with adapters (LoRA, QLoRA) PEFT keeps the trained weights, their gradients and states in the adapters' own dtype
+    # and the base is frozen: no master copy changes anything to say
+    if values["mode"] != "train" or values["precision"] != "auto" or name not in _MASTER_OF or "lora" in method:
         return None
     yield
     change = {**values, "precision": _MASTER_OF[name]}
