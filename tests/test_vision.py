@@ -246,12 +246,15 @@ def test_an_imported_llava_with_another_feature_setting_carries_its_config(chang
 
 
 def test_the_ungraded_tower_parameters_keep_their_state_where_buffers_are_flat():
-    # ZeRO / FSDP flatten every trainable parameter into buffers, fp32 masters keep a copy of each, and without
-    # images nothing of the tower is used: the 12,598,272 parameters are saved only in a plain step with images
+    # a plain step with images: the 12,598,272 parameters past the feature layer get no gradient; without images the
+    # whole tower and projector (324,487,168) never run and get none; ZeRO / FSDP flatten every trainable parameter
+    # into buffers and fp32 masters keep a copy of each, whatever reaches them
     base = {"model": LLAVA, "seq": "512", "precision": "bf16"}
     full = 7_063_427_072 * 2
     assert estimate({**base, "images": "1"}).components["gradients"] == full - 12_598_272 * 2
-    assert estimate({**base, "images": "0"}).components["gradients"] == full
+    textual = estimate({**base, "images": "0"})
+    assert textual.components["gradients"] == full - 324_487_168 * 2
+    assert any("324,487,168 parameters get no gradient" in w for w in textual.warnings)
     assert estimate({**base, "images": "1", "precision": "bf16-master"}).components["gradients"] == full
     zero = estimate({**base, "images": "1", "zero": "2", "dp": "2"})
     assert zero.components["gradients"] == full // 2

@@ -15,7 +15,7 @@ from pycore.base.errors import FieldError, InputError
 from pycore.base.expr import rnd, split, sym
 from pycore.base.units import printable
 from pycore.inputs.schema import Values, parse
-from pycore.memory import vision_activations, vllm_multimodal
+from pycore.memory import model_states, vision_activations, vllm_multimodal
 from pycore.memory.device import compute_capability, overhead_pools, runtime_note
 from pycore.memory.distillation import notes as distill_notes
 from pycore.memory.pools import Pool, StageResult, live, stage_components
@@ -259,6 +259,11 @@ def _warnings(setup: Setup) -> "list[str]":
                      ("" if profiled else f"; {vision_activations.note(setup)}"))
     if profiled:
         notes.append(vllm_multimodal.note(setup, max_num_seqs(work, gpu_catalog()[setup.gpu])))
+    if work.training and arch.vision_layers and not work.images:
+        tower = model_states.ungraded_params(setup)
+        notes.append(f"no images (images=0): the vision tower never runs, so its {tower:,} parameters get no gradient "
+                     "or optimizer state" if tower else "no images (images=0): the vision tower never runs; ZeRO/FSDP's "
+                     "flat buffers or fp32 master weights still hold its gradients and optimizer state")
     limit = arch.max_positions
     if limit and arch.positions != "learned":
         length = work.seq + (work.new_tokens if not work.training else 0)

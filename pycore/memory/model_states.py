@@ -75,14 +75,15 @@ def weight_symbols(setup: Setup, symbols: str = WEIGHT_SYMBOLS) -> str:
 
 
 def ungraded_params(setup: Setup) -> int:
-    """LLaVA's tower parameters that get no gradient in a step with images (VisionTower.unused_params), and so no
-    optimizer state: PyTorch's optimizers skip a parameter whose grad is None. Where ZeRO or FSDP flatten parameters
-    into buffers, or fp32 master weights or gradient buffers are kept, every trainable parameter has its share
-    whatever reaches it: 0 then, and 0 without images (the whole tower then gets none, which is not modelled)."""
+    """A vision-language model's tower parameters that get no gradient in a training step, and so no optimizer state
+    (PyTorch's optimizers skip a parameter whose grad is None): the whole tower and its projector when the step has
+    no images (the model's forward never runs them), LLaVA's blocks past its feature layer and post-LayerNorm when it
+    has (VisionTower.unused_params). Where ZeRO or FSDP flatten parameters into buffers, or fp32 master weights or
+    gradient buffers are kept, every trainable parameter has its share whatever reaches it: 0 then."""
     seeing = vision.tower(setup.arch)
-    if not seeing or not setup.workload.images or setup.layout.zero or setup.policy.master != "none":
+    if not seeing or setup.layout.zero or setup.policy.master != "none":
         return 0
-    return seeing.unused_params()
+    return seeing.unused_params() if setup.workload.images else setup.counts.parts.get("vision", 0)
 
 
 @dataclass(frozen=True)
