@@ -209,7 +209,8 @@ def hub_offer(query: str, errors: "dict[str, Any]") -> "dict[str, str] | None":
     hub = hub_id(str(raw.get("model", "")))
     if hub is None or preset_id(hub) is not None:
         return None
-    errors["model"] = f"model: no preset has the hub id {hub!r}; its config.json gives its architecture"
+    errors["model"] = (f"model: no preset has the hub id {hub!r}; its config.json gives its architecture, and until "
+                       f"it is imported the results are the default model's ({DEFAULTS['model']})")
     return {"id": hub, "label": f"Fetch {hub}'s config.json from the Hugging Face hub and estimate it"}
 
 

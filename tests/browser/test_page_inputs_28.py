@@ -82,6 +82,7 @@ def test_an_unknown_hub_id_offers_the_hub_import_in_one_click(device, base_url):
     line.locator("button", has_text="Fetch").wait_for()
     assert line.locator("button").text_content() == offer["hub_offer"]["label"]
     assert offer["errors"]["model"] in line.text_content()
+    assert "the results are the default model's (llama-3.1-8b)" in offer["errors"]["model"]     # whose numbers show
     assert total(page) == offer["total"]["bytes"]                       # the default model meanwhile, batch kept
     line.locator("button").scroll_into_view_if_needed()
     shot(page, "hub-id-offer", device.width)
