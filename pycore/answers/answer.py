@@ -15,7 +15,7 @@ from pycore.base.units import GIB, duration_text, format_bytes, plural
 from pycore.inputs import frameworks
 from pycore.memory.estimate import Estimate, totals_only
 from pycore.memory.serving import longest_context
-from pycore.memory.setup import prompt_tokens, resolve_architecture
+from pycore.memory.setup import image_tokens, resolve_architecture
 from pycore.model.catalog import gpus as gpu_catalog
 
 SEARCH_LIMIT = 1 << 20
@@ -411,7 +411,7 @@ def _vllm_changes(values: dict[str, Any], accepted: "int | None") -> "list[tuple
     if values.get("engine") != "vllm":
         return []
     out = []
-    seq = (accepted or 0) - values["new_tokens"] - (prompt_tokens(values) - values["seq"])     # the images' tokens
+    seq = (accepted or 0) - values["new_tokens"] - image_tokens(values)
     if 0 < seq < values["seq"]:
         out.append((f"seq={seq} (max_model_len {accepted:,}, the longest vLLM would accept)", {"seq": seq}))
     if resolve_architecture(values).vision_layers and values.get("mm_profiling", "auto") != "off":
@@ -544,8 +544,8 @@ def _searched_answers(values: dict[str, Any], result: Estimate, usable: int, lim
     grpo = rollout_answers.is_grpo(values)
     # GRPO's and distillation's seq is the prompt, max_completion_length tokens generated after it
     prompted = grpo or (values["mode"] == "train" and values.get("method") in ("distill", "distill-lora"))
-    # the positions a sequence's images take (prompt_tokens less the text) are not the text's to have
-    images = prompt_tokens(values) - values["seq"] if limit != SEARCH_LIMIT and kind != "generic" else 0
+    # the positions a sequence's images take are not the text's to have
+    images = image_tokens(values) if limit != SEARCH_LIMIT and kind != "generic" else 0
     top = max(limit - images - (values["max_completion_length"] if prompted else 0), 1)
     out["max_seq"] = (yield from _largest(values, "seq", usable, high=top)) if kind != "generic" else None
     if grpo and kind != "generic":

@@ -6,7 +6,7 @@ from typing import Any
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps
 from pycore.memory.estimate import Estimate, totals_only
-from pycore.memory.setup import prompt_tokens
+from pycore.memory.setup import image_tokens
 
 POINTS = 9
 
@@ -55,8 +55,7 @@ def charts(values: dict[str, Any], result: Estimate, answers: dict[str, Any], us
                     "label": "concurrent sequences" if values["mode"] == "infer" else "micro-batch per GPU"}
     if result.model.kind != "generic":
         # the text's positions: the model's less those its images take
-        limit = result.model.max_positions - (prompt_tokens(values) - values["seq"]) if result.model.max_positions \
-            else 1 << 20
+        limit = result.model.max_positions - image_tokens(values) if result.model.max_positions else 1 << 20
         seq_top = min(limit, max(4 * values["seq"], 2 * (answers.get("max_seq") or 0), 4096))
         start = max(128, seq_top >> (POINTS - 1))
         out["seq"] = {**(yield from _series(values, "seq", _doubling(start, seq_top))), "usable_bytes": usable,

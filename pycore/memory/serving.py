@@ -187,8 +187,6 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
                                            setup.policy.bytes("act"))).value)
         pages = vllm_pages(setup.arch, first_layer, stage.layers, setup.layout.tp,
                            (setup.policy.bytes("kv"), setup.policy.bytes("act")), work.max_batched_tokens, mtp)
-        unbuilt = vllm_multimodal.unbuilt_weights(setup, stage)
-        stored = stored - unbuilt if unbuilt else stored
         pools = _vllm_pools(setup, stage, gpu, stored, per_token, pages)
         moments = VLLM_MOMENTS
     else:
@@ -207,10 +205,10 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
     return result
 
 
-def _weights(setup: Setup, stored: Q, moments: "tuple[str, ...]") -> Pool:
-    """The weights in their storage format (quantized or the policy's dtype), all through serving."""
+def _weights(setup: Setup, stored: Q, moments: "tuple[str, ...]", unbuilt: bool = False) -> Pool:
+    """The weights in their storage format (quantized or the policy's dtype), all through serving; ``unbuilt``: less
+    the vision tower's parameters vLLM does not build (pycore.memory.vllm_multimodal.unbuilt_weights)."""
     label = f"Weights ({'checkpoint' if setup.weight_bytes else setup.quant if setup.quant != 'none' else setup.policy.weight})"
-    unbuilt = setup.workload.engine == "vllm" and "Pu" in stored.symbols
     return make("weights", label, stored, moments, weights_source(setup, "parameters counted layer by layer") +
                 (f"; {vllm_multimodal.UNBUILT_SOURCE}" if unbuilt else ""),
                 weight_symbols(setup, WEIGHT_SYMBOLS) +
@@ -374,6 +372,8 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
     pool: vllm/v1/core/kv_cache_utils.py gives attention and Mamba layers pages of one size)."""
     arch, lay, work = setup.arch, setup.layout, setup.workload
     e = setup.policy.bytes("act")
+    unbuilt = vllm_multimodal.unbuilt_weights(setup, stage)      # LLaVA's tower past its feature layer
+    stored = stored - unbuilt if unbuilt else stored
     requested = floor(sym("M", gpu["usable_bytes"]) * sym("u", work.gpu_util))
     non_torch = sym("N", VLLM_NON_TORCH)
     tokens = sym("Tb", work.max_batched_tokens)
@@ -402,7 +402,7 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
         kv = num(0)
     source = "vllm/v1/worker/gpu_worker.py determine_available_memory (vLLM 0.11)"
     return [
-        _weights(setup, stored, VLLM_MOMENTS), *([drafter] if drafter else []), *([tower] if tower else []),
+        _weights(setup, stored, VLLM_MOMENTS, unbuilt is not None), *([drafter] if drafter else []), *([tower] if tower else []),
         make("non_torch", "Memory outside PyTorch (cuBLAS, NCCL)", non_torch, VLLM_MOMENTS, source,
              "N = non-torch memory vLLM's profiler charges (cuBLAS workspaces, kernels; not the CUDA context)"),
         make("profile_activations", "Activation peak of the profiling run" + (", vision encoder included" if encoder

@@ -276,9 +276,14 @@ def _image_tokens(arch: Architecture, values: "Values") -> int:
         raise FieldError("image_size", str(error).partition(": ")[2], fallback="1280x720") from None
 
 
+def image_tokens(values: "Values") -> int:
+    """The tokens the images of one sequence become (0 without images or a counted tower)."""
+    return _image_tokens(resolve_architecture(values), values)
+
+
 def prompt_tokens(values: "Values") -> int:
     """A sequence's prompt as the model sees it: seq, and the tokens its images become."""
-    return int(values["seq"]) + _image_tokens(resolve_architecture(values), values)
+    return int(values["seq"]) + image_tokens(values)
 
 
 def _check_positions(arch: Architecture, values: "Values") -> None:

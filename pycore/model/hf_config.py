@@ -423,7 +423,7 @@ def _text_decoder(config: Config, warnings: "list[str] | None") -> Config:
     if isinstance(config.get("vision_config"), dict):
         inner["vision_config"] = config["vision_config"]     # the family's reader counts the tower it knows
         inner.update({key: config[key] for key in _IMAGE_KEYS if key in config})
-        inner[WRAPPER] = config.get("model_type")
+        inner[WRAPPER] = wrapper
     if config.get("tie_word_embeddings") is not None:    # the wrapper's word wins; else the text family's default
         inner["tie_word_embeddings"] = config["tie_word_embeddings"]
     inner.setdefault("model_type", _TEXT_TYPES.get(wrapper, "gemma3_text") if isinstance(wrapper, str) else

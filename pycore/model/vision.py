@@ -101,8 +101,8 @@ class VisionTower:
 
     def _siglip_params(self) -> int:
         """SigLIP's embeddings, blocks and post-LayerNorm, and the projector Gemma 3 or LFM2-VL puts after it."""
-        h, f, p = self.hidden, self.ffn, self.projector
-        block = 2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)
+        h, p = self.hidden, self.projector
+        block = self._plain_block()
         patches = self.channels * self.patch * self.patch * h + h
         if self.family == "siglip":
             positions = (self.tile // self.patch) ** 2
@@ -116,7 +116,7 @@ class VisionTower:
         """CLIP's embeddings (class token, unbiased patch Conv2d, positions), pre-LayerNorm, blocks and post-LayerNorm,
         and LLaVA's projector."""
         h, o = self.hidden, self.out_hidden
-        block = self._clip_block()
+        block = self._plain_block()
         embeddings = h + self.channels * self.patch * self.patch * h + ((self.tile // self.patch) ** 2 + 1) * h
         return embeddings + 2 * h + self.layers * block + 2 * h + (h * o + o) + (o * o + o)
 
@@ -139,9 +139,9 @@ class VisionTower:
         0 for the other towers."""
         if self.family != "clip":
             return 0
-        return self.unused_layers * self._clip_block() + 2 * self.hidden
+        return self.unused_layers * self._plain_block() + 2 * self.hidden
 
-    def _clip_block(self) -> int:
+    def _plain_block(self) -> int:
         """One CLIP block: two LayerNorms, biased q/k/v/out projections, a biased fc1/fc2 MLP."""
         h, f = self.hidden, self.ffn
         return 2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h)
