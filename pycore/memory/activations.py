@@ -107,8 +107,6 @@ def _mla_terms(arch: "Architecture", e: float, amp: bool) -> "list[Term]":
     return terms
 
 
-
-
 def eager_working(arch: "Architecture", e: float) -> float:
     """Bytes per head and key of one layer's eager attention while it runs under no_grad: the scores, and where
     softmax runs in fp32 from 16-bit scores (softmax(..., dtype=torch.float32)) their fp32 copy beside its fp32
