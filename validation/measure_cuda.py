@@ -419,9 +419,8 @@ def main():
         print(f"wrote {out} ({len(results)} cases, {len(skipped)} skipped)")
 
 
-def write(out, results, skipped, device_name):
-    about = "Peak GPU memory of validation/measure.py's and measure_accumulation.py's cases on a real GPU, recorded " \
-            "by validation/measure_cuda.py"
+def write(out, results, skipped, device_name, about="Peak GPU memory of validation/measure.py's and "
+          "measure_accumulation.py's cases on a real GPU, recorded by validation/measure_cuda.py"):
     context = environment() if device_name == "cuda" else {"device": device_name}
     out.write_text(json.dumps({"about": about, **context, "cases": results, "skipped": skipped}, indent=1) + "\n")
 

@@ -204,8 +204,9 @@ FIELDS = (
             "the batch) or vllm (pre-allocates gpu_util of the GPU and gives the rest to the KV cache)", "workload"),
     _choice("scan_kernels", "reference", ("reference", "fused"), "a hybrid's Mamba / DeltaNet / short-convolution "
             "layers: reference (transformers' torch scans, what runs without mamba_ssm, causal_conv1d or "
-            "flash-linear-attention installed; measured) or fused (those packages' kernels: from their source, "
-            "not measured)", "workload", "the path measured (validation/measure_hybrid.py)"),
+            "flash-linear-attention installed; measured) or fused (those packages' kernels: gated DeltaNet's measured "
+            "with flash-linear-attention on an H200, Mamba-2's and causal_conv1d's from their source)", "workload",
+            "the path measured (validation/measure_hybrid.py)"),
     _choice("speculative", "none", ("none", "mtp", "draft"), "vLLM speculative decoding: mtp loads the checkpoint's "
             "multi-token-prediction layers (DeepSeek-V3, GLM-4.5) beside the model, with their own KV cache; draft "
             "loads draft_model, a smaller model of the same vocabulary, with its own weights and KV cache",

@@ -292,8 +292,9 @@ def _hybrid_notes(setup: Setup) -> "list[str]":
         return []
     read = ", ".join(f"{n} {kind}" for kind, n in stateful.items())
     if work.scan_kernels == "fused":
-        kernels = ("as the fused kernels of mamba_ssm, causal_conv1d and flash-linear-attention save them (from their "
-                   "source, not measured; scan_kernels=reference gives transformers' torch scans, measured)")
+        kernels = ("as the fused kernels of mamba_ssm, causal_conv1d and flash-linear-attention save them (gated "
+                   "DeltaNet's measured with flash-linear-attention on an H200, the others from their source; "
+                   "scan_kernels=reference gives transformers' torch scans, measured)")
     else:
         kernels = ("as transformers' reference torch scans save them (measured: validation/measure_hybrid.py); with "
                    "mamba_ssm, causal_conv1d or flash-linear-attention installed a GPU runs fused kernels that keep "

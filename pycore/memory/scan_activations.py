@@ -3,8 +3,9 @@
 Measured with transformers 5.24's reference torch kernels (validation/measure_hybrid.py, its ``MIXER_FORMULAS``
 fitted to every saved tensor's shape: within 0.01% for Mamba-2 and 0.03% for gated DeltaNet in bf16, 1-3% under
 amp and for Mamba-1). That is the path a GPU runs too when mamba_ssm / causal_conv1d / flash-linear-attention are
-not installed; their fused kernels save 5-17 times less (from their source, not measured), which is said in the
-estimate's notes. Each figure excludes the mixer's input (the norm's output, counted with the norm) and is per
+not installed; their fused kernels save 5-17 times less (from their source; gated DeltaNet's with
+flash-linear-attention measured on an H200 by validation/measure_cuda_families.py, 2.7% median), which is said in
+the estimate's notes. Each figure excludes the mixer's input (the norm's output, counted with the norm) and is per
 token: a sequence padded to the chunk (l) is taken as whole chunks, and the chunk states (H·P·N per chunk) spread
 over its tokens as 2·H·P·N / l.
 """
@@ -96,10 +97,11 @@ def backward_working(arch: "Architecture", fused: bool = False) -> float:
 
 
 def fused_saved(arch: "Architecture", mixer: str, e: float) -> float:
-    """What the fused kernels save per token, from their source (validation/measure_hybrid.py's docstring; not
-    measured here): mamba_split_conv1d_scan_combined keeps the input projection's output, out_x and the norm's
-    rstd; fla's chunk_gated_delta_rule q, k (repeated to the value heads), their rstd, v, g, beta and a 64-wide
-    block per head; causal_conv1d its input and gates; selective_scan_fn (Mamba-1) its inputs and dt."""
+    """What the fused kernels save per token, from their source (validation/measure_hybrid.py's docstring; fla's
+    gated DeltaNet measured on an H200 with torch's convolution, validation/measured_cuda_families.json):
+    mamba_split_conv1d_scan_combined keeps the input projection's output, out_x and the norm's rstd; fla's
+    chunk_gated_delta_rule q, k (repeated to the value heads), their rstd, v, g, beta and a 64-wide block per head;
+    causal_conv1d its input and gates; selective_scan_fn (Mamba-1) its inputs and dt."""
     if mixer in "MP":
         inner, _ = mamba2_widths(arch)
         saved = e * (3 * inner + 2 * arch.ssm_groups * arch.ssm_state + arch.ssm_heads) + 4 * arch.ssm_groups
