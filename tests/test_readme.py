@@ -143,7 +143,7 @@ def _serving(head, row):
 
 KINDS = {   # the README's row -> the section of docs/validation.md and which of its rows
     "on a GPU: training, accumulation, LoRA, `generate()` (H200)": ("On a real GPU", None),
-    "on a GPU: hybrid and vision-language families, small configs (H200)": (
+    "on a GPU: hybrid and vision-language families, small configs and whole models (H200)": (
         "Hybrid and vision-language families on a real GPU", None),
     "single-GPU training steps": ("How close the estimate is", lambda head, row: not _serving(head, row)),
     "serving with `generate()`": ("How close the estimate is", _serving),

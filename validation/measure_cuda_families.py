@@ -6,8 +6,9 @@ with no memory figures, to try the script where there is no GPU.
 The cases are validation/measure_hybrid.py's (``RUNS``: generate() and training steps of small qwen3_next,
 granitemoehybrid, nemotron_h, falcon_h1, mamba2, jamba and lfm2 configs) and validation/measure_vl.py's (training
 steps and generate() calls of small vision-language configs with images), built by those scripts' own code, the same
-models, batches and images. Each runs in a process of its own as validation/measure_cuda.py runs its cases: a warm-up
-step or generate() call, ``torch.cuda.reset_peak_memory_stats()``, the measured call, then
+models, batches and images; and ``FULL``, whole models from their config.json in tests/configs (random weights, made
+on the GPU in bf16), with the same batches and images, labelled (gpu). Each runs in a process of its own as
+validation/measure_cuda.py runs its cases: a warm-up step or generate() call, ``torch.cuda.reset_peak_memory_stats()``, the measured call, then
 ``torch.cuda.max_memory_allocated()``, ``max_memory_reserved()`` and the process's memory as the driver reports it.
 CUDA's own autocast, SDPA kernels and cuBLAS run instead of the CPU stand-ins.
 
@@ -37,6 +38,24 @@ sys.path.insert(0, str(ROOT / "validation"))
 import measure_cuda  # noqa: E402
 
 OUT = ROOT / "validation" / "measured_cuda_families.json"
+CONFIGS = ROOT / "tests" / "configs"
+# Whole models from their published config.json (tests/configs, random weights, bf16), labelled (gpu): measure_vl.py's
+# cases take (family, precision, batch, text tokens, images a sequence, width, height[, method]) with the config's
+# file; measure_hybrid.py's (family, size, mode, precision, batch, seq, new tokens). Qwen's images are whole multiples
+# of patch x merge, so smart_resize leaves them as they are.
+FULL = [
+    ("gemma-3-27b-it", "vl-generate", ("gemma3", "bf16", 1, 128, 2, 896, 896)),
+    ("qwen2.5-vl-7b-instruct", "vl-generate", ("qwen2_5_vl", "bf16", 1, 128, 1, 1288, 728)),
+    ("qwen2.5-vl-7b-instruct", "vl", ("qwen2_5_vl", "bf16", 1, 256, 1, 1288, 728, "lora")),
+    ("qwen3.5-9b", "vl-generate", ("qwen3_5", "bf16", 1, 128, 1, 1280, 736)),
+    ("llava-1.5-7b-hf", "vl-generate", ("llava", "bf16", 4, 128, 1, 336, 336)),
+    ("nvidia-nemotron-nano-12b-v2-base", "hybrid", ("nemotron_h", "full", "infer", "bf16", 1, 4096, 16)),
+    ("granite-4.0-h-350m", "hybrid", ("granitemoehybrid", "full", "train", "bf16", 4, 2048, 0)),
+    ("falcon-h1-0.5b-instruct", "hybrid", ("falcon_h1", "full", "infer", "bf16", 8, 2048, 16)),
+]
+# the image placeholder and marker ids measure_vl.make_batch writes, set in a whole model's config in place of its own
+TOKEN_KEYS = {"image_token_id": 999, "image_token_index": 999, "vision_start_token_id": 998, "boi_token_index": 998,
+              "vision_end_token_id": 997, "eoi_token_index": 997, "video_token_id": 996}
 CLAIM = 3 * 2**30       # every case here is small: what one may hold at once, CUDA context included, for --jobs
 
 
@@ -50,7 +69,19 @@ def cases():
             if run[0] == "qwen3_next"]
     out += [(measure_vl.label_of(*case), "vl", case) for case in measure_vl.CASES]
     out += [("generate " + measure_vl.label_of(*case), "vl-generate", case) for case in measure_vl.GENERATE_CASES]
+    for name, kind, case in FULL:
+        shape = measure_hybrid.label_of(*case).split(" ", 2)[2] if kind == "hybrid" else \
+            measure_vl.label_of(*case).split(" ", 1)[1]
+        out.append((f"{'generate ' if kind == 'vl-generate' else ''}{name} {shape} (gpu)", kind, (name, *case)))
     return out
+
+
+def full_config(name):
+    """A whole model's config.json as transformers reads it ({"__float__": "Infinity"} is the float), with
+    measure_vl.make_batch's image token ids."""
+    import transformers
+    config = dict(transformers.PreTrainedConfig._decode_special_floats(json.loads((CONFIGS / f"{name}.json").read_text())))
+    return {**config, **{k: v for k, v in TOKEN_KEYS.items() if k in config}}
 
 
 def _modules():
@@ -81,15 +112,17 @@ def _hybrid(run, device, folder):
     from pycore.inputs import frameworks, schema
     from pycore.memory.estimate import resolve_architecture
     measure_hybrid, _ = _modules()
+    name, run = (run[0], run[1:]) if len(run) == 8 else (None, run)
     family, size, mode, precision, batch, seq, new_tokens = run
-    config = measure_hybrid.config_json(family, size)
+    config = full_config(name) if name else measure_hybrid.config_json(family, size)
     path = Path(folder) / f"{family}-{size}.json"
     path.write_text(json.dumps(config))
     inputs = measure_hybrid.case_inputs(path, mode, precision, batch, seq, new_tokens)
     values = frameworks.apply(schema.parse(compare.measured_inputs(inputs)))
     arch = resolve_architecture(values)
     torch.manual_seed(0)
-    model = measure_hybrid.build(config, values).to(device)
+    with device:                                # a whole model is made on the GPU: minutes fewer than on the CPU
+        model = measure_hybrid.build(config, values).to(device)
     record = {"inputs": {k: v for k, v in inputs.items() if k != "config"}, "config_json": config,
               "params": sum(p.numel() for p in model.parameters())}
     if mode == "infer":
@@ -111,11 +144,20 @@ def _vl(case, device, generate):
     import torch
     import measure
     _, measure_vl = _modules()
+    name, case = (case[0], case[1:]) if case[0] in {n for n, _, _ in FULL} else (None, case)
     family, precision, batch, text, images, width, height = case[:7]
     method = case[7] if len(case) > 7 else "full"
-    model, dtype = measure_vl.build(family, precision)
+    config = full_config(name) if name else measure_vl.FAMILIES[family]
+    previous = torch.get_default_dtype()
+    if name:        # a whole model is made on the GPU in its dtype (27B in fp32 first would not fit beside the others)
+        torch.set_default_dtype(torch.bfloat16 if precision == "bf16" else torch.float32)
+    try:
+        with device:
+            model, dtype = measure_vl.build(family, precision, config)
+    finally:
+        torch.set_default_dtype(previous)
     model = model.to(device)
-    data, _ = measure_vl.make_batch(family, measure_vl.FAMILIES[family], batch, text, images, width, height)
+    data, _ = measure_vl.make_batch(family, config, batch, text, images, width, height)
     data = {k: (v.to(dtype) if k == "pixel_values" else v).to(device) for k, v in data.items()}
     record = {"config_json": json.loads(model.config.to_json_string()), "params": sum(p.numel() for p in model.parameters())}
     inputs = {"mode": "infer" if generate else "train", "precision": precision, "batch": str(batch), "seq": str(text),

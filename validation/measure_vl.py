@@ -297,13 +297,14 @@ def make_batch(family, config, batch, text, images, width, height):
     return inputs, per_image
 
 
-def build(family, precision):
+def build(family, precision, config=None):
+    """The model of FAMILIES[family], or of ``config`` (a config.json dict of that family), in the case's dtype."""
     if family.startswith("llama4"):
         # transformers 5.24's Llama4ForConditionalGeneration.forward reads outputs.image_outputs off its text model's
         # MoeCausalLMOutputWithPast, which has no such field (an AttributeError with return_dict): read it as None
         from transformers.modeling_outputs import MoeCausalLMOutputWithPast
         MoeCausalLMOutputWithPast.image_outputs = None
-    config = transformers.AutoConfig.for_model(**FAMILIES[family])
+    config = transformers.AutoConfig.for_model(**(config or FAMILIES[family]))
     torch.manual_seed(0)
     model = transformers.AutoModelForImageTextToText.from_config(config, attn_implementation="sdpa")
     dtype = torch.float32 if precision in ("fp32", "amp-bf16") else torch.bfloat16
