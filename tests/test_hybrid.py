@@ -236,7 +236,8 @@ def test_scan_kernels_change_nothing_for_attention_only_models():
 
 def test_nemotron_h_prefill_counts_the_larger_of_its_scan_and_mlp_layers():
     # Nemotron-H's blocks hold one mixer each (mamba, attention, mlp or moe): a prefill's scan transient and an MLP's
-    # intermediates are never live together. Granite 4.0 hybrid's layers hold Mamba-2 and an MLP: both stay counted.
+    # intermediates are never live together. Granite 4.0 hybrid's layers hold Mamba-2 and an MLP, one after the other
+    # (the Mamba-2 mixer's moment is counted whole by scan_activations.mamba2_chunk_scan, then freed).
     from pycore.memory.serving import scan_layers_apart
     assert scan_layers_apart(_arch("nemotron_h")) and not scan_layers_apart(_arch("granitemoehybrid"))
     assert not scan_layers_apart(_arch("mamba2")) and not scan_layers_apart(_arch("jamba"))
@@ -245,6 +246,17 @@ def test_nemotron_h_prefill_counts_the_larger_of_its_scan_and_mlp_layers():
                                       .read_text())["cases"] if c["label"] == "nemotron_h a infer bf16 b2 s512+8")
     result = estimate({**case["inputs"], "config": json.dumps(case["config_json"]), "cublas_workspace": ":0:0"})
     assert abs(result.peak_bytes / case["peak_bytes"] - 1) < 0.10      # +27% when both were counted
+
+
+def test_mamba2_reference_scan_moment_is_the_live_tensors_of_a_whole_models_prefill():
+    # Nemotron-Nano-12B-v2 (128 heads of 80, state 128, 8 groups, chunks of 128) prefilling 4,096 tokens on an H200:
+    # 2,823 MiB of mamba2_chunk_scan's own tensors live at the peak (validation/measured_cuda_explain.txt: einsum 741,
+    # pad 674, L, M and B_decay 256 each, D·x 160, Y_off 160, the output and its sum with D·x 320), beside the in_proj
+    # output (177 MiB) and the convolution's (96 MiB) in bf16
+    from pycore.memory.scan_activations import mamba2_chunk_scan
+    arch = architecture_from_dict(json.loads((CONFIGS / "nvidia-nemotron-nano-12b-v2-base.json").read_text()))
+    per_token = mamba2_chunk_scan(arch, 4096, 2)
+    assert abs(per_token * 4096 / 2**20 - (2823 + 177 + 96)) < 0.01 * 3096
 
 
 def test_a_hybrids_cache_per_request_is_split_by_layer_kind():

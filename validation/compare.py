@@ -498,8 +498,9 @@ def hybrid_section():
              f"training {100 * statistics.median(train):.1f}% median, {100 * max(train):.1f}% worst ({worst_train}).",
              "Mamba-1's reference scan (Jamba) holds four fp32 [b, d_inner, l, d_state] gradients in its backward",
              "(`scan_activations.backward_working`; 4.1-4.2 of them measured), counted as the layer's backward",
-             "working set. The prefill working set of the reference chunked scan is a fit of",
-             "these same generate() cases (its agreement below is not an independent check): "
+             "working set. The prefill working set of the reference chunked scan is Mamba-2's widest moment",
+             "read off transformers' mamba2_chunk_scan and the live tensors of an H200's whole-model prefills",
+             "(scan_activations.mamba2_chunk_scan), DeltaNet's and Mamba-1's a fit of these generate() cases: "
              f"serving {100 * statistics.median(serve):.1f}% median, {100 * max(serve):.1f}% worst (Nemotron-H,",
              "over). The fused kernels save far less (measure_hybrid.py's docstring; fla's gated DeltaNet is measured",
              "on a GPU below), so these are upper bounds for a GPU that has them.",
@@ -700,9 +701,9 @@ def cuda_families_section():
              "these configs' 128). The fp32 case's peak is in the text prefill's SDPA (29.0 MiB in 9 blocks), 7.5",
              "MiB more than counted; that, and Qwen3-Next's and Qwen2.5-VL's training cases 5% under (their peak is",
              "in the backward, in blocks with no Python frame), are not itemised yet. Nemotron-Nano-12B-v2's and",
-             "Falcon-H1's prefills (3.4% and 6.6% under) peak in the reference chunked scan's fp32 einsum and pad",
-             "temporaries, whose fit (pycore/memory/scan_activations.prefill_transient) was made on the small",
-             "configs at up to 8 chunks: Nemotron's 4,096 tokens are 32 of its 128-token chunks.", "",
+             "Falcon-H1's prefills were 3.4% and 6.6% under while Mamba-2's reference scan was a fit of the small",
+             "configs at up to 8 chunks; the tensors live at their peaks gave its formula (2,823 MiB of them for",
+             "Nemotron's 4,096 tokens, 32 chunks, beside the formula's 2,816).", "",
              "| case | allocated MiB | estimate MiB | error | CPU MemTracker MiB | params match |",
              "|---|---:|---:|---:|---:|---|"]
     for r in cases:

@@ -63,27 +63,45 @@ def _short_conv(arch: "Architecture", e: float, amp: bool) -> float:
     return 2 * arch.hidden * 7 if amp else e * arch.hidden * 6
 
 
-def prefill_transient(arch: "Architecture", seq: int, fused: bool = False) -> float:
+def prefill_transient(arch: "Architecture", seq: int, e: float, fused: bool = False) -> float:
     """Bytes per token one scan layer holds for a moment during a prefill of ``seq`` tokens with the reference
-    kernels: its (chunk × chunk) fp32 matrices per head, and more with every chunk (c = ceil(seq / chunk)). Fitted
-    to validation/measure_hybrid.py's generate() cases (not exact: 4-10 × H·l·4 there): (3.8 + 0.58·c) × H·l·4
-    for Mamba-2, (0.2 + 0.61·c) × Hv·64·4 for gated DeltaNet, with c only as far as measured (8 and 16 chunks;
-    held there beyond, not extrapolated), 3.2 × D·N·4 for Mamba-1's token-by-token scan;
-    0 for short convolutions and attention-only models, and with the fused kernels (which keep their chunks in
-    on-chip memory)."""
+    kernels (0 with the fused ones, which keep their chunks in on-chip memory, and for short convolutions and
+    attention-only models). Mamba-2: mamba2_chunk_scan, the whole mixer's moment, read off the code. Gated DeltaNet
+    and Mamba-1: fitted to validation/measure_hybrid.py's generate() cases (not exact: 4-10 × Hv·64·4 there),
+    (0.2 + 0.61·c) × Hv·64·4 with c = ceil(seq / 64) only as far as measured (16 chunks; held there beyond, not
+    extrapolated), and 3.2 × D·N·4 for Mamba-1's token-by-token scan, beside the MLP's intermediates."""
     kinds = set(arch.layer_pattern)
     transient = 0.0
     if fused:
         return transient
     if kinds & set("MP"):
-        chunks = min(-(-seq // arch.ssm_chunk), 8)
-        transient = max(transient, (3.8 + 0.58 * chunks) * arch.ssm_heads * arch.ssm_chunk * 4)
+        transient = max(transient, mamba2_chunk_scan(arch, seq, e))
     if "L" in kinds:
         chunks = min(-(-seq // DELTANET_CHUNK), 16)
         transient = max(transient, (0.2 + 0.61 * chunks) * arch.linear_value_heads * DELTANET_CHUNK * 4)
     if "m" in kinds:
         transient = max(transient, 3.2 * arch.ssm_inner * arch.ssm_state * 4)
     return transient
+
+
+def mamba2_chunk_scan(arch: "Architecture", seq: int, e: float) -> float:
+    """Bytes per token a Mamba-2 mixer holds at the widest moment of a prefill with transformers' reference scan
+    (transformers 5.24 ``mamba2_chunk_scan`` in modeling_nemotron_h.py, falcon_h1, granitemoehybrid, mamba2): the
+    in_proj output (z, xBC, dt) and the convolution's output in the model's dtype, and the scan's fp32 tensors, each
+    per token in units of HP = H·P·4, HN = H·N·4 (B and C repeated to the heads), HL = H·l·4 ((chunk × chunk) per
+    head) and S = H·P·N·4 / l (a chunk's state), over the sequence padded to whole chunks. The widest of three
+    moments: Y_diag's einsum (D·x, the padded x, B and C, L, G, M and M's contiguous copy, x's copy and the output:
+    4·HP + 2·HN + 4·HL), the chunk states' einsum (4·HP + 2·S + 4·HN + 3·HL, B_decay and its copy with them), and the
+    output's sum with D·x (7·HP + S + 3·HN + 3·HL). Read off the live tensors at the peaks of an H200's prefills
+    (validation/measured_cuda_explain.txt: Nemotron-Nano-12B-v2 at 4,096 tokens, 2,823 MiB of them beside the
+    formula's 2,816; Falcon-H1-0.5B) and checked on every Mamba-2 generate() case, CPU and GPU (within 3.6%)."""
+    heads, chunk = arch.ssm_heads, arch.ssm_chunk
+    inner, conv = mamba2_widths(arch)
+    hp, hn, hl = 4 * heads * arch.ssm_head_dim, 4 * heads * arch.ssm_state, 4 * heads * chunk
+    state = hp * arch.ssm_state / chunk
+    scan = max(4 * hp + 2 * hn + 4 * hl, 4 * hp + 2 * state + 4 * hn + 3 * hl, 7 * hp + state + 3 * hn + 3 * hl)
+    padded = -(-seq // chunk) * chunk / seq if seq > 0 else 1.0
+    return scan * padded + e * (inner + conv + heads) + e * conv
 
 
 def backward_working(arch: "Architecture", fused: bool = False) -> float:
