@@ -259,6 +259,17 @@ def test_mamba2_reference_scan_moment_is_the_live_tensors_of_a_whole_models_pref
     assert abs(per_token * 4096 / 2**20 - (2823 + 177 + 96)) < 0.01 * 3096
 
 
+def test_deltanet_reference_rule_moment_is_the_live_tensors_of_a_whole_models_prefill():
+    # Qwen3.5-9B's text model (32 value heads of 128, key heads 16 of 128) prefilling 16,384 tokens on an H200: ten
+    # 256 MiB and three 128 MiB fp32 tensors of torch_chunk_gated_delta_rule and 4 MiB of padded beta and decay live at
+    # the peak, beside the convolution's output (256 MiB) and z, b and a (130 MiB) in bf16
+    # (validation/measured_cuda_explain.txt, 'qwen3.5-9b text infer bf16 b1 s16384+4 (gpu)')
+    from pycore.memory.scan_activations import deltanet_chunk_rule
+    config = json.loads((CONFIGS / "qwen3.5-9b.json").read_text())["text_config"]
+    per_token = deltanet_chunk_rule(architecture_from_dict(config), 16384, 2)
+    assert abs(per_token * 16384 / 2**20 - (10 * 256 + 3 * 128 + 4 + 256 + 130)) < 0.01 * 3334
+
+
 def test_a_hybrids_cache_per_request_is_split_by_layer_kind():
     # Qwen3-Next-80B-A3B at tp=4 under vLLM 0.11: per GPU a gated DeltaNet layer keeps (2 × 2,048 + 4,096) / 4
     # channels × 3 columns of convolution state and 32 × 128 × 128 / 4 recurrent values, bf16: 274,432 bytes, 36 layers

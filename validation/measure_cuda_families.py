@@ -52,6 +52,11 @@ FULL = [
     ("nvidia-nemotron-nano-12b-v2-base", "hybrid", ("nemotron_h", "full", "infer", "bf16", 1, 4096, 16)),
     ("granite-4.0-h-350m", "hybrid", ("granitemoehybrid", "full", "train", "bf16", 4, 2048, 0)),
     ("falcon-h1-0.5b-instruct", "hybrid", ("falcon_h1", "full", "infer", "bf16", 8, 2048, 16)),
+    # long prompts through gated DeltaNet and Mamba-1 layers: Qwen3.5-9B's text model, Qwen3-Next-80B's and Jamba 1.5
+    # Mini's first layers at their full width (a name's "text" takes the config's text_config, "4L" its first 4 layers)
+    ("qwen3.5-9b text", "hybrid", ("qwen3_5", "full", "infer", "bf16", 1, 16384, 4)),
+    ("qwen3-next-80b-a3b-instruct 4L", "hybrid", ("qwen3_next", "full", "infer", "bf16", 1, 16384, 4)),
+    ("ai21-jamba-1.5-mini 8L", "hybrid", ("jamba", "full", "infer", "bf16", 1, 2048, 4)),
 ]
 # the image placeholder and marker ids measure_vl.make_batch writes, set in a whole model's config in place of its own
 TOKEN_KEYS = {"image_token_id": 999, "image_token_index": 999, "vision_start_token_id": 998, "boi_token_index": 998,
@@ -80,7 +85,10 @@ def full_config(name):
     """A whole model's config.json as transformers reads it ({"__float__": "Infinity"} is the float), with
     measure_vl.make_batch's image token ids."""
     import transformers
-    config = dict(transformers.PreTrainedConfig._decode_special_floats(json.loads((CONFIGS / f"{name}.json").read_text())))
+    file, *changes = name.split()
+    config = dict(transformers.PreTrainedConfig._decode_special_floats(json.loads((CONFIGS / f"{file}.json").read_text())))
+    for change in changes:
+        config = dict(config["text_config"]) if change == "text" else {**config, "num_hidden_layers": int(change[:-1])}
     return {**config, **{k: v for k, v in TOKEN_KEYS.items() if k in config}}
 
 

@@ -66,10 +66,9 @@ def _short_conv(arch: "Architecture", e: float, amp: bool) -> float:
 def prefill_transient(arch: "Architecture", seq: int, e: float, fused: bool = False) -> float:
     """Bytes per token one scan layer holds for a moment during a prefill of ``seq`` tokens with the reference
     kernels (0 with the fused ones, which keep their chunks in on-chip memory, and for short convolutions and
-    attention-only models). Mamba-2: mamba2_chunk_scan, the whole mixer's moment, read off the code. Gated DeltaNet
-    and Mamba-1: fitted to validation/measure_hybrid.py's generate() cases (not exact: 4-10 × Hv·64·4 there),
-    (0.2 + 0.61·c) × Hv·64·4 with c = ceil(seq / 64) only as far as measured (16 chunks; held there beyond, not
-    extrapolated), and 3.2 × D·N·4 for Mamba-1's token-by-token scan, beside the MLP's intermediates."""
+    attention-only models). Mamba-2 and gated DeltaNet: the whole mixer's moment, read off the code
+    (mamba2_chunk_scan, deltanet_chunk_rule). Mamba-1: 3.2 × D·N·4 for its token-by-token scan, fitted to
+    validation/measure_hybrid.py's generate() cases, beside the MLP's intermediates."""
     kinds = set(arch.layer_pattern)
     transient = 0.0
     if fused:
@@ -77,11 +76,31 @@ def prefill_transient(arch: "Architecture", seq: int, e: float, fused: bool = Fa
     if kinds & set("MP"):
         transient = max(transient, mamba2_chunk_scan(arch, seq, e))
     if "L" in kinds:
-        chunks = min(-(-seq // DELTANET_CHUNK), 16)
-        transient = max(transient, (0.2 + 0.61 * chunks) * arch.linear_value_heads * DELTANET_CHUNK * 4)
+        transient = max(transient, deltanet_chunk_rule(arch, seq, e))
     if "m" in kinds:
         transient = max(transient, 3.2 * arch.ssm_inner * arch.ssm_state * 4)
     return transient
+
+
+def deltanet_chunk_rule(arch: "Architecture", seq: int, e: float) -> float:
+    """Bytes per token a gated DeltaNet mixer holds at the widest moment of a prefill with transformers' reference
+    ``torch_chunk_gated_delta_rule`` (5.24, modeling_qwen3_next.py and qwen3_5): fp32 q and k repeated to the value
+    heads, k_beta, the decayed k_beta and k_cumdecay (6 × Hv·dk·4 with q's rescaled copy), v, v_beta, new_values and
+    the output (4 × Hv·dv·4), the pairwise decay, the UT system and the intra-chunk attention (3 × Hv·64·4, chunks of
+    64), over the sequence padded to whole chunks; beside them in the model's dtype the convolution's output and z, b
+    and a, and for Qwen3-Next in_proj_qkvz's whole output, which z views, and z's reordered copy. Read off the live
+    tensors at the peaks of an H200's 16,384-token prefills (validation/measured_cuda_explain.txt: Qwen3.5-9B's text
+    model, Qwen3-Next-80B's first 4 layers: ten Hv·128·4 and three Hv·64·4 per token)."""
+    key_width, value_width = deltanet_widths(arch)
+    heads = arch.linear_value_heads
+    k, v, p = 4 * heads * arch.linear_key_dim, 4 * heads * arch.linear_value_dim, 4 * heads * DELTANET_CHUNK
+    rule = 6 * k + 4 * v + 3 * p + 16 * heads
+    padded = -(-seq // DELTANET_CHUNK) * DELTANET_CHUNK / seq if seq > 0 else 1.0
+    if arch.hf_class.startswith("Qwen3Next"):     # in_proj_qkvz's output, which z views, and z's reordered copy
+        outside = 4 * key_width + 4 * value_width + 2 * heads
+    else:                                           # Qwen3.5's in_proj_qkv output is freed by the convolution
+        outside = 2 * key_width + 2 * value_width + 2 * heads
+    return rule * padded + e * outside
 
 
 def mamba2_chunk_scan(arch: "Architecture", seq: int, e: float) -> float:

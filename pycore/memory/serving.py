@@ -291,9 +291,9 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
     if arch.activation == "xielu":
         working = working + split(sym("f", arch.ffn), "t", lay.tp, None) * tokens      # xIELU's bool mask
     scan = prefill_transient(arch, prompt, e, work.scan_kernels == "fused")
-    if scan and (scan_layers_apart(arch) or set(arch.layer_pattern) & set("MP")):
-        # the scan's transient and the MLP's intermediates are in different layers, or (Mamba-2's, the whole mixer's
-        # moment) freed before the MLP runs: the larger of them, not both
+    if scan and (scan_layers_apart(arch) or set(arch.layer_pattern) & set("MPL")):
+        # the scan's transient and the MLP's intermediates are in different layers, or (Mamba-2's and DeltaNet's, the
+        # whole mixer's moment) freed before the MLP runs: the larger of them, not both
         widest = split(sym("wf", _widest(arch, "hf", e)), "t", lay.tp, None) * e * tokens
         working = working - widest + maximum(widest, split(sym("x", scan), "t", lay.tp, None) * tokens)
     elif scan:
@@ -309,9 +309,9 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
             make("prefill_working", "Prefill working set", working, ("prefill",),
                  "one layer's MLP or attention intermediates, four hidden-wide tensors and the last token's logits "
                  "(validation/measured.json, validation/measured_cuda.json)" +
-                 ("; a scan layer's chunk matrices with the reference kernels (Mamba-2's read off transformers' "
-                  "mamba2_chunk_scan, validation/measured_cuda_explain.txt; DeltaNet's and Mamba-1's a loose fit of "
-                  "validation/measure_hybrid.py)" if scan else ""),
+                 ("; a scan layer's chunk matrices with the reference kernels (Mamba-2's and DeltaNet's read off "
+                  "transformers' mamba2_chunk_scan and torch_chunk_gated_delta_rule, validation/"
+                  "measured_cuda_explain.txt; Mamba-1's a loose fit of validation/measure_hybrid.py)" if scan else ""),
                  "wf = widest intermediate per token; h = hidden; e = activation bytes; V = vocabulary" +
                  ("; M = the sliding or chunked layers' bool mask (prompt², a sequence's each when chunked)"
                   if mask else "") +
