@@ -57,6 +57,10 @@ FULL = [
     ("qwen3.5-9b text", "hybrid", ("qwen3_5", "full", "infer", "bf16", 1, 16384, 4)),
     ("qwen3-next-80b-a3b-instruct 4L", "hybrid", ("qwen3_next", "full", "infer", "bf16", 1, 16384, 4)),
     ("ai21-jamba-1.5-mini 8L", "hybrid", ("jamba", "full", "infer", "bf16", 1, 2048, 4)),
+    # training steps at full width: DeltaNet and Mamba-2 layers' saved tensors (scan_activations, fitted on small ones)
+    ("qwen3.5-9b text 8L", "hybrid", ("qwen3_5", "full", "train", "bf16", 1, 4096, 0)),
+    ("qwen3-next-80b-a3b-instruct 4L", "hybrid", ("qwen3_next", "full", "train", "bf16", 1, 2048, 0)),
+    ("nvidia-nemotron-nano-12b-v2-base 8L", "hybrid", ("nemotron_h", "full", "train", "bf16", 1, 4096, 0)),
 ]
 # the image placeholder and marker ids measure_vl.make_batch writes, set in a whole model's config in place of its own
 TOKEN_KEYS = {"image_token_id": 999, "image_token_index": 999, "vision_start_token_id": 998, "boi_token_index": 998,
@@ -88,7 +92,12 @@ def full_config(name):
     file, *changes = name.split()
     config = dict(transformers.PreTrainedConfig._decode_special_floats(json.loads((CONFIGS / f"{file}.json").read_text())))
     for change in changes:
-        config = dict(config["text_config"]) if change == "text" else {**config, "num_hidden_layers": int(change[:-1])}
+        if change == "text":
+            config = dict(config["text_config"])
+        else:                                       # the first N layers, and the per-layer lists' first N entries
+            layers = int(change[:-1])
+            config = {**config, "num_hidden_layers": layers, **{key: config[key][:layers] for key in (
+                "layer_types", "layers_block_type", "hybrid_override_pattern") if key in config}}
     return {**config, **{k: v for k, v in TOKEN_KEYS.items() if k in config}}
 
 
