@@ -373,9 +373,10 @@ def test_on_a_gpu_whole_hybrid_and_vision_language_models_within_1_percent():
     # (validation/measured_cuda_families.json): -0.6% to +0.6% when recorded; Nemotron's and Falcon-H1's prefills were
     # -3.4% and -6.6% before Mamba-2's reference scan was read off its code. 16,384-token prompts through Qwen3.5-9B's
     # and Qwen3-Next's DeltaNet layers and 2,048 through Jamba's Mamba-1 layers: +0.8% to +1.2%. Training steps of
-    # Qwen3.5-9B's, Qwen3-Next's and Nemotron-Nano-12B-v2's first layers at full width: -0.8% to -0.0%
+    # Qwen3.5-9B's, Qwen3-Next's and Nemotron-Nano-12B-v2's first layers at full width: -0.8% to -0.0%. Qwen3-Next's
+    # 16,384-token prefill with fla: -0.5% (+7.1% while its MoE's routed outputs were taken in fp32)
     rows = [r for r in CUDA_FAMILY_CASES if r["kind"] == "whole"]
-    assert len(rows) == 14 and all(abs(r["error"]) <= 0.015 for r in rows)
+    assert len(rows) == 15 and all(abs(r["error"]) <= 0.015 for r in rows)
 
 
 def test_a_gpu_step_counts_the_cublas_workspaces_and_fp32_grouped_query_math_attention():

@@ -76,6 +76,8 @@ def cases():
     out = [(measure_hybrid.label_of(*run), "hybrid", run) for run in measure_hybrid.RUNS]
     out += [(measure_hybrid.label_of(*run) + " fla", "fla", run) for run in measure_hybrid.RUNS
             if run[0] == "qwen3_next"]
+    out += [(f"{name} {measure_hybrid.label_of(*case).split(' ', 2)[2]} fla (gpu)", "fla", (name, *case))
+            for name, kind, case in FULL if name.startswith("qwen3-next") and case[2] == "infer"]
     out += [(measure_vl.label_of(*case), "vl", case) for case in measure_vl.CASES]
     out += [("generate " + measure_vl.label_of(*case), "vl-generate", case) for case in measure_vl.GENERATE_CASES]
     for name, kind, case in FULL:

@@ -72,7 +72,7 @@ def prefill_transient(arch: "Architecture", seq: int, e: float, fused: bool = Fa
     kinds = set(arch.layer_pattern)
     transient = 0.0
     if fused:
-        return transient
+        return deltanet_fla_forward(arch, e) if "L" in kinds else transient
     if kinds & set("MP"):
         transient = max(transient, mamba2_chunk_scan(arch, seq, e))
     if "L" in kinds:
@@ -96,11 +96,30 @@ def deltanet_chunk_rule(arch: "Architecture", seq: int, e: float) -> float:
     k, v, p = 4 * heads * arch.linear_key_dim, 4 * heads * arch.linear_value_dim, 4 * heads * DELTANET_CHUNK
     rule = 6 * k + 4 * v + 3 * p + 16 * heads
     padded = -(-seq // DELTANET_CHUNK) * DELTANET_CHUNK / seq if seq > 0 else 1.0
-    if arch.hf_class.startswith("Qwen3Next"):     # in_proj_qkvz's output, which z views, and z's reordered copy
-        outside = 4 * key_width + 4 * value_width + 2 * heads
-    else:                                           # Qwen3.5's in_proj_qkv output is freed by the convolution
-        outside = 2 * key_width + 2 * value_width + 2 * heads
-    return rule * padded + e * outside
+    return rule * padded + e * _deltanet_outside(arch)
+
+
+def deltanet_fla_forward(arch: "Architecture", e: float) -> float:
+    """Bytes per token a gated DeltaNet mixer holds in a prefill with flash-linear-attention's
+    ``chunk_gated_delta_rule`` (fla-core 0.6.0 ops/gated_delta_rule/chunk.py, chunk_gated_delta_rule_fwd): the
+    l2-normalised q and k at their own heads, w, u, v_new and the output, the 64-wide A per value head and the chunk
+    states h (value heads × dk × dv a chunk of 64) in k's dtype, q's and k's rstd and g's cumsum in fp32; beside them the
+    mixer's own tensors as with the reference rule (deltanet_chunk_rule). Measured with torch's convolution on an
+    H200 (validation/measured_cuda_families.json, the fla cases)."""
+    key_width, value_width = deltanet_widths(arch)
+    heads, key_heads = arch.linear_value_heads, arch.linear_key_heads
+    rule = e * (2 * key_width + heads * arch.linear_key_dim + 3 * value_width + DELTANET_CHUNK * heads +
+                value_width * arch.linear_key_dim / DELTANET_CHUNK) + 4 * (2 * key_heads + heads)
+    return rule + e * _deltanet_outside(arch)
+
+
+def _deltanet_outside(arch: "Architecture") -> int:
+    """Elements per token of a DeltaNet mixer's own tensors beside its rule: the convolution's output and z, b and a,
+    and for Qwen3-Next in_proj_qkvz's whole output, which z views, and z's reordered copy."""
+    key_width, value_width = deltanet_widths(arch)
+    if arch.hf_class.startswith("Qwen3Next"):
+        return 4 * key_width + 4 * value_width + 2 * arch.linear_value_heads
+    return 2 * key_width + 2 * value_width + 2 * arch.linear_value_heads    # Qwen3.5's in_proj_qkv output is freed
 
 
 def mamba2_chunk_scan(arch: "Architecture", seq: int, e: float) -> float:

@@ -231,12 +231,14 @@ def _widest(arch: "Architecture", engine: str = "hf", e: float = 2) -> float:
     if engine == "hf" and arch.experts:
         # transformers 5.24's experts (integrations/moe.py grouped_mm_experts_forward, the default experts
         # implementation): k rows a token, first the gathered inputs beside gate_up and its activation, then the
-        # gathered inputs, the down projection's output and its routing-weighted product in fp32, reordered (twice
-        # 4 bytes): k·h·(2 + 8/e) elements of e bytes (the live tensors of measure_families.py's glm4_moe prefill);
-        # a dense layer's MLP or the shared expert at other moments
+        # gathered inputs, the down projection's output and its routing-weighted product in the router weights'
+        # dtype, reordered: k·h·(2 + 8/e) elements of e bytes with fp32 weights (the live tensors of
+        # measure_families.py's glm4_moe prefill), k·h·4 with 16-bit ones (Qwen3-Next's 16,384-token prefill on an
+        # H200, validation/measured_cuda_explain.txt); a dense layer's MLP or the shared expert at other moments
         k, f = max(arch.experts_per_token, 1), arch.expert_ffn or arch.ffn
+        weighted = 2 if arch.router_weights_16bit else 8 / e
         dense = 3 * arch.ffn if arch.dense_layers or "D" in arch.mlp_pattern else 0
-        return max(k * (arch.hidden + 3 * f), k * arch.hidden * (2 + 8 / e), dense, 3 * arch.shared_width,
+        return max(k * (arch.hidden + 3 * f), k * arch.hidden * (2 + weighted), dense, 3 * arch.shared_width,
                    4 * arch.q_dim + 2 * arch.kv_dim)
     return max(3 * arch.ffn * max(arch.experts_per_token, 1), 4 * arch.q_dim + 2 * arch.kv_dim)
 

@@ -57,6 +57,8 @@ class Architecture:
                                     # multiple of expert_ffn; 0 means shared_experts x expert_ffn
     shared_expert_gate: bool = False  # a hidden -> 1 sigmoid gate on the shared expert (Qwen2-MoE)
     router_bias: bool = False       # the router's linear layer has a bias (gpt-oss)
+    router_weights_16bit: bool = False  # the router's top-k weights cast to its logits' dtype, not kept in fp32
+                                    # (transformers 5.24 Qwen2-MoE, Qwen3-MoE, Qwen3-Next: router_top_value.to(...))
     dense_layers: int = 0           # layers with a dense MLP of size ffn instead of experts: DeepSeek's leading
                                     # first_k_dense_replace, Qwen-MoE's mlp_only_layers (the count is what matters)
     norms_per_layer: int = 2        # Gemma 2/3 add post-attention and post-MLP norms: 4

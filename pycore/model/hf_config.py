@@ -36,8 +36,8 @@ FAMILIES: "dict[str, tuple[str, Traits]]" = {
     "qwen2": ("Qwen2ForCausalLM", {"qkv_bias": True}),
     "qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration", {"qkv_bias": True}),   # its text decoder: Qwen2's
     "qwen3": ("Qwen3ForCausalLM", {"qk_norm": "head"}),
-    "qwen3_moe": ("Qwen3MoeForCausalLM", {"qk_norm": "head"}),
-    "qwen2_moe": ("Qwen2MoeForCausalLM", {"qkv_bias": True, "shared_expert_gate": True}),
+    "qwen3_moe": ("Qwen3MoeForCausalLM", {"qk_norm": "head", "router_weights_16bit": True}),
+    "qwen2_moe": ("Qwen2MoeForCausalLM", {"qkv_bias": True, "shared_expert_gate": True, "router_weights_16bit": True}),
     "gemma": ("GemmaForCausalLM", GEMMA),
     "gemma2": ("Gemma2ForCausalLM", {**GEMMA, "norms_per_layer": 4, "final_softcap": True, "attn_softcap": True}),
     "gemma3_text": ("Gemma3ForCausalLM", {**GEMMA, "norms_per_layer": 4, "qk_norm": "head"}),
@@ -61,8 +61,9 @@ FAMILIES: "dict[str, tuple[str, Traits]]" = {
     # layers that differ by index: read by pycore/model/hf_layers.py
     # Qwen3NextRMSNorm / Qwen3_5RMSNorm multiply by (1 + weight) in fp32, as Gemma's do
     "qwen3_next": ("Qwen3NextForCausalLM", {"qk_norm": "head", "attn_output_gate": True, "shared_expert_gate": True,
-                                            "norm_weight_fp32": True}),
-    "qwen3_5_text": ("Qwen3_5ForCausalLM", {"qk_norm": "head", "shared_expert_gate": True, "norm_weight_fp32": True}),
+                                            "norm_weight_fp32": True, "router_weights_16bit": True}),
+    "qwen3_5_text": ("Qwen3_5ForCausalLM", {"qk_norm": "head", "shared_expert_gate": True, "norm_weight_fp32": True,
+                                            "router_weights_16bit": True}),
     "granitemoehybrid": ("GraniteMoeHybridForCausalLM", {}),
     "nemotron_h": ("NemotronHForCausalLM", {}),
     "falcon_h1": ("FalconH1ForCausalLM", {}),
