@@ -298,7 +298,7 @@ def _hybrid_notes(setup: Setup) -> "list[str]":
     else:
         kernels = ("as transformers' reference torch scans save them (measured: validation/measure_hybrid.py); with "
                    "mamba_ssm, causal_conv1d or flash-linear-attention installed a GPU runs fused kernels that keep "
-                   "several times less (scan_kernels=fused, from their source)")
+                   "several times less (scan_kernels=fused: flash-linear-attention's measured, the others from their source)")
     if work.training:
         return [f"this hybrid's {read} layers' saved tensors are counted {kernels}"]
     if work.engine != "vllm":

@@ -64,15 +64,17 @@ def _short_conv(arch: "Architecture", e: float, amp: bool) -> float:
 
 
 def prefill_transient(arch: "Architecture", seq: int, e: float, fused: bool = False) -> float:
-    """Bytes per token one scan layer holds for a moment during a prefill of ``seq`` tokens with the reference
-    kernels (0 with the fused ones, which keep their chunks in on-chip memory, and for short convolutions and
-    attention-only models). Mamba-2 and gated DeltaNet: the whole mixer's moment, read off the code
-    (mamba2_chunk_scan, deltanet_chunk_rule). Mamba-1: 3.2 × D·N·4 for its token-by-token scan, fitted to
-    validation/measure_hybrid.py's generate() cases, beside the MLP's intermediates."""
+    """Bytes per token one scan layer holds for a moment during a prefill of ``seq`` tokens (0 for short convolutions
+    and attention-only models). Mamba-2 and gated DeltaNet: the whole mixer's moment, read off the code
+    (mamba2_chunk_scan, deltanet_chunk_rule; with the fused kernels mamba2_ssd_forward, deltanet_fla_forward).
+    Mamba-1: 3.2 × D·N·4 for its reference token-by-token scan, fitted to validation/measure_hybrid.py's generate()
+    cases, beside the MLP's intermediates; 0 with selective_scan_fn, which keeps its states on chip."""
     kinds = set(arch.layer_pattern)
     transient = 0.0
     if fused:
-        return deltanet_fla_forward(arch, e) if "L" in kinds else transient
+        if kinds & set("MP"):
+            transient = mamba2_ssd_forward(arch, e)
+        return max(transient, deltanet_fla_forward(arch, e)) if "L" in kinds else transient
     if kinds & set("MP"):
         transient = max(transient, mamba2_chunk_scan(arch, seq, e))
     if "L" in kinds:
@@ -97,6 +99,18 @@ def deltanet_chunk_rule(arch: "Architecture", seq: int, e: float) -> float:
     rule = 6 * k + 4 * v + 3 * p + 16 * heads
     padded = -(-seq // DELTANET_CHUNK) * DELTANET_CHUNK / seq if seq > 0 else 1.0
     return rule * padded + e * _deltanet_outside(arch)
+
+
+def mamba2_ssd_forward(arch: "Architecture", e: float) -> float:
+    """Bytes per token a Mamba-2 mixer holds in a prefill with mamba_ssm's ``mamba_chunk_scan_combined``
+    (ops/triton/ssd_combined.py _mamba_chunk_scan_combined_fwd, from its source, not measured here): dt and its
+    cumulative sum per head and the chunk states in fp32, the passed states in C's dtype, C·B per group and chunk
+    (l × l) in fp32, the output and out_x in x's dtype; beside them the in_proj and convolution outputs."""
+    heads, chunk = arch.ssm_heads, arch.ssm_chunk
+    inner, conv = mamba2_widths(arch)
+    states = heads * arch.ssm_head_dim * arch.ssm_state / chunk
+    scan = 4 * 2 * heads + 4 * states + e * states + 4 * arch.ssm_groups * chunk + 2 * e * heads * arch.ssm_head_dim
+    return scan + e * (inner + conv + heads) + e * conv
 
 
 def deltanet_fla_forward(arch: "Architecture", e: float) -> float:

@@ -311,9 +311,7 @@ def _hf_pools(setup: Setup, stage: parallel.Stage, first_layer: int, stored: Q) 
             make("prefill_working", "Prefill working set", working, ("prefill",),
                  "one layer's MLP or attention intermediates, four hidden-wide tensors and the last token's logits "
                  "(validation/measured.json, validation/measured_cuda.json)" +
-                 ("; a scan layer's chunk matrices with the reference kernels (Mamba-2's and DeltaNet's read off "
-                  "transformers' mamba2_chunk_scan and torch_chunk_gated_delta_rule, validation/"
-                  "measured_cuda_explain.txt; Mamba-1's a loose fit of validation/measure_hybrid.py)" if scan else ""),
+                 (_scan_source(work.scan_kernels) if scan else ""),
                  "wf = widest intermediate per token; h = hidden; e = activation bytes; V = vocabulary" +
                  ("; M = the sliding or chunked layers' bool mask (prompt², a sequence's each when chunked)"
                   if mask else "") +
@@ -336,6 +334,16 @@ def _cache_source(pages: "Mapping[str, int] | None") -> str:
     return (f"vllm/v1/core/kv_cache_utils.py: a hybrid's blocks are pages of {pages['block_tokens']} tokens of one "
             "attention layer, each padded state-space layer's state taking one page (vllm/model_executor/models/"
             "config.py HybridAttentionMambaModelConfig, v0.11)")
+
+
+def _scan_source(kernels: str) -> str:
+    """Where a prefill's scan-layer transient comes from, for the kernels it runs."""
+    if kernels == "fused":
+        return ("; a scan layer's buffers with the fused kernels (fla's chunk_gated_delta_rule measured, "
+                "validation/measured_cuda_families.json; mamba_ssm's mamba_chunk_scan_combined from its source)")
+    return ("; a scan layer's chunk matrices with the reference kernels (Mamba-2's and DeltaNet's read off "
+            "transformers' mamba2_chunk_scan and torch_chunk_gated_delta_rule, validation/measured_cuda_explain.txt; "
+            "Mamba-1's a loose fit of validation/measure_hybrid.py)")
 
 
 def hf_moments(pools: "list[Pool]") -> "tuple[str, ...]":
