@@ -81,3 +81,20 @@ def test_searches_stop_at_the_positions():
     values = parse({"model": "gpt2", "seq": "512"})
     found = answer(values, estimate_values(values))
     assert found["max_seq"] is not None and found["max_seq"] <= 1024
+
+
+def test_a_vllm_engine_that_starts_fits_rather_than_tight():
+    # vLLM pre-allocates gpu_memory_utilization (0.9 by default) of the GPU and gives what the weights and its
+    # profiling run leave to the KV cache, so its total is always above 90% of the usable memory; once its start-up
+    # check passes, no fragmentation tips it over: "fits", on the chosen GPU (the page's header and its list) and in
+    # what fits, where a transformers setup of the same share would be "tight"
+    from pycore.answers.fit import gpu_fit, gpu_fits
+    values = parse({"model": "llama-3.1-8b", "mode": "infer", "engine": "vllm"})
+    result = estimate_values(values)
+    assert not result.refused and result.total_bytes > 0.9 * 85_520_809_984
+    rows = gpu_fits(result.total_bytes, values["gpu"], result.refused, values)
+    assert next(r for r in rows if r["chosen"])["status"] == "fits"
+    header = json.loads(web.headline("model=llama-3.1-8b&mode=infer&engine=vllm"))
+    assert header["gpus"][0]["status"] == "fits"
+    assert gpu_fit(result.total_bytes, "h100-sxm-80gb", "h100-sxm-80gb")["status"] == "tight"    # the same bytes, hf
+    assert all(r["status"] != "tight" for r in what_fits(values, 1))

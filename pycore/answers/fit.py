@@ -30,6 +30,10 @@ def gpu_fit(total_bytes: int, gpu_id: str, chosen: str, refused: str = "", own: 
     gpu = gpu_catalog()[gpu_id]
     usable = gpu["usable_bytes"]
     status = "fits" if total_bytes <= TIGHT * usable else "tight" if total_bytes <= usable else "no"
+    if own and status == "tight":
+        # vLLM pre-allocates gpu_util of the GPU by design, its KV cache taking what is left: no fragmentation can
+        # tip it over once it has started, and whether it starts is its start-up check (refused)
+        status = "fits"
     why = refused if gpu_id == chosen or own else ""
     if why:
         status = "no"
@@ -42,10 +46,15 @@ def gpu_fit(total_bytes: int, gpu_id: str, chosen: str, refused: str = "", own: 
             "headroom_text": short or f"{format_bytes(abs(headroom))['text']} {'free' if headroom >= 0 else 'short'}"}
 
 
+def sizes_itself(values: "Mapping[str, Any]") -> bool:
+    """Whether the engine sizes itself to the GPU: vLLM serving, which takes gpu_util of its memory."""
+    return values.get("mode") == "infer" and values.get("engine") == "vllm"
+
+
 def _vllm_on_each(values: "Mapping[str, Any]") -> "dict[str, tuple[int, str]]":
     """vLLM takes gpu_util of each GPU's own memory and gives the rest of it to the KV cache: its total and start-up
     refusal on every catalog GPU, each its own estimate (empty for any other engine or for training)."""
-    if values.get("mode") != "infer" or values.get("engine") != "vllm":
+    if not sizes_itself(values):
         return {}
     out = {}
     for gpu_id, gpu in gpu_catalog().items():

@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl
 
 from pycore.answers.answer import answer_steps
 from pycore.answers.compare import compare_steps, precision_default
-from pycore.answers.fit import gpu_fit, gpu_fits
+from pycore.answers.fit import gpu_fit, gpu_fits, sizes_itself
 from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
 from pycore.base.units import GIB, format_bytes, plural, printable
@@ -195,7 +195,7 @@ def headline(query: str) -> str:
         total = result.total_bytes
         payload.update(result={"total_bytes": total, "peak_bytes": result.peak_bytes},
                        total={"bytes": total, **format_bytes(total)},
-                       gpus=[gpu_fit(total, values["gpu"], values["gpu"], result.refused)])
+                       gpus=[gpu_fit(total, values["gpu"], values["gpu"], result.refused, sizes_itself(values))])
     return _dumps(payload)
 
 
