@@ -98,3 +98,18 @@ def test_a_vllm_engine_that_starts_fits_rather_than_tight():
     assert header["gpus"][0]["status"] == "fits"
     assert gpu_fit(result.total_bytes, "h100-sxm-80gb", "h100-sxm-80gb")["status"] == "tight"    # the same bytes, hf
     assert all(r["status"] != "tight" for r in what_fits(values, 1))
+
+
+def test_a_refused_vllm_setups_launch_line_says_it_starts_nothing():
+    # the vllm serve line is the setup in the form; when vLLM's start-up check would stop it (here one request of
+    # 33,024 tokens needs more KV cache than the 3.22 GiB left on two H100s), the page's note and the command line
+    # say so with the reason and the longest max_model_len it would accept
+    query = "model=llama-3.1-70b&mode=infer&engine=vllm&tp=2&seq=32768"
+    launched = json.loads(web.launch(query))
+    assert launched["blocks"][0]["text"].startswith("vllm serve")
+    assert launched["note"].startswith("This line starts nothing as it stands: vLLM would refuse to start")
+    assert "21,120" in launched["note"]
+    assert json.loads(web.launch("model=llama-3.1-8b&mode=infer&engine=vllm"))["note"] == ""
+    done = subprocess.run([sys.executable, "-m", "pycore", "--export", "vllm", *query.split("&")], capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.startswith("vllm serve") and "starts nothing as it stands" in done.stderr

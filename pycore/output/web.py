@@ -307,6 +307,9 @@ def launch(query: str) -> str:
                "text": export.export(kind, values, result)} for kind in kinds]
     note = "" if kinds else ("Serving with transformers' generate() (engine hf) is started from Python, with no "
                              "flags to copy; choose engine vllm for a vllm serve line.")
+    if result.refused and values["mode"] == "infer":
+        # the line is the setup in the form, as asked; it says that vLLM would stop at its start-up check
+        note = f"This line starts nothing as it stands: {result.refused}."
     return _dumps({"blocks": blocks, "note": note, "errors": errors})
 
 
