@@ -253,17 +253,24 @@ def run_one(label, inputs, device_name="cuda", explain=None):
         step()                                      # warm-up: optimizer state exists from here on
         start = _reset_peak(cuda, explain)
         step()
-    figures = {"peak_bytes": None, "reserved_bytes": None, "device_bytes_after": None}
-    if cuda:
-        torch.cuda.synchronize()
-        if explain:
-            import cuda_peak
-            text = cuda_peak.summary(torch.cuda.memory._snapshot(), start, torch.cuda.max_memory_allocated())
-            Path(explain, "".join(c if c.isalnum() else "_" for c in label) + ".txt").write_text(f"{label}\n{text}\n")
-        figures = {"peak_bytes": torch.cuda.max_memory_allocated(), "reserved_bytes": torch.cuda.max_memory_reserved(),
-                   "device_bytes_after": device_used_bytes()}
+    figures = peak_figures(label, cuda, start, explain)
     return {"label": label, "inputs": inputs, "tensor_mode": device.type, "params": params,
             "optimizer_impl": measure.optimizer_impl(inputs), **figures, "seconds": round(time.time() - started, 1)}
+
+
+def peak_figures(label, cuda, start, explain=None):
+    """The measured call's max_memory_allocated, max_memory_reserved and the driver's figure (None each on the CPU);
+    with explain, what was live at its peak written to that folder (validation/cuda_peak.py)."""
+    if not cuda:
+        return {"peak_bytes": None, "reserved_bytes": None, "device_bytes_after": None}
+    import torch
+    torch.cuda.synchronize()
+    if explain:
+        import cuda_peak
+        text = cuda_peak.summary(torch.cuda.memory._snapshot(), start, torch.cuda.max_memory_allocated())
+        Path(explain, "".join(c if c.isalnum() else "_" for c in label) + ".txt").write_text(f"{label}\n{text}\n")
+    return {"peak_bytes": torch.cuda.max_memory_allocated(), "reserved_bytes": torch.cuda.max_memory_reserved(),
+            "device_bytes_after": device_used_bytes()}
 
 
 def _reset_peak(cuda, explain=None):
@@ -373,25 +380,10 @@ def main():
     started = time.time()
 
     def launch(step):
-        log = tempfile.TemporaryFile(mode="w+")
-        command = [sys.executable, __file__, "--case", step["label"], "--device", args.device]
-        process = subprocess.Popen(command + (["--explain", str(args.explain)] if args.explain else []),
-                                   stdout=subprocess.PIPE, stderr=log, text=True)
-        return process, log, time.time()
+        return launch_case(__file__, step["label"], args.device, args.explain)
 
     def poll(handle):
-        process, log, began = handle
-        if process.poll() is None:
-            if time.time() - began < args.timeout:
-                return None
-            process.kill()
-            process.wait()
-        stdout = process.stdout.read()
-        log.seek(0)
-        stderr = log.read().strip()
-        if process.returncode == 0:
-            return json.loads(stdout.strip().splitlines()[-1]), ""
-        return None, "failed: " + (stderr.splitlines()[-1][:300] if stderr else f"exit {process.returncode}")
+        return poll_case(handle, args.timeout)
 
     results, skipped = [], [{"label": s["label"], "why": s["why"]} for s in steps if not s["runs"]]
     if args.merge and out is not None and out.exists():     # the record's cases, less those this run measures anew
@@ -417,6 +409,31 @@ def main():
             write(out, sorted(results, key=lambda r: order[r["label"]]), skipped, args.device)
     if out is not None:
         print(f"wrote {out} ({len(results)} cases, {len(skipped)} skipped)")
+
+
+def launch_case(script, label, device_name, explain=None, env=None):
+    """Start ``script --case label`` in a process of its own: (process, its stderr file, start time)."""
+    log = tempfile.TemporaryFile(mode="w+")
+    command = [sys.executable, str(script), "--case", label, "--device", device_name]
+    process = subprocess.Popen(command + (["--explain", str(explain)] if explain else []),
+                               stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+    return process, log, time.time()
+
+
+def poll_case(handle, timeout):
+    """None while a launch_case process runs (killed past ``timeout`` seconds), then (record or None, error text)."""
+    process, log, began = handle
+    if process.poll() is None:
+        if time.time() - began < timeout:
+            return None
+        process.kill()
+        process.wait()
+    stdout = process.stdout.read()
+    log.seek(0)
+    stderr = log.read().strip()
+    if process.returncode == 0:
+        return json.loads(stdout.strip().splitlines()[-1]), ""
+    return None, "failed: " + (stderr.splitlines()[-1][:300] if stderr else f"exit {process.returncode}")
 
 
 def write(out, results, skipped, device_name, about="Peak GPU memory of validation/measure.py's and "

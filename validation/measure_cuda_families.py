@@ -26,7 +26,6 @@ Usage:
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -220,15 +219,7 @@ def run_one(label, kind, arguments, device_name="cuda", explain=None):
             call()                                  # warm-up: the optimizer state, kernels' autotuning
             start = measure_cuda._reset_peak(cuda, explain)
             call()
-    figures = {"peak_bytes": None, "reserved_bytes": None, "device_bytes_after": None}
-    if cuda:
-        torch.cuda.synchronize()
-        if explain:
-            import cuda_peak
-            text = cuda_peak.summary(torch.cuda.memory._snapshot(), start, torch.cuda.max_memory_allocated())
-            Path(explain, "".join(c if c.isalnum() else "_" for c in label) + ".txt").write_text(f"{label}\n{text}\n")
-        figures = {"peak_bytes": torch.cuda.max_memory_allocated(), "reserved_bytes": torch.cuda.max_memory_reserved(),
-                   "device_bytes_after": measure_cuda.device_used_bytes()}
+    figures = measure_cuda.peak_figures(label, cuda, start, explain)
     return {"label": label, "kind": kind, **record, **figures,
             "fla": _fla_loaded(), "seconds": round(time.time() - started, 1)}
 
@@ -280,28 +271,13 @@ def main():
     started = time.time()
 
     def launch(step):
-        log = tempfile.TemporaryFile(mode="w+")
         env = dict(os.environ)
         if kinds[step["label"]] == "fla":
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [args.fla, env.get("PYTHONPATH")]))
-        explain = ["--explain", str(args.explain)] if args.explain else []
-        process = subprocess.Popen([sys.executable, __file__, "--case", step["label"], "--device", args.device, *explain],
-                                   stdout=subprocess.PIPE, stderr=log, text=True, env=env)
-        return process, log, time.time()
+        return measure_cuda.launch_case(__file__, step["label"], args.device, args.explain, env)
 
     def poll(handle):
-        process, log, began = handle
-        if process.poll() is None:
-            if time.time() - began < args.timeout:
-                return None
-            process.kill()
-            process.wait()
-        stdout = process.stdout.read()
-        log.seek(0)
-        stderr = log.read().strip()
-        if process.returncode == 0:
-            return json.loads(stdout.strip().splitlines()[-1]), ""
-        return None, "failed: " + (stderr.splitlines()[-1][:300] if stderr else f"exit {process.returncode}")
+        return measure_cuda.poll_case(handle, args.timeout)
 
     results, skipped = [], [{"label": s["label"], "why": "no --fla folder"} for s in steps if not s["runs"]]
     deadline = started + args.deadline if args.deadline else None
