@@ -4,8 +4,8 @@ Measured with transformers 5.24's reference torch kernels (validation/measure_hy
 fitted to every saved tensor's shape: within 0.01% for Mamba-2 and 0.03% for gated DeltaNet in bf16, 1-3% under
 amp and for Mamba-1). That is the path a GPU runs too when mamba_ssm / causal_conv1d / flash-linear-attention are
 not installed; their fused kernels save 5-17 times less (from their source; gated DeltaNet's with
-flash-linear-attention measured on an H200 by validation/measure_cuda_families.py, 2.7% median), which is said in
-the estimate's notes. Each figure excludes the mixer's input (the norm's output, counted with the norm) and is per
+flash-linear-attention measured on an H200 by validation/measure_cuda_families.py, docs/validation.md), which is said
+in the estimate's notes. Each figure excludes the mixer's input (the norm's output, counted with the norm) and is per
 token: a sequence padded to the chunk (l) is taken as whole chunks, and the chunk states (H·P·N per chunk) spread
 over its tokens as 2·H·P·N / l.
 """
