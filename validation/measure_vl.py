@@ -148,26 +148,23 @@ INTERNVL = {
                       "num_hidden_layers": 4, "num_attention_heads": 4, "image_size": [112, 112],
                       "patch_size": [14, 14], "attention_bias": True},
 }
+
+
+def _wider(config, **changes):
+    """A config whose tower is 2 blocks of 256 wide with 8 heads (num_hidden_layers-style keys), and ``changes``."""
+    vision = {**config["vision_config"], "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 8,
+              **changes}
+    return {**config, "vision_config": vision}
+
+
 FAMILIES = {"qwen2_5_vl": QWEN_VL, "llava": LLAVA, "internvl": INTERNVL, "gemma3": GEMMA3, "qwen3_5": QWEN3_5, "llama4": LLAMA4, "lfm2_vl": LFM2_VL,
             # a wider, shallower tower of each: the per-patch terms checked at a second width
             "qwen2_5_vl-w": {**QWEN_VL, "vision_config": {**QWEN_VL["vision_config"], "depth": 2, "hidden_size": 256,
                                                            "intermediate_size": 640, "num_heads": 8,
                                                            "fullatt_block_indexes": [1]}},
-            "llava-w": {**LLAVA, "vision_config": {**LLAVA["vision_config"], "num_hidden_layers": 2,
-                                                    "hidden_size": 256, "intermediate_size": 640,
-                                                    "num_attention_heads": 8}},
-            "internvl-w": {**INTERNVL, "vision_config": {**INTERNVL["vision_config"], "num_hidden_layers": 2,
-                                                          "hidden_size": 256, "intermediate_size": 640,
-                                                          "num_attention_heads": 8}},
-            "gemma3-w": {**GEMMA3, "vision_config": {**GEMMA3["vision_config"], "num_hidden_layers": 2,
-                                                      "hidden_size": 256, "intermediate_size": 640,
-                                                      "num_attention_heads": 8}},
-            "llama4-w": {**LLAMA4, "vision_config": {**LLAMA4["vision_config"], "num_hidden_layers": 2,
-                                                      "hidden_size": 256, "intermediate_size": 1024,
-                                                      "num_attention_heads": 8}},
-            "lfm2_vl-w": {**LFM2_VL, "vision_config": {**LFM2_VL["vision_config"], "num_hidden_layers": 2,
-                                                        "hidden_size": 256, "intermediate_size": 640,
-                                                        "num_attention_heads": 8}}}
+            **{f"{name}-w": _wider(config, intermediate_size=1024 if name == "llama4" else 640)
+               for name, config in (("llava", LLAVA), ("internvl", INTERNVL), ("gemma3", GEMMA3), ("llama4", LLAMA4),
+                                    ("lfm2_vl", LFM2_VL))}}
 # (family, precision, batch, text tokens, images a sequence, image width, height)
 CASES = [
     ("qwen2_5_vl", "bf16", 1, 128, 1, 224, 224), ("qwen2_5_vl", "bf16", 2, 128, 1, 448, 336),

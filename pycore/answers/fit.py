@@ -23,17 +23,21 @@ def _usable_text(usable: int) -> str:
 WORDS = {"fits": "fits", "tight": "tight", "no": "does not fit"}
 
 
+def fit_status(total_bytes: int, usable: int, preallocated: bool = False) -> str:
+    """fits, tight (above TIGHT of the usable memory) or no. ``preallocated``: vLLM, which takes gpu_util of the GPU
+    by design, its KV cache taking what is left: no fragmentation can tip it over once it has started, and whether it
+    starts is its start-up check (the estimate's refused), so it is never tight."""
+    status = "fits" if total_bytes <= TIGHT * usable else "tight" if total_bytes <= usable else "no"
+    return "fits" if preallocated and status == "tight" else status
+
+
 def gpu_fit(total_bytes: int, gpu_id: str, chosen: str, refused: str = "", own: bool = False) -> dict[str, Any]:
     """One catalog GPU's status and headroom for a total per GPU. ``refused``: why the engine would not start
     (vLLM's start-up check) on the chosen GPU, or on this one when ``own`` (its own estimate), which makes it not
     fit whatever its bytes."""
     gpu = gpu_catalog()[gpu_id]
     usable = gpu["usable_bytes"]
-    status = "fits" if total_bytes <= TIGHT * usable else "tight" if total_bytes <= usable else "no"
-    if own and status == "tight":
-        # vLLM pre-allocates gpu_util of the GPU by design, its KV cache taking what is left: no fragmentation can
-        # tip it over once it has started, and whether it starts is its start-up check (refused)
-        status = "fits"
+    status = fit_status(total_bytes, usable, own)
     why = refused if gpu_id == chosen or own else ""
     if why:
         status = "no"

@@ -8,7 +8,7 @@ then pipeline stages for the rest. One estimate each (totals only).
 from typing import TYPE_CHECKING, Any
 
 from pycore.answers.answer import NODE, _valid_tp
-from pycore.answers.fit import TIGHT, sizes_itself
+from pycore.answers.fit import fit_status, sizes_itself
 from pycore.base.errors import FieldError
 from pycore.base.units import format_bytes
 from pycore.memory.estimate import totals_only
@@ -54,9 +54,7 @@ def what_fits(values: dict[str, Any], count: int) -> "list[dict[str, Any]]":
                          "error": str(error), "status": "no", "headroom_bytes": None})
             continue
         total = result.total_bytes
-        status = "fits" if total <= TIGHT * usable else "tight" if total <= usable else "no"
-        if status == "tight" and sizes_itself(values):       # vLLM pre-allocates gpu_util: its check is refused
-            status = "fits"
+        status = fit_status(total, usable, sizes_itself(values))
         length = values["seq"] + (values["new_tokens"] if values["mode"] == "infer" else 0)
         note = f"beyond its {arch.max_positions:,} positions" if arch.max_positions and length > arch.max_positions \
             else ""

@@ -107,10 +107,9 @@ def mamba2_ssd_forward(arch: "Architecture", e: float) -> float:
     cumulative sum per head and the chunk states in fp32, the passed states in C's dtype, C·B per group and chunk
     (l × l) in fp32, the output and out_x in x's dtype; beside them the in_proj and convolution outputs."""
     heads, chunk = arch.ssm_heads, arch.ssm_chunk
-    inner, conv = mamba2_widths(arch)
     states = heads * arch.ssm_head_dim * arch.ssm_state / chunk
     scan = 4 * 2 * heads + 4 * states + e * states + 4 * arch.ssm_groups * chunk + 2 * e * heads * arch.ssm_head_dim
-    return scan + e * (inner + conv + heads) + e * conv
+    return scan + e * _mamba2_outside(arch)
 
 
 def deltanet_fla_forward(arch: "Architecture", e: float) -> float:
@@ -148,12 +147,18 @@ def mamba2_chunk_scan(arch: "Architecture", seq: int, e: float) -> float:
     (validation/measured_cuda_explain.txt: Nemotron-Nano-12B-v2 at 4,096 tokens, 2,823 MiB of them beside the
     formula's 2,816; Falcon-H1-0.5B) and checked on every Mamba-2 generate() case, CPU and GPU (within 3.6%)."""
     heads, chunk = arch.ssm_heads, arch.ssm_chunk
-    inner, conv = mamba2_widths(arch)
     hp, hn, hl = 4 * heads * arch.ssm_head_dim, 4 * heads * arch.ssm_state, 4 * heads * chunk
     state = hp * arch.ssm_state / chunk
     scan = max(4 * hp + 2 * hn + 4 * hl, 4 * hp + 2 * state + 4 * hn + 3 * hl, 7 * hp + state + 3 * hn + 3 * hl)
     padded = -(-seq // chunk) * chunk / seq if seq > 0 else 1.0
-    return scan * padded + e * (inner + conv + heads) + e * conv
+    return scan * padded + e * _mamba2_outside(arch)
+
+
+def _mamba2_outside(arch: "Architecture") -> int:
+    """Elements per token of a Mamba-2 mixer's own tensors beside its scan: the in_proj output (z, xBC, dt) and the
+    convolution's output."""
+    inner, conv = mamba2_widths(arch)
+    return inner + conv + arch.ssm_heads + conv
 
 
 def backward_working(arch: "Architecture", fused: bool = False) -> float:

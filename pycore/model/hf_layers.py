@@ -374,6 +374,15 @@ def _must_be(key: str, value: Any, expected: Any, tower: str) -> None:
         raise TowerNotCounted(f"{key} {str(value)[:40]} (pycore counts {tower} with {expected!r})")
 
 
+def _tower_sizes(reader: "_Reader", table: "dict[str, tuple[str, int]]", extra: "Traits") -> "_Reader":
+    """A wrapper's vision_config read into ``extra`` by ``table`` (key -> (Architecture field, its config class's
+    default)); the vision_config's reader."""
+    inner = type(reader)(reader.config["vision_config"])
+    for key, (field, default) in table.items():
+        extra[field] = inner.integer(field, (key,)) or default
+    return inner
+
+
 # CLIPVisionConfig key -> (Architecture field, the class's default), transformers 5.24
 _CLIP = {"num_hidden_layers": ("vision_layers", 12), "hidden_size": ("vision_hidden", 768),
          "num_attention_heads": ("vision_heads", 12), "intermediate_size": ("vision_ffn", 3072),
@@ -385,9 +394,7 @@ def _llava_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
     CLIPVisionConfig's defaults) and LlavaMultiModalProjector, two biased linears around a GELU from the tower's width to
     the decoder's; pycore/model/vision.py counts them. A setting transformers builds but pycore does not model (another
     activation, a list of feature layers) leaves the tower out, named (TowerNotCounted)."""
-    inner = type(reader)(reader.config["vision_config"])
-    for key, (field, default) in _CLIP.items():
-        extra[field] = inner.integer(field, (key,)) or default
+    inner = _tower_sizes(reader, _CLIP, extra)
     _must_be("vision_config.num_channels", inner.config.get("num_channels", 3), 3, "LLaVA's tower")
     _must_be("vision_config.hidden_act", inner.config.get("hidden_act", "quick_gelu"), "quick_gelu", "LLaVA's tower")
     _must_be("projector_hidden_act", reader.config.get("projector_hidden_act", "gelu"), "gelu", "LLaVA's projector")
@@ -440,9 +447,7 @@ def _internvl_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> No
     them. A tower unlike InternViT-300M's (InternViT-6B's query/key norms and RMSNorm, a mask token, no mean pooling),
     or a feature layer or strategy other than the last layer without its class token, leaves the tower out, named
     (TowerNotCounted)."""
-    inner = type(reader)(reader.config["vision_config"])
-    for key, (field, default) in _INTERNVL.items():
-        extra[field] = inner.integer(field, (key,)) or default
+    inner = _tower_sizes(reader, _INTERNVL, extra)
     for key, expected in _INTERNVL_FIXED.items():
         _must_be(f"vision_config.{key}", inner.config.get(key, expected), expected, "InternViT-300M's shape")
     wrapper = {"vision_feature_layer": -1, "vision_feature_select_strategy": "default", "projector_hidden_act": "gelu",
