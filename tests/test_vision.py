@@ -89,6 +89,57 @@ def test_qwen3_5s_tower_is_counted_exactly():
     assert counts.total == COUNTS["counts"]["qwen3.5-9b.json"] + 456_010_480
 
 
+CONFIGS = Path(__file__).resolve().parent / "configs"
+
+
+@pytest.mark.parametrize("model_id,text,tower", [
+    # validation/config_counts.json: AutoModelForImageTextToText from tests/configs/<id>.json on the meta device,
+    # transformers 5.24 (the model cards say 4.4B and 31B in all)
+    ("qwen3-vl-4b-instruct", 4_022_468_096, 415_347_712), ("qwen3-vl-30b-a3b-instruct", 30_532_122_624, 538_631_408),
+])
+def test_qwen3_vls_towers_and_deepstack_mergers_are_counted_exactly(model_id, text, tower):
+    assert COUNTS["counts"][f"{model_id}.json"] == text and COUNTS["vision_counts"][f"{model_id}.json"] == tower
+    for arch in (catalog.architecture(model_id),
+                 architecture_from_dict(json.loads((CONFIGS / f"{model_id}.json").read_text()), warnings=[])):
+        counts = count_parameters(arch)
+        assert (counts.parts["vision"], counts.total) == (tower, text + tower)
+        assert (arch.vision_family, arch.vision_deepstack) == ("qwen3_vl", 3)
+
+
+def test_a_qwen3_vl_tower_without_deepstack_indexes_has_its_config_class_default_three():
+    # Qwen3VLVisionConfig.deepstack_visual_indexes defaults to (8, 16, 24) (transformers 5.24), and Qwen3VLVisionModel
+    # builds a merger for each, whether or not the tower has that block (this one has 24); an empty list builds none
+    config = json.loads((CONFIGS / "qwen3-vl-4b-instruct.json").read_text())
+    del config["vision_config"]["deepstack_visual_indexes"]
+    assert architecture_from_dict(config).vision_deepstack == 3
+    config["vision_config"]["deepstack_visual_indexes"] = []
+    merger = 4 * 1024 * 2 + (4 * 1024) ** 2 + 4 * 1024 + 4 * 1024 * 2560 + 2560     # postshuffle norm, fc1, fc2
+    assert count_parameters(architecture_from_dict(config)).parts["vision"] == 415_347_712 - 3 * merger
+    config["vision_config"]["deepstack_visual_indexes"] = [5, "11"]
+    with pytest.raises(InputError, match=r"vision_config.deepstack_visual_indexes: a list of block numbers, got "
+                                         r"\[5, '11'\]"):
+        architecture_from_dict(config)
+
+
+def test_qwen3_5_builds_no_deepstack_mergers_whatever_its_config_lists():
+    # Qwen3_5VisionModel has no deepstack_merger_list (transformers 5.24): the key counts nothing there
+    config = json.loads((CONFIGS / "qwen3.5-9b.json").read_text())
+    config["vision_config"]["deepstack_visual_indexes"] = [8, 16, 24]
+    assert count_parameters(architecture_from_dict(config)).parts["vision"] == 456_010_480
+
+
+def test_qwen3_vls_generate_holds_its_deepstack_features_through_the_prefill():
+    # the live tensors of validation/measure_vl.py --generate's qwen3_vl cases at the prefill's peak: the tower's last
+    # hidden state, the merged features and their cat, two copies of each of the 3 deepstack features, and the clone
+    # of the hidden states a deepstack layer makes beside its output (docs/validation.md)
+    result = estimate({"model": "qwen3-vl-4b-instruct", "mode": "infer", "images": "1", "image_size": "1280x720",
+                       "seq": "1024"})
+    (record,) = [pool for pool in result.pools if pool.key == "vision_outputs"]
+    tokens, patches, prompt = 880, 880 * 4, 1024 + 882
+    assert record.bytes == 2 * (patches * 1024 + (2 + 2 * 3) * tokens * 2560 + prompt * 2560)
+    assert "deepstack" in record.symbols
+
+
 @pytest.mark.parametrize("width,height,tokens", [
     # transformers 5.24's smart_resize with factor 32 (patch 16 x merge 2: Qwen3.5 is processed by Qwen2VLImageProcessor,
     # auto/image_processing_auto.py) within Qwen/Qwen3.5-27B's preprocessor_config.json bounds (size shortest_edge

@@ -575,8 +575,10 @@ def vl_section():
     errors = [abs(r["error"]) for r in cases]
     towers = [abs(e - m) / m for m, e in (r["tower"] for r in cases) if m]      # a LoRA case's frozen tower keeps 0
     lines = ["", "## Vision-language training with images", "",
-             "`validation/measure_vl.py` trains small Qwen2.5-VL, Qwen3.5, Gemma 3, Llama 4, LFM2-VL, LLaVA-1.5 and",
-             "InternVL configs (a 2-layer text decoder; a 4-block vision tower, and a 2-block tower twice as wide, -w) on",
+             "`validation/measure_vl.py` trains small Qwen2.5-VL, Qwen3.5, Qwen3-VL (dense and MoE), Gemma 3, Llama 4,",
+             "LFM2-VL, LLaVA-1.5 and InternVL configs (a 2-layer text decoder; a 4-block vision tower, and a 2-block",
+             "tower twice as wide, -w; Qwen3-VL's with two deepstack mergers, whose features are added to the first two",
+             "decoder layers' outputs at the image tokens) on",
              "sequences whose",
              "image placeholders the family's processor would write, with the markers around them (Qwen's vision",
              "start and end, Gemma 3's \"\\n\\n<boi>\" and \"<eoi>\\n\\n\"; Llama 4's tiles and global tile, LFM2-VL's",
@@ -620,7 +622,13 @@ def vl_generate_section():
              f"{100 * statistics.median(errors):.1f}% median, {100 * max(errors):.1f}% worst. The cases 2-4% under have the",
              "smallest images, where the tower's working set is a few hundred KiB: the rest of their gap is not",
              "itemised yet. LLaVA and InternVL run their tower inside the prefill's forward and keep the tower's",
-             "outputs and the projected features through it (LLaVA's cases were 6-12% under before they were counted).",
+             "outputs and the projected features through it (LLaVA's cases were 6-12% under before they were counted);",
+             "so do the Qwen towers: the last block's output, the merged features and their cat, and Qwen3-VL's two",
+             "copies of each deepstack feature and, in its first decoder layers, a clone of the hidden states beside",
+             "the layer's output (Qwen3-VL's two long-prompt cases were 11% and 13% under before). The text's ids",
+             "are drawn from 1 up: a 0, the pad_token_id, made `generate()` hand SDPA a materialised padding mask",
+             "(its additive copy and K/V expanded to every head) in those two cases, 5-8% more than a prompt without",
+             "padding; the cases measured before were unchanged by that fix.",
              f"Torch {record['torch']}, transformers {record['transformers']}.", "",
              "| case | measured MiB | estimate MiB | error | estimated peak |",
              "|---|---:|---:|---:|---|"]

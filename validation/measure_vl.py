@@ -1,5 +1,5 @@
-"""Measure training steps of small vision-language models with images: Qwen2.5-VL, Qwen3.5, Gemma 3, Llama 4, LFM2-VL,
-LLaVA-1.5, InternVL.
+"""Measure training steps of small vision-language models with images: Qwen2.5-VL, Qwen3.5, Qwen3-VL (dense and MoE),
+Gemma 3, Llama 4, LFM2-VL, LLaVA-1.5, InternVL.
 
 Dev-only: needs torch and transformers (never dependencies of pycore). Each case builds a small config that keeps
 its family's structure (a 2-layer text decoder, a 4-block vision tower; Qwen2.5-VL's window attention with one
@@ -100,6 +100,29 @@ QWEN3_5 = {
                       "num_position_embeddings": 256, "out_hidden_size": 256, "in_channels": 3,
                       "deepstack_visual_indexes": [], "hidden_act": "gelu_pytorch_tanh"},
 }
+# Qwen3-VL: Qwen3's decoder layers (q/k norms, M-RoPE) and Qwen3.5's tower with two deepstack mergers, whose
+# features are added to the first two decoder layers' outputs at the image tokens
+QWEN3_VL = {
+    "model_type": "qwen3_vl", "architectures": ["Qwen3VLForConditionalGeneration"], "image_token_id": IMAGE,
+    "video_token_id": 996, "vision_start_token_id": START, "vision_end_token_id": END, "tie_word_embeddings": False,
+    "text_config": {"model_type": "qwen3_vl_text", "vocab_size": 1000, "hidden_size": 256, "intermediate_size": 512,
+                    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+                    "max_position_embeddings": 4096, "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 5000000, "mrope_section": [8, 12, 12],
+                                        "mrope_interleaved": True}},
+    "vision_config": {"model_type": "qwen3_vl", "depth": 4, "hidden_size": 128, "intermediate_size": 256,
+                      "num_heads": 4, "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                      "num_position_embeddings": 256, "out_hidden_size": 256, "in_channels": 3,
+                      "deepstack_visual_indexes": [1, 2], "hidden_act": "gelu_pytorch_tanh"},
+}
+# Qwen3-VL-MoE: the same with routed experts in every decoder layer (Qwen3-MoE's, top-k weights cast to bf16)
+QWEN3_VL_MOE = {
+    **QWEN3_VL, "model_type": "qwen3_vl_moe", "architectures": ["Qwen3VLMoeForConditionalGeneration"],
+    "text_config": {**QWEN3_VL["text_config"], "model_type": "qwen3_vl_moe_text", "num_experts": 4,
+                    "num_experts_per_tok": 2, "moe_intermediate_size": 128, "decoder_sparse_step": 1,
+                    "norm_topk_prob": True},
+    "vision_config": {**QWEN3_VL["vision_config"], "model_type": "qwen3_vl_moe"},
+}
 LLAMA4 = {
     "model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"], "image_token_index": IMAGE,
     "boi_token_index": START, "eoi_token_index": END, "tie_word_embeddings": False,
@@ -158,6 +181,7 @@ def _wider(config, **changes):
 
 
 FAMILIES = {"qwen2_5_vl": QWEN_VL, "llava": LLAVA, "internvl": INTERNVL, "gemma3": GEMMA3, "qwen3_5": QWEN3_5, "llama4": LLAMA4, "lfm2_vl": LFM2_VL,
+            "qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL_MOE,
             # a wider, shallower tower of each: the per-patch terms checked at a second width
             "qwen2_5_vl-w": {**QWEN_VL, "vision_config": {**QWEN_VL["vision_config"], "depth": 2, "hidden_size": 256,
                                                            "intermediate_size": 640, "num_heads": 8,
@@ -191,6 +215,10 @@ CASES = [
     ("internvl", "fp32", 1, 64, 1, 336, 224), ("internvl", "amp-bf16", 1, 64, 1, 224, 224),
     ("internvl", "bf16", 1, 64, 1, 224, 224, "lora"), ("internvl-w", "bf16", 1, 64, 1, 224, 224),
     ("internvl-w", "amp-bf16", 1, 128, 2, 224, 224),
+    ("qwen3_vl", "bf16", 1, 64, 1, 448, 320), ("qwen3_vl", "bf16", 2, 128, 1, 320, 320),
+    ("qwen3_vl", "fp32", 1, 64, 2, 320, 320), ("qwen3_vl", "amp-bf16", 1, 128, 1, 448, 320),
+    ("qwen3_vl", "bf16", 1, 64, 1, 448, 320, "lora"), ("qwen3_vl_moe", "bf16", 1, 64, 1, 448, 320),
+    ("qwen3_vl_moe", "amp-bf16", 2, 64, 1, 320, 320),
 ]
 
 
@@ -211,6 +239,9 @@ GENERATE_CASES = [
     ("llava-w", "bf16", 1, 64, 1, 224, 224),
     ("internvl", "bf16", 1, 64, 1, 224, 224), ("internvl", "bf16", 2, 64, 1, 448, 224),
     ("internvl", "fp32", 1, 64, 1, 336, 224), ("internvl-w", "bf16", 1, 64, 1, 224, 224),
+    ("qwen3_vl", "bf16", 1, 64, 1, 640, 640), ("qwen3_vl", "fp32", 1, 64, 1, 448, 448),
+    ("qwen3_vl", "bf16", 2, 64, 1, 320, 320), ("qwen3_vl_moe", "bf16", 1, 64, 1, 640, 640),
+    ("qwen3_vl", "bf16", 4, 512, 1, 448, 448), ("qwen3_vl", "fp32", 2, 1024, 2, 320, 320),
 ]
 NEW_TOKENS = 4
 
@@ -282,15 +313,16 @@ def make_batch(family, config, batch, text, images, width, height):
     # "<image>" becomes its placeholders alone
     markers = seeing(config).tokens(width, height) - per_image
     image_part = [START, *[IMAGE] * per_image, *[996] * (markers - 2), END] if markers else [IMAGE] * per_image
-    rows = [torch.cat([torch.tensor(image_part * images), torch.randint(0, 990, (text,))]) for _ in range(batch)]
+    # text ids from 1: generate() reads a 0, its pad_token_id, as padding and hands SDPA a materialised mask
+    rows = [torch.cat([torch.tensor(image_part * images), torch.randint(1, 990, (text,))]) for _ in range(batch)]
     ids = torch.stack(rows)
     labels = ids.clone()
     labels[ids == IMAGE] = -100
     inputs = {"input_ids": ids, "labels": labels, **pictures}
     if family.startswith("gemma3"):
         inputs["token_type_ids"] = (ids == IMAGE).long()      # Gemma 3 needs them in training
-    if family.startswith("qwen3_5"):
-        inputs["mm_token_type_ids"] = (ids == IMAGE).int()    # Qwen3.5's M-RoPE: 1 marks image tokens
+    if family.startswith(("qwen3_5", "qwen3_vl")):
+        inputs["mm_token_type_ids"] = (ids == IMAGE).int()    # Qwen3.5's and Qwen3-VL's M-RoPE: 1 marks image tokens
     return inputs, per_image
 
 
@@ -339,7 +371,8 @@ def tower_saved(model, pictures, dtype, amp):
         else:
             features = model.model.get_image_features(pixels)
     pooled = getattr(features, "pooler_output", None)
-    features = features if pooled is None else pooled       # what the model's forward goes on to use
+    # what the model's forward goes on to use: the merged features, and Qwen3-VL's deepstack features
+    features = features if pooled is None else (pooled, getattr(features, "deepstack_features", None))
     gc.collect()
     held = sum(-(-n // 512) * 512 for n, refs in storages.values() if any(ref() is not None for ref in refs))
     del features

@@ -71,11 +71,14 @@ def block_shape(arch: Architecture) -> Architecture:
 def _qwen_rest(arch: Architecture, block: Architecture, e: float, amp: bool) -> float:
     """Once a Qwen tower: rotary cos and sin (fp32), the merger's norm, its two linears' inputs and GELU's input;
     Qwen2.5-VL's window permutation (two int64 per merged token), Qwen3-VL's interpolated learned positions (four
-    int64 indices and four fp32 weights a patch)."""
+    int64 indices and four fp32 weights a patch); each of Qwen3-VL's deepstack mergers the same but for its norm's
+    input, a block's output the next block keeps (its norm's output, 16-bit under autocast, fc1's and GELU's outputs,
+    and fp32 mean and rstd per merged token)."""
     h, merge = arch.vision_hidden, arch.vision_merge * arch.vision_merge
     norm = sum(t.bytes_per_token for t in _norm_terms(block, e, amp, 1, "merger norm"))
     placed = 16 / merge if arch.vision_family == "qwen2_5_vl" else 4 * 8 + 4 * 4
-    return 2 * 4 * h / block.heads + placed + norm + 3 * e * h
+    deepstack = arch.vision_deepstack * ((2 if amp else e) * h + 2 * e * h + 8 / merge)
+    return 2 * 4 * h / block.heads + placed + norm + 3 * e * h + deepstack
 
 
 def _llama4_rest(arch: Architecture, norm: float, e: float) -> float:
@@ -222,7 +225,8 @@ def inference_per_patch(setup: "Setup") -> "tuple[float, float]":
       (apply_rotary_pos_emb_vision: fp32 copies of q and k unless e is 4, then q·cos, rotate_half's cat, its
       product with sin and the sum, four fp32 tensors at once), or at the output projection the rotated q and k, the
       per-window outputs, their cat and the projection (10·e·h); beside them the rotary cos and sin (fp32, h/heads
-      each), the patches' int64 position ids, and Qwen3-VL's interpolated learned positions (fp32, summed);
+      each), the patches' int64 position ids, and Qwen3-VL's interpolated learned positions (fp32, summed) and its
+      deepstack mergers' outputs (the decoder's width a merged token each, held for the decoder);
     - SigLIP (Gemma 3, LFM2-VL): x, the norm, q, k, v, SDPA's output and o_proj's (7·e·h), or the MLP's fc1 and GELU
       outputs (2·e·f); the embeddings stay referenced by the encoder's frame; CLIP (LLaVA) the same, its QuickGELU
       (x · sigmoid(1.702·x)) holding fc1's output, the sigmoid and their product (3·e·f); InternViT's MLP beside two
@@ -240,7 +244,8 @@ def inference_per_patch(setup: "Setup") -> "tuple[float, float]":
         block = max(rotary, 10 * e * h, mlp)
         rest = 2 * 4 * h / arch.vision_heads + 16 + (8 / arch.vision_merge ** 2 if family == "qwen2_5_vl" else
                                                      4 * h + 4 * 8 + 4 * 4)
-        return block, rest
+        # Qwen3-VL: the deepstack mergers' outputs, the decoder's width a merged token, kept for the decoder
+        return block, rest + arch.vision_deepstack * e * arch.hidden / arch.vision_merge ** 2
     if family == "llama4":
         rotary = 6 * e * h + copies * 2 * 4 * h + 2 * 4 * h + copies * 2 * e * h
         return max(rotary, 8 * e * h, 3 * e * h + 2 * e * f), 0
@@ -293,27 +298,42 @@ def inference_pools(setup: "Setup", stage: "Stage", moments: "tuple[str, ...]") 
     return [working, *held, *_pixel_values(setup, (ENCODER, *moments), ())]
 
 
+# the tower's outputs a model's forward keeps while its language model runs the prefill (transformers 5.24), by
+# tower: (copies of the patches' hidden states, copies of the image features, and of each deepstack feature)
+_HELD = {"clip": (2, 2, 0), "internvl": (1, 1, 0), "qwen2_5_vl": (1, 2, 0), "qwen3_vl": (1, 2, 2)}
+
+
 def _held_outputs(setup: "Setup") -> "list[Pool]":
-    """LLaVA and InternVL: what the model's forward keeps of the tower while its language model runs the prefill
-    (transformers 5.24): the tower's output object (LLaVA's feature layer's hidden states and last hidden state,
-    InternVL's last hidden state, kept for the output's image_outputs) and the projected features (LLaVA's as
-    get_image_features' list and their cat); none for the other towers."""
+    """What the model's forward keeps of the tower while its language model runs the prefill (transformers 5.24, read
+    off the tensors live at the prefill's peak): the tower's output object, kept for the output's image_outputs
+    (LLaVA's feature layer's hidden states and last hidden state, InternVL's and the Qwen towers' last hidden state,
+    their merged features and Qwen3-VL's deepstack features), the features the forward projects or concatenates
+    (LLaVA's list and their cat, the Qwen towers' cat, Qwen3-VL's cat of each deepstack feature), and with deepstack
+    the decoder's hidden states cloned in each of its first layers (_deepstack_process) beside the layer's output;
+    none for the other towers."""
     seeing, work = vision.tower(setup.arch), setup.workload
-    copies = {"clip": 2, "internvl": 1}.get(setup.arch.vision_family, 0)
-    if not seeing or not copies:
+    held = _HELD.get(setup.arch.vision_family)
+    if not seeing or not held:
         return []
     e, (width, height) = setup.policy.bytes("act"), work.image_size
-    images = work.batch * work.images
-    q = sym("e", e) * sym("n", images) * sym("c", copies) * (
-        sym("P", seeing.patches(width, height)) * sym("hv", seeing.hidden) +
-        sym("T", seeing.embeddings(width, height)) * sym("h", seeing.out_hidden))
+    images, (hidden_copies, feature_copies, deepstack_copies) = work.batch * work.images, held
+    features = feature_copies + deepstack_copies * seeing.deepstack
+    q = sym("e", e) * (sym("n", images) * (
+        sym("c", hidden_copies) * sym("P", seeing.patches(width, height)) * sym("hv", seeing.hidden) +
+        sym("f", features) * sym("T", seeing.embeddings(width, height)) * sym("h", seeing.out_hidden)))
+    if seeing.deepstack:
+        q = q + sym("e", e) * sym("b", work.batch) * sym("s", work.seq) * sym("h", seeing.out_hidden)
     return [make("vision_outputs", "Vision tower outputs (held through the prefill)", q, ("prefill",),
-                 "transformers 5.24 LlavaModel / InternVLModel forward and get_image_features: the tower's output object "
-                 "and the projected features; checked in docs/validation.md (validation/measure_vl.py --generate)",
-                 "e = activation bytes; n = images in the batch; c = copies of each (LLaVA: the feature layer's and "
-                 "the last hidden states, the features' list and their cat; InternVL: one); P = patches an image "
-                 "(each picture's with its class token); hv = the tower's width; T = image tokens an image; "
-                 "h = the decoder's width")]
+                 "transformers 5.24 LlavaModel / InternVLModel / Qwen2_5_VLModel / Qwen3VLModel forward and "
+                 "get_image_features: the tower's output object and the features made of it; checked in "
+                 "docs/validation.md (validation/measure_vl.py --generate)",
+                 "e = activation bytes; n = images in the batch; c = copies of the patches' hidden states (LLaVA: "
+                 "the feature layer's and the last); P = patches an image (each picture's with its class token); "
+                 "hv = the tower's width; f = copies of the image features (LLaVA: the list and their cat; the Qwen "
+                 "towers: the merger's output and its cat; Qwen3-VL: two of each deepstack feature too); T = image "
+                 "tokens an image; h = the decoder's width" +
+                 ("; b × s × h: the hidden states a deepstack layer clones, beside its output" if seeing.deepstack
+                  else ""))]
 
 
 def note(setup: "Setup") -> str:

@@ -125,6 +125,8 @@ class Architecture:
     vision_temporal_patch: int = 1  # frames per patch
     vision_merge: int = 1           # spatial_merge_size (Llama 4: 1 / pixel_shuffle_ratio)
     vision_positions: int = 0       # Qwen3-VL / Qwen3.5: learned position embeddings (num_position_embeddings)
+    vision_deepstack: int = 0       # Qwen3-VL: deepstack mergers (len(deepstack_visual_indexes)), each adding a
+                                    # block's merged features to the hidden states of one of the first decoder layers
     vision_tile: int = 0            # the tile's side in pixels: Llama 4's and Gemma 3's vision_config.image_size,
                                     # LFM2-VL's tile_size
     vision_projector: int = 0       # Llama 4: the adapter's and projector's width (vision_output_dim);

@@ -37,6 +37,10 @@ FAMILIES: "dict[str, tuple[str, Traits]]" = {
     "qwen2_5_vl": ("Qwen2_5_VLForConditionalGeneration", {"qkv_bias": True}),   # its text decoder: Qwen2's
     "qwen3": ("Qwen3ForCausalLM", {"qk_norm": "head"}),
     "qwen3_moe": ("Qwen3MoeForCausalLM", {"qk_norm": "head", "router_weights_16bit": True}),
+    # Qwen3-VL's text decoders: Qwen3's and Qwen3-MoE's layers (M-RoPE, deepstack inputs), read with the tower
+    # by pycore/model/hf_layers.py
+    "qwen3_vl_text": ("Qwen3VLForConditionalGeneration", {"qk_norm": "head"}),
+    "qwen3_vl_moe_text": ("Qwen3VLMoeForConditionalGeneration", {"qk_norm": "head", "router_weights_16bit": True}),
     "qwen2_moe": ("Qwen2MoeForCausalLM", {"qkv_bias": True, "shared_expert_gate": True, "router_weights_16bit": True}),
     "gemma": ("GemmaForCausalLM", GEMMA),
     "gemma2": ("Gemma2ForCausalLM", {**GEMMA, "norms_per_layer": 4, "final_softcap": True, "attn_softcap": True}),
@@ -140,7 +144,8 @@ FAMILY_PRESETS = {"llama": "llama-3.1-8b", "mistral": "mistral-7b-v0.1", "qwen2"
                   "glm4_moe": "glm-4.5", "llama4_text": "llama-4-scout-17b-16e-instruct",
                   "nemotron_h": "nvidia-nemotron-nano-12b-v2-base", "olmo3": "olmo-3.1-32b-instruct",
                   "qwen2_5_vl": "qwen2.5-vl-7b-instruct", "qwen3_next": "qwen3-next-80b-a3b-instruct",
-                  "qwen3_5_text": "qwen3.5-9b", "lfm2": "lfm2.5-vl-1.6b"}
+                  "qwen3_5_text": "qwen3.5-9b", "lfm2": "lfm2.5-vl-1.6b", "qwen3_vl_text": "qwen3-vl-4b-instruct",
+                  "qwen3_vl_moe_text": "qwen3-vl-30b-a3b-instruct"}
 LLAMA_STYLE = "llama"       # the family an unknown model_type is read as
 # Families whose MTP layers vLLM 0.11 loads as DeepSeek's (deepseek_mtp.py, glm4_moe_mtp.py): pycore.memory.serving
 MTP_FAMILIES = ("deepseek_v3", "glm4_moe", "qwen3_next")
@@ -321,7 +326,7 @@ def _sparse_layers(reader: _Reader, model_type: str, layers: int, experts: int) 
     """How many layers route to experts (the rest have a dense MLP of width ffn)."""
     if not experts:
         return 0
-    if model_type in ("qwen2_moe", "qwen3_moe"):
+    if model_type in ("qwen2_moe", "qwen3_moe", "qwen3_vl_moe_text"):
         # transformers: layer i is sparse if i not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0
         step = reader.integer("layers", ("decoder_sparse_step",), low=1) or 1
         only_dense = set(reader.integer_list("mlp_only_layers", layers))
@@ -394,7 +399,8 @@ _LLAVA_TOWER = {"model_type": "clip_vision_model", "intermediate_size": 4096, "h
                 "image_size": 336, "num_hidden_layers": 24, "num_attention_heads": 16}
 WRAPPER = "wrapper model_type"       # the key a wrapper's text decoder carries its wrapper's model_type under
 _TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text",   # a multimodal wrapper -> its text decoder
-               "qwen3_5": "qwen3_5_text", "llava": "llama", "internvl": "qwen2"}
+               "qwen3_5": "qwen3_5_text", "llava": "llama", "internvl": "qwen2", "qwen3_vl": "qwen3_vl_text",
+               "qwen3_vl_moe": "qwen3_vl_moe_text"}
 # A wrapper's own keys about its images that the text family's reader counts the tower with (Gemma3Config,
 # Lfm2VlConfig and the processor settings LFM2-VL's config.json repeats)
 _IMAGE_KEYS = ("mm_tokens_per_image", "downsample_factor", "projector_hidden_size", "projector_bias",

@@ -279,8 +279,8 @@ def _glm4_moe(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
 
 
 def _qwen_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
-    """Qwen3.5's vision tower (Qwen3-VL's: LayerNorm blocks, learned positions, a plain GELU MLP), from the
-    wrapper's vision_config; one with deepstack mergers is refused by name."""
+    """Qwen3.5's and Qwen3-VL's vision tower (LayerNorm blocks, learned positions, a plain GELU MLP), from the
+    wrapper's vision_config; Qwen3-VL's deepstack mergers are read by ``_qwen3_vl`` (Qwen3.5 builds none)."""
     vision = reader.config.get("vision_config")
     if not isinstance(vision, dict):
         return
@@ -293,10 +293,27 @@ def _qwen_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
         if value is None:
             raise InputError("config", f"vision_config.{key}: missing")
         extra[field] = value
-    if vision.get("deepstack_visual_indexes"):
-        raise InputError("config", "vision_config.deepstack_visual_indexes: pycore counts Qwen3.5's tower without "
-                                   "deepstack mergers")
     extra.update(vision_family="qwen3_vl", vision_heads=inner.integer("vision_heads", ("num_heads",)) or 16)
+
+
+# Qwen3VLVisionConfig's deepstack_visual_indexes when a config leaves it out (transformers 5.24)
+_DEEPSTACK = [8, 16, 24]
+
+
+def _qwen3_vl(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """Qwen3VLTextConfig / Qwen3VLMoeTextConfig: Qwen3's (or Qwen3-MoE's) decoder layers, attention_bias on q, k, v
+    and o; the wrapper's vision_config is Qwen3-VL's tower with its deepstack mergers."""
+    _attention_bias(reader, extra)
+    _qwen_vision(reader, fields, extra)
+    vision = reader.config.get("vision_config")
+    if isinstance(vision, dict):
+        # Qwen3VLVisionModel builds a merger per index, whether or not the tower has that block (none runs then)
+        indexes = vision.get("deepstack_visual_indexes", _DEEPSTACK)
+        if not isinstance(indexes, list) or len(indexes) > extra["vision_layers"] or \
+                not all(type(i) is int and i >= 0 for i in indexes):
+            raise InputError("config", f"vision_config.deepstack_visual_indexes: a list of block numbers, got "
+                                       f"{str(indexes)[:40]}")
+        extra["vision_deepstack"] = len(indexes)
 
 
 # SiglipVisionConfig / Siglip2VisionConfig key -> (Architecture field, the class's default), transformers 5.24
@@ -471,7 +488,7 @@ READERS: "dict[str, Callable[[_Reader, Fields, Traits], None]]" = {
     "qwen3_next": _qwen3_next, "qwen3_5_text": _qwen3_next, "granitemoehybrid": _granite_hybrid, "nemotron_h": _nemotron_h,
     "falcon_h1": _falcon_h1, "mamba2": _mamba2, "jamba": _jamba, "lfm2": _lfm2, "olmo3": _sliding_layers,
     "exaone4": _sliding_layers, "llama4_text": _llama4, "apertus": _apertus, "glm4_moe": _glm4_moe,
-    "gemma3_text": _gemma3_vision,
+    "gemma3_text": _gemma3_vision, "qwen3_vl_text": _qwen3_vl, "qwen3_vl_moe_text": _qwen3_vl,
 }
 
 

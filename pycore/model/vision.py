@@ -98,6 +98,7 @@ class VisionTower:
     keep_cls: bool = False          # LLaVA: the class token's feature is an image token too
     unused_layers: int = 0          # LLaVA: blocks past vision_feature_layer
     qkv_bias: bool = False          # InternVL: attention_bias
+    deepstack: int = 0              # Qwen3-VL: deepstack mergers
 
     def _siglip_params(self) -> int:
         """SigLIP's embeddings, blocks and post-LayerNorm, and the projector Gemma 3 or LFM2-VL puts after it."""
@@ -194,13 +195,15 @@ class VisionTower:
     def _qwen3_vl_params(self) -> int:
         """Qwen3-VL / Qwen3.5 (Qwen3VLVisionModel): a biased Conv3d patch embedding, learned positions, LayerNorm
         blocks with biased qkv, proj and a plain fc1/fc2 MLP, and a merger (LayerNorm over one patch, fc1 and fc2
-        over merge² patches)."""
+        over merge² patches); Qwen3-VL's deepstack mergers the same with their LayerNorm over the merged patches
+        (Qwen3VLVisionPatchMerger, use_postshuffle_norm)."""
         h, f = self.hidden, self.ffn
         patch = self.channels * self.temporal_patch * self.patch * self.patch * h + h
         block = 2 * 2 * h + (3 * h * h + 3 * h) + (h * h + h) + (h * f + f) + (f * h + h)
         merged = h * self.merge * self.merge
-        merger = 2 * h + merged * merged + merged + merged * self.out_hidden + self.out_hidden
-        return patch + self.positions * h + self.layers * block + merger
+        linears = merged * merged + merged + merged * self.out_hidden + self.out_hidden
+        return patch + self.positions * h + self.layers * block + 2 * h + linears + \
+            self.deepstack * (2 * merged + linears)
 
     def _llama4_params(self) -> int:
         h, f, p = self.hidden, self.ffn, self.projector
@@ -348,4 +351,5 @@ def tower(arch: "Architecture") -> "VisionTower | None":
                        arch.vision_temporal_patch, arch.vision_merge, 3, arch.hidden, tile=arch.vision_tile,
                        projector=arch.vision_projector, positions=arch.vision_positions,
                        projector_norm=arch.vision_projector_norm, keep_cls=arch.vision_keep_cls,
-                       unused_layers=arch.vision_unused_layers, qkv_bias=arch.vision_qkv_bias)
+                       unused_layers=arch.vision_unused_layers, qkv_bias=arch.vision_qkv_bias,
+                       deepstack=arch.vision_deepstack)
