@@ -360,8 +360,9 @@ def test_on_a_gpu_each_family_kind_within_3_percent_median(kind):
 
 @pytest.mark.parametrize("row", CUDA_FAMILY_CASES, ids=lambda r: r["label"])
 def test_on_a_gpu_each_family_case_within_10_percent_or_short_by_less_than_cudnns_conv3d(row):
-    # Qwen2.5-VL's 896x896 and Qwen3.5's 640x640 generate() peak inside the patch embedding's Conv3d, whose cuDNN call
-    # held 26.3 and 13.9 MiB there: what the estimate lacks must be under that term, which pycore does not count
+    # Qwen2.5-VL's 896x896 and Qwen3.5's and Qwen3-VL's 640x640 generate() peak inside the patch embedding's Conv3d,
+    # whose cuDNN call held 26.3 and 13.9 MiB there: what the estimate lacks must be under that term, which pycore does
+    # not count
     assert row["params_match"]
     if abs(row["error"]) > 0.10:
         assert 0 < row["measured"] - row["estimated"] < conv3d_bytes_at_peak(row["label"])
@@ -374,9 +375,11 @@ def test_on_a_gpu_whole_hybrid_and_vision_language_models_within_1_percent():
     # -3.4% and -6.6% before Mamba-2's reference scan was read off its code. 16,384-token prompts through Qwen3.5-9B's
     # and Qwen3-Next's DeltaNet layers and 2,048 through Jamba's Mamba-1 layers: +0.8% to +1.2%. Training steps of
     # Qwen3.5-9B's, Qwen3-Next's and Nemotron-Nano-12B-v2's first layers at full width: -0.8% to -0.0%. Qwen3-Next's
-    # 16,384-token prefill with fla: -0.5% (+7.1% while its MoE's routed outputs were taken in fp32)
+    # 16,384-token prefill with fla: -0.5% (+7.1% while its MoE's routed outputs were taken in fp32). Qwen3-VL-4B's
+    # generate() with a 4,096-token prompt and an image, a full training step and LoRA training, and Qwen3-VL-30B-A3B's
+    # generate(): -0.4% to +0.6% when recorded
     rows = [r for r in CUDA_FAMILY_CASES if r["kind"] == "whole"]
-    assert len(rows) == 15 and all(abs(r["error"]) <= 0.015 for r in rows)
+    assert len(rows) == 19 and all(abs(r["error"]) <= 0.015 for r in rows)
 
 
 def test_a_gpu_step_counts_the_cublas_workspaces_and_fp32_grouped_query_math_attention():

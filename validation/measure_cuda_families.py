@@ -48,6 +48,12 @@ FULL = [
     ("qwen2.5-vl-7b-instruct", "vl", ("qwen2_5_vl", "bf16", 1, 256, 1, 1288, 728, "lora")),
     ("qwen3.5-9b", "vl-generate", ("qwen3_5", "bf16", 1, 128, 1, 1280, 736)),
     ("llava-1.5-7b-hf", "vl-generate", ("llava", "bf16", 4, 128, 1, 336, 336)),
+    # Qwen3-VL: a long prompt with an image (its deepstack features and hidden-state clones through the prefill), the
+    # MoE, and training at full width, the tower's and deepstack mergers' saved tensors among it
+    ("qwen3-vl-4b-instruct", "vl-generate", ("qwen3_vl", "bf16", 1, 4096, 1, 1280, 736)),
+    ("qwen3-vl-30b-a3b-instruct", "vl-generate", ("qwen3_vl_moe", "bf16", 1, 1024, 1, 1280, 736)),
+    ("qwen3-vl-4b-instruct", "vl", ("qwen3_vl", "bf16", 1, 1024, 1, 1280, 736)),
+    ("qwen3-vl-4b-instruct", "vl", ("qwen3_vl", "bf16", 1, 512, 1, 1280, 736, "lora")),
     ("nvidia-nemotron-nano-12b-v2-base", "hybrid", ("nemotron_h", "full", "infer", "bf16", 1, 4096, 16)),
     ("granite-4.0-h-350m", "hybrid", ("granitemoehybrid", "full", "train", "bf16", 4, 2048, 0)),
     ("falcon-h1-0.5b-instruct", "hybrid", ("falcon_h1", "full", "infer", "bf16", 8, 2048, 16)),
