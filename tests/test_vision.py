@@ -215,6 +215,31 @@ def test_vllm_serving_of_a_vl_model_names_the_encoders_profiling_run():
     assert "vision encoder included" in result.as_dict()["breakdown"][2]["label"]
 
 
+@pytest.mark.parametrize("seq,budget,frames,side", [
+    # vLLM 0.11.0 qwen3_vl.py L585-675 and qwen2_vl.py L956-1009: frames of the largest image (4,096², the image
+    # processor's 16,777,216 pixels) are added from two while one more frame's tokens fit max_model_len (3 frames:
+    # 16,200), up to 24,576, resized within the video processor's 25,165,824 pixels over all frames; the budget counts a
+    # video token as 12.5. Published start-up logs at max_model_len 16,384 (vllm#29743, Qwen3-VL-4B-Instruct) and at
+    # others (QwenLM/Qwen3-VL#1589, vllm PR #30475): "Encoder cache will be initialized with a budget of 153600 tokens,
+    # and profiled with 1 video items of the maximum feature size"
+    (8192 - 1, 151_250, 2, 3520), (16_384 - 1, 153_600, 24_576, 32),
+])
+def test_vllm_profiles_qwen3_vl_on_the_video_its_code_and_logs_give(seq, budget, frames, side):
+    result = estimate({"model": "qwen3-vl-4b-instruct", "mode": "infer", "engine": "vllm", "seq": str(seq),
+                       "new_tokens": "1"})
+    said = " ".join(result.warnings)
+    assert f"profiles the vision encoder at start-up on 1 dummy video of {budget:,} tokens" in said
+    assert f"the encoder budget is {budget:,} tokens" in said
+    tokens = -(-frames // 2) * (side // 16) ** 2 // 4             # 12,100 and 12,288 video tokens
+    assert int(tokens * 12.5) == budget
+    # the output, padded to the budget's rows, is the merged features and three deepstack features side by side,
+    # 4 x 2,560 wide in bf16 (qwen3_vl.py L529-531)
+    (profile,) = [pool for pool in result.pools if pool.key == "profile_activations"]
+    assert f"1 × {budget:,} × 10,240 × 2" in profile.substituted and "(1 + deepstack mergers)" in profile.symbols
+    (buffers,) = [pool for pool in result.pools if pool.key == "deepstack_buffers"]
+    assert buffers.bytes == 3 * 8192 * 2560 * 2         # qwen3_vl.py L1155-1162, max_num_batched_tokens 8,192
+
+
 LLAVA = "llava-1.5-7b-hf"
 
 

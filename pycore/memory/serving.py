@@ -402,9 +402,10 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
     if encoder:
         activation = rnd(encoder[0])
     tower = vllm_multimodal.tower_weights(setup, stage)
+    buffers = vllm_multimodal.deepstack_buffers(setup, stage)
     drafter = _mtp_weights(setup, stage) or _draft_weights(setup)
     left = requested - stored - non_torch - activation - (sym("Wd", drafter.bytes) if drafter else num(0)) - \
-        (sym("Wv", tower.bytes) if tower else num(0))
+        (sym("Wv", tower.bytes) if tower else num(0)) - (sym("Wb", buffers.bytes) if buffers else num(0))
     block = per_token * BLOCK_TOKENS
     if pages:           # a hybrid: blocks of one page per layer of a group (pycore.memory.recurrent.vllm_pages)
         block = sym("page", pages["page_bytes"]) * sym("g", pages["group_size"])
@@ -415,6 +416,7 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
     source = "vllm/v1/worker/gpu_worker.py determine_available_memory (vLLM 0.11)"
     return [
         _weights(setup, stored, VLLM_MOMENTS, unbuilt is not None), *([drafter] if drafter else []), *([tower] if tower else []),
+        *([buffers] if buffers else []),
         make("non_torch", "Memory outside PyTorch (cuBLAS, NCCL)", non_torch, VLLM_MOMENTS, source,
              "N = non-torch memory vLLM's profiler charges (cuBLAS workspaces, kernels; not the CUDA context)"),
         make("profile_activations", "Activation peak of the profiling run" + (", vision encoder included" if encoder

@@ -24,14 +24,27 @@ forward and the language model's run beside the padded outputs.
   placeholder tokens (3 items at 8,192, as a published log shows);
 - LLaVA-1.5 (llava.py L165-193): an image of the tower's image_size², a token per patch (576 at 336² and 14-pixel
   patches), the class token's too with the "full" strategy; its CLIP tower is built only up to vision_feature_layer
-  (L417-470), which the profiled working set, a block's, does not change.
+  (L417-470), which the profiled working set, a block's, does not change;
+- Qwen3-VL (qwen3_vl.py L585-675, qwen2_vl.py L956-1009): a video, whose frames are added from two while the
+  tokens of that many frames of the largest image (4,096², image_smart_resize within the image processor's
+  size, 65,536 to 16,777,216 pixels) fit max_model_len, up to _MAX_FRAMES_PER_VIDEO (24,576), resized by the
+  video processor's video_smart_resize within 25,165,824 pixels over all frames (the checkpoints'
+  video_preprocessor_config.json, vLLM's "Official recommended max pixels is 24576 * 32 * 32"): two frames of
+  3,520² (12,100 tokens) below a max_model_len of 16,200, 24,576 frames of 32² (12,288 tokens) from there; the
+  budget counts each video token as 12.5 (its timestamp text and markers, L672-675), 153,600 for the latter, as
+  published start-up logs print ("a budget of 153600 tokens, and profiled with 1 video items"). Its encoder's
+  output is the merged features and the deepstack features side by side, (1 + deepstack) × the decoder's width
+  (L529-531), and the model keeps deepstack input buffers of max_num_batched_tokens × the decoder's width, one per
+  deepstack merger, from its construction (L1155-1162).
 
 The encoder's forward is counted with pycore.memory.vision_activations.inference_per_patch, read off transformers'
 towers; vLLM's own tower code (flash attention over all windows at once, its rotary) is not measured here.
-Qwen3-VL's profiled video (thousands of tiny frames) and LFM2-VL (not in vLLM 0.11) are not modelled.
+LFM2-VL, InternVL (InternS1's code in vLLM) and Qwen3.5 (not in vLLM 0.11) are not modelled.
 """
 
+import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from pycore.base.expr import Q, ceil, maximum, sym
@@ -46,7 +59,12 @@ if TYPE_CHECKING:
 MAX_FRAMES = 14                 # qwen2_vl.py L82 _MAX_FRAMES_PER_VIDEO (vLLM 0.11.0)
 QWEN_VIDEO_SIDE = 3584          # get_image_size_with_most_features at max_pixels 12,845,056 (qwen2_vl.py L956)
 LLAMA4_IMAGE = (336, 5376)      # ImageSize(height=max_patches * image_size, width=image_size) (mllama4.py L557-566)
-MODELLED = ("qwen2_5_vl", "siglip", "llama4", "clip")
+MODELLED = ("qwen2_5_vl", "siglip", "llama4", "clip", "qwen3_vl")
+# Qwen3-VL's classes (Qwen3.5 has the same tower, and no vLLM 0.11 code)
+QWEN3_VL_CLASSES = ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration")
+QWEN3_MAX_FRAMES = 24_576                   # qwen3_vl.py L90-91 _MAX_FRAMES_PER_VIDEO (vLLM 0.11.0)
+QWEN3_VIDEO_PIXELS = (4_096, 25_165_824)    # the video processor's size: shortest_edge, longest_edge over all frames
+QWEN3_VIDEO_TOKEN_COST = 12.5               # a video token's prompt tokens in the budget (qwen3_vl.py L672-675)
 VIDEO = ("qwen2_5_vl", "qwen3_vl")      # the towers vLLM also gives a video modality (Qwen-VL's processors)
 SOURCE = ("vllm/v1/worker/gpu_model_runner.py profile_run L3325-3404 and vllm/v1/worker/utils.py MultiModalBudget "
           "(vLLM 0.11.0): the encoder over N dummy items, then its outputs padded to the budget beside the language "
@@ -69,6 +87,9 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
     seeing = vision.tower(arch)
     if seeing is None or arch.vision_family not in MODELLED or setup.workload.mm_profiling == "off":
         return None
+    if arch.vision_family == "qwen3_vl":
+        return _qwen3_vl_item(seeing, max_model_len, setup.workload.mm_profiling) \
+            if arch.hf_class in QWEN3_VL_CLASSES else None
     if arch.vision_family in ("siglip", "clip"):
         side = seeing.tile       # Gemma 3's placeholder is the whole "\n\n<boi>...<eoi>\n\n" (gemma3_mm.py L216-228)
         return ProfiledItem("image", seeing.tokens(side, side), seeing.embeddings(side, side),
@@ -85,6 +106,66 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
         return ProfiledItem("video", pairs * image, pairs * image, pairs * seeing.patches(side, side),
                             pairs * seeing.pixels(side, side))
     return ProfiledItem("image", image, image, seeing.patches(side, side), seeing.pixels(side, side))
+
+
+def _qwen3_vl_item(seeing: "vision.VisionTower", max_model_len: int, profiling: str) -> ProfiledItem:
+    """Qwen3-VL's profiled video (or, with mm_profiling=image, its largest image, 4,096²: 16,384 tokens)."""
+    side = seeing.grid(9_999_999, 9_999_999)[0] * seeing.patch     # get_image_size_with_most_features
+    image = seeing.embeddings(side, side)
+    if profiling != "auto":
+        return ProfiledItem("image", image, image, seeing.patches(side, side), seeing.pixels(side, side))
+    breaks = _qwen3_vl_breaks(seeing.patch, seeing.merge, seeing.temporal_patch, side)
+    frames = next((frames for needs, frames in breaks if needs > max_model_len), QWEN3_MAX_FRAMES)
+    rows, columns = _video_grid(seeing.patch * seeing.merge, seeing.temporal_patch, side, frames)
+    pairs = -(-frames // seeing.temporal_patch)
+    patches = pairs * (rows // seeing.patch) * (columns // seeing.patch)
+    tokens = patches // seeing.merge ** 2
+    return ProfiledItem("video", int(tokens * QWEN3_VIDEO_TOKEN_COST), tokens, patches,
+                        patches * seeing.channels * seeing.temporal_patch * seeing.patch ** 2)
+
+
+def _video_grid(factor: int, temporal: int, side: int, frames: int) -> "tuple[int, int]":
+    """(height, width) in pixels of ``frames`` frames of a side² image after Qwen3VLVideoProcessor's smart_resize
+    (transformers video_processing_qwen3_vl.py), within QWEN3_VIDEO_PIXELS over all frames."""
+    least, most = QWEN3_VIDEO_PIXELS
+    bar = round(side / factor) * factor
+    if round(frames / temporal) * temporal * bar * bar > most:
+        beta = math.sqrt(frames * side * side / most)
+        bar = max(factor, math.floor(side / beta / factor) * factor)
+    elif round(frames / temporal) * temporal * bar * bar < least:
+        bar = math.ceil(side * math.sqrt(least / (frames * side * side)) / factor) * factor
+    return bar, bar
+
+
+@lru_cache(maxsize=8)
+def _qwen3_vl_breaks(patch: int, merge: int, temporal: int, side: int) -> "tuple[tuple[int, int], ...]":
+    """get_num_frames_with_most_features for one video (qwen2_vl.py L974-1009) adds frames from two while one more
+    frame's tokens fit max_model_len, at most QWEN3_MAX_FRAMES: ((tokens, frames), ...) ascending, where a
+    max_model_len under ``tokens`` stops at ``frames`` (the first of them that applies; none: QWEN3_MAX_FRAMES)."""
+    breaks, most = [], 0
+    for frames in range(2, QWEN3_MAX_FRAMES):
+        rows, columns = _video_grid(patch * merge, temporal, side, frames + 1)
+        pairs = (frames + 1 + (frames + 1) % temporal) // temporal
+        tokens = pairs * (rows // patch) * (columns // patch) // merge ** 2
+        if tokens > most:
+            breaks.append((tokens, frames))
+            most = tokens
+    return tuple(breaks)
+
+
+def deepstack_buffers(setup: "Setup", stage: "Stage") -> "Pool | None":
+    """Qwen3-VL under vLLM: the deepstack input buffers its model makes at construction, one per deepstack merger,
+    max_num_batched_tokens × the decoder's width in the model's dtype (qwen3_vl.py L1155-1162), on every rank that
+    builds the tower; None for other models."""
+    arch = setup.arch
+    if not arch.vision_deepstack or arch.hf_class not in QWEN3_VL_CLASSES:
+        return None
+    q = sym("d", arch.vision_deepstack) * sym("Tb", setup.workload.max_batched_tokens) * sym("h", arch.hidden) * \
+        setup.policy.bytes("weight")
+    return make("deepstack_buffers", "Deepstack input buffers (vLLM)", q, ("serving",),
+                "vLLM 0.11.0 qwen3_vl.py L1155-1162: torch.zeros(max_num_batched_tokens, hidden_size) per deepstack "
+                "level, made with the model", "d = deepstack mergers; Tb = max_batched_tokens; h = the decoder's "
+                "width")
 
 
 UNBUILT_SOURCE = "vLLM 0.11 llava.py L417-470 and L542: LLaVA's CLIP tower is built only up to vision_feature_layer, " \
@@ -155,7 +236,8 @@ def profile_activation(setup: "Setup", language: Q, seqs: int) -> "tuple[Q, str]
     if profiled is None:
         return None
     item, budget, count = profiled
-    e, hidden = setup.policy.bytes("act"), setup.arch.hidden
+    # Qwen3-VL's encoder returns its deepstack features beside the merged ones (qwen3_vl.py L529-531)
+    e, hidden = setup.policy.bytes("act"), setup.arch.hidden * (1 + setup.arch.vision_deepstack)
     block, rest = vision_activations.inference_per_patch(setup)
     n = sym("N", count)
     pixels = n * sym("X", item.pixels) * 4
@@ -166,8 +248,8 @@ def profile_activation(setup: "Setup", language: Q, seqs: int) -> "tuple[Q, str]
         outputs = outputs + n * sym("E", item.embeddings) * sym("D", hidden) * e
     symbols = (f"N = dummy {item.modality}s profiled ({item.tokens:,} placeholder tokens each); X = pixel values of "
                "one (float32); v, r = the tower's bytes per patch (a block's widest moment, the rest); Pi = patches "
-               "of one; B = the encoder budget's rows each output is padded to; D = the decoder's hidden size; "
-               "E = an output's own rows")
+               "of one; B = the encoder budget's rows each output is padded to; D = the decoder's hidden size" +
+               (" × (1 + deepstack mergers)" if setup.arch.vision_deepstack else "") + "; E = an output's own rows")
     return maximum(encoder, pixels + outputs + language), symbols
 
 
@@ -217,4 +299,8 @@ def profile_steps(setup: "Setup") -> "list[int]":
     video = profiled_item(setup, 10 ** 9)
     if image is None or video is None or video.modality != "video":
         return []
+    seeing = vision.tower(setup.arch)
+    if setup.arch.vision_family == "qwen3_vl" and seeing:      # Qwen3-VL's video: its frame count's steps
+        side = seeing.grid(9_999_999, 9_999_999)[0] * seeing.patch
+        return [needs for needs, _ in _qwen3_vl_breaks(seeing.patch, seeing.merge, seeing.temporal_patch, side)]
     return [pairs * image.tokens for pairs in range(2, video.tokens // image.tokens + 1)]
