@@ -183,7 +183,8 @@ def test_mutated_hybrid_and_vision_configs_get_a_message_never_a_crash(tmp_path)
     rng = random.Random(7)
     files = sorted(FAMILIES.glob("*.json")) + sorted((CONFIGS / "variants").glob("synthetic-*.json")) + \
         [CONFIGS / name for name in ("qwen3.5-9b.json", "llama-4-scout-17b-16e-instruct.json",
-                                     "qwen2.5-vl-7b-instruct.json", "lfm2.5-vl-1.6b.json")]
+                                     "qwen2.5-vl-7b-instruct.json", "lfm2.5-vl-1.6b.json", "qwen3-vl-4b-instruct.json",
+                                     "qwen3-vl-30b-a3b-instruct.json")]
     values = [0, -1, 1, 2, 7, 64, 10**9, 0.5, None, True, "x", [], {}, [0], ["mamba"], "M*-E", float("nan")]
     queries = [{"mode": "infer"}, {"mode": "infer", "engine": "vllm", "tp": "2"}, {"seq": "256", "batch": "2"},
                {"mode": "infer", "images": "2"}, {"seq": "128", "pp": "2", "microbatches": "4"}]

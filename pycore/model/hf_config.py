@@ -68,6 +68,8 @@ FAMILIES: "dict[str, tuple[str, Traits]]" = {
                                             "norm_weight_fp32": True, "router_weights_16bit": True}),
     "qwen3_5_text": ("Qwen3_5ForCausalLM", {"qk_norm": "head", "shared_expert_gate": True, "norm_weight_fp32": True,
                                             "router_weights_16bit": True}),
+    "qwen3_5_moe_text": ("Qwen3_5MoeForCausalLM", {"qk_norm": "head", "shared_expert_gate": True,
+                                                    "norm_weight_fp32": True, "router_weights_16bit": True}),
     "granitemoehybrid": ("GraniteMoeHybridForCausalLM", {}),
     "nemotron_h": ("NemotronHForCausalLM", {}),
     "falcon_h1": ("FalconH1ForCausalLM", {}),
@@ -400,7 +402,7 @@ _LLAVA_TOWER = {"model_type": "clip_vision_model", "intermediate_size": 4096, "h
 WRAPPER = "wrapper model_type"       # the key a wrapper's text decoder carries its wrapper's model_type under
 _TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text",   # a multimodal wrapper -> its text decoder
                "qwen3_5": "qwen3_5_text", "llava": "llama", "internvl": "qwen2", "qwen3_vl": "qwen3_vl_text",
-               "qwen3_vl_moe": "qwen3_vl_moe_text"}
+               "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 # A wrapper's own keys about its images that the text family's reader counts the tower with (Gemma3Config,
 # Lfm2VlConfig and the processor settings LFM2-VL's config.json repeats)
 _IMAGE_KEYS = ("mm_tokens_per_image", "downsample_factor", "projector_hidden_size", "projector_bias",

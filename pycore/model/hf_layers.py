@@ -184,7 +184,10 @@ def _lfm2(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
         full = set(reader.integer_list("full_attn_idxs", layers)) if "full_attn_idxs" in reader.config \
             else set(range(layers))
         pattern = "".join("A" if i in full else "V" for i in range(layers))
-    fields["ffn"] = reader.integer("ffn", ("block_ff_dim", "intermediate_size")) or fields["ffn"]
+    width = reader.integer("ffn", ("block_ff_dim", "intermediate_size")) or fields.get("ffn")
+    if not width:
+        raise InputError("config", "missing block_ff_dim (or intermediate_size)")
+    fields["ffn"] = width
     if reader.flag("block_auto_adjust_ff_dim", True):
         width = int(2 * fields["ffn"] / 3)
         multiplier = reader.config.get("block_ffn_dim_multiplier", 1.0)
@@ -485,7 +488,8 @@ TOWERS: "dict[tuple[str, str], Callable[[_Reader, Fields, Traits], None]]" = {
     ("llava", "clip_vision_model"): _llava_vision, ("internvl", "internvl_vision"): _internvl_vision}
 
 READERS: "dict[str, Callable[[_Reader, Fields, Traits], None]]" = {
-    "qwen3_next": _qwen3_next, "qwen3_5_text": _qwen3_next, "granitemoehybrid": _granite_hybrid, "nemotron_h": _nemotron_h,
+    "qwen3_next": _qwen3_next, "qwen3_5_text": _qwen3_next, "qwen3_5_moe_text": _qwen3_next,
+    "granitemoehybrid": _granite_hybrid, "nemotron_h": _nemotron_h,
     "falcon_h1": _falcon_h1, "mamba2": _mamba2, "jamba": _jamba, "lfm2": _lfm2, "olmo3": _sliding_layers,
     "exaone4": _sliding_layers, "llama4_text": _llama4, "apertus": _apertus, "glm4_moe": _glm4_moe,
     "gemma3_text": _gemma3_vision, "qwen3_vl_text": _qwen3_vl, "qwen3_vl_moe_text": _qwen3_vl,
@@ -501,6 +505,8 @@ def prepare(family_type: str, config: "dict[str, Any]") -> "dict[str, Any]":
         blocks = config.get("layers_block_type", config.get("hybrid_override_pattern"))
         if isinstance(blocks, (list, str)) and blocks:
             config["num_hidden_layers"] = len(blocks)
+    if family_type == "qwen3_5_moe_text":     # every layer routes to experts: Qwen3_5MoeTextConfig has no dense width
+        config.setdefault("intermediate_size", config.get("moe_intermediate_size", 512))
     if family_type == "gemma3_text":      # Gemma3TextConfig's defaults, which Gemma 3's published configs leave to it
         config.setdefault("vocab_size", 262_208)
         config.setdefault("max_position_embeddings", 131_072)
