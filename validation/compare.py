@@ -487,7 +487,7 @@ def hybrid_section():
     worst_train = max((r for r in cases if " train " in r["label"]), key=lambda r: abs(r["error"]))["label"]
     lines = ["", "## Hybrid families (Mamba, gated DeltaNet, short convolution)", "",
              "`validation/measure_hybrid.py` runs `generate()` and one AdamW step, real tensors, on small configs of",
-             "qwen3_next, granitemoehybrid, nemotron_h, falcon_h1, mamba2, jamba and lfm2 (the",
+             "qwen3_next, granitemoehybrid, nemotron_h, falcon_h1, mamba2, jamba, lfm2 and qwen3_5_moe (the",
              "tests/configs/variants/synthetic-* files, a, and the same widened to hidden 512, b) with",
              "measure.py's set-up. transformers ran its reference torch scans, as it does wherever mamba_ssm,",
              "causal_conv1d or flash-linear-attention is not installed. Weights, the attention layers' KV cache",

@@ -96,6 +96,12 @@ FAMILIES = {
         hidden_size=512, intermediate_size=1024, num_attention_heads=8, mamba_d_state=16, mamba_dt_rank=32)),
     "lfm2": ("synthetic-lfm2-conv-layers", dict(
         hidden_size=512, intermediate_size=1536, num_attention_heads=8, conv_L_cache=4)),
+    # Qwen3.5-MoE's text model: Qwen3.5's gated DeltaNet and gated attention, routed experts and a gated shared expert in
+    # every layer
+    "qwen3_5_moe": ("synthetic-qwen3-5-moe-small", dict(
+        hidden_size=512, num_attention_heads=8, num_key_value_heads=2, head_dim=64, linear_num_key_heads=4,
+        linear_num_value_heads=8, linear_key_head_dim=64, linear_value_head_dim=64, moe_intermediate_size=128,
+        shared_expert_intermediate_size=192)),
 }
 
 # (family, size, mode, precision, batch, seq, new_tokens). Jamba's reference Mamba-1 scan loops over tokens in
@@ -399,7 +405,7 @@ def mixer_dims(family, config):
         H, P, G, N, l, K = (c[k] for k in keys)  # noqa: E741   (the formulas' symbols)
         inner = c["mamba_d_ssm"] if family == "falcon_h1" else H * P
         return "mamba2", dict(h=h, I=inner, H=H, P=P, G=G, N=N, l=l, K=K)
-    if family == "qwen3_next":
+    if family in ("qwen3_next", "qwen3_5_moe"):
         return "deltanet", dict(h=h, Hk=c["linear_num_key_heads"], Hv=c["linear_num_value_heads"],
                                 dk=c["linear_key_head_dim"], dv=c["linear_value_head_dim"], K=c["linear_conv_kernel_dim"])
     if family == "lfm2":
