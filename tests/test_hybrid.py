@@ -123,10 +123,10 @@ def test_an_unknown_layer_type_is_refused_by_name():
 
 def test_a_vision_encoder_pycore_cannot_count_yet_is_said_to_be_left_out():
     warnings: "list[str]" = []
-    text = json.loads((CONFIGS / "llama-3.1-8b.json").read_text())   # LLaVA-NeXT's tiled CLIP: not yet, nor read as 1.5's
-    architecture_from_dict({"model_type": "llava_next", "text_config": text,
+    text = json.loads((CONFIGS / "llama-3.1-8b.json").read_text())   # LLaVA-NeXT keeping the class tokens: not yet
+    architecture_from_dict({"model_type": "llava_next", "text_config": text, "vision_feature_select_strategy": "full",
                             "vision_config": {"model_type": "clip_vision_model", "hidden_size": 1024}}, warnings=warnings)
-    assert any("vision encoder" in w and "not counted" in w for w in warnings)
+    assert any("vision encoder" in w and "not counted" in w and "full" in w for w in warnings)
 
 
 def test_a_published_qwen3_next_start_up_log_is_reproduced_by_the_page_layout():

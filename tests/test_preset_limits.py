@@ -54,6 +54,8 @@ SPOT = {
     "apertus-8b-instruct-2509": (65536, "bf16"),
     # llava-hf/llava-1.5-7b-hf config.json: text_config 4096, "float16" (tests/configs/llava-1.5-7b-hf.json)
     "llava-1.5-7b-hf": (4096, "fp16"),
+    # llava-hf/llava-v1.6-mistral-7b-hf config.json: text_config 32768, "float16" (tests/configs/llava-v1.6-mistral-7b-hf.json)
+    "llava-v1.6-mistral-7b-hf": (32768, "fp16"),
     # Qwen/Qwen3-VL-4B-Instruct config.json: text_config 262144, "bfloat16" (tests/configs/qwen3-vl-4b-instruct.json)
     "qwen3-vl-4b-instruct": (262144, "bf16"),
     # Qwen/Qwen3-VL-30B-A3B-Instruct config.json: text_config 262144 (tests/configs/qwen3-vl-30b-a3b-instruct.json);
@@ -67,8 +69,8 @@ def test_every_transformer_preset_is_covered():
     # + 2 from published config.json files of issue 29's hybrid families (Granite 4.0 H-350M, Jamba 1.5 Mini)
     # + Qwen2.5-VL-3B, whose published vLLM start-up log docs/validation.md compares
     # + one of each family issue 29 names that had none (Falcon-H1 0.5B, Apertus 8B, Mamba-Codestral 7B, LLaVA-1.5 7B)
-    # + Qwen3-VL, dense and MoE (4B, 30B-A3B)
-    assert len(TRANSFORMERS) == 84
+    # + Qwen3-VL, dense and MoE (4B, 30B-A3B), and LLaVA-NeXT (LLaVA-v1.6-Mistral-7B)
+    assert len(TRANSFORMERS) == 85
     assert {"resnet-50", "vit-base-patch16-224"}.isdisjoint(TRANSFORMERS)
 
 

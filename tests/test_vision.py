@@ -241,6 +241,37 @@ def test_vllm_profiles_qwen3_vl_on_the_video_its_code_and_logs_give(seq, budget,
 
 
 LLAVA = "llava-1.5-7b-hf"
+LLAVA_NEXT = "llava-v1.6-mistral-7b-hf"
+
+
+def test_llava_nexts_tower_and_image_newline_are_counted_exactly():
+    # validation/config_counts.json: llava-hf/llava-v1.6-mistral-7b-hf's config.json built by AutoModelForImageTextToText
+    # on the meta device: LLaVA-1.5's CLIP tower and projector (324,487,168) and image_newline (4,096)
+    counts = count_parameters(catalog.architecture(LLAVA_NEXT))
+    file = f"{LLAVA_NEXT}.json"
+    assert counts.parts["vision"] == COUNTS["vision_counts"][file] == 324_491_264
+    assert counts.total == COUNTS["counts"][file] + 324_491_264 == 7_566_747_648
+
+
+@pytest.mark.parametrize("width,height,tokens,crops", [
+    # transformers 5.24's LlavaNextProcessor._get_number_of_features (less the class token, strategy "default") and
+    # image_size_to_num_patches for llava-v1.6's five grids, run on these sizes (and on 300 random ones, all equal,
+    # when this was written): the whole image's 576, then the crops' grid unpadded with a newline ending each row
+    (1280, 720, 1948, 5), (720, 1280, 1968, 5), (336, 336, 1176, 3), (4000, 3000, 2340, 5), (640, 480, 2340, 5),
+    (100, 2000, 936, 4),
+])
+def test_a_llava_next_image_becomes_the_tokens_and_crops_its_processor_gives(width, height, tokens, crops):
+    tower = vision.tower(catalog.architecture(LLAVA_NEXT))
+    assert (tower.embeddings(width, height), tower.tokens(width, height)) == (tokens, tokens)
+    assert len(tower.tile_shapes(width, height)) == crops
+    assert tower.pixels(width, height) == crops * 3 * 336 * 336
+
+
+def test_a_llava_next_config_with_malformed_grids_is_refused_by_name():
+    config = json.loads((Path(__file__).resolve().parent / "configs" / f"{LLAVA_NEXT}.json").read_text())
+    config["image_grid_pinpoints"] = [[336, 700]]
+    with pytest.raises(InputError, match="image_grid_pinpoints: a list of \\[height, width\\] pairs, multiples of"):
+        architecture_from_dict(config)
 
 
 def test_llavas_clip_tower_is_counted_exactly():

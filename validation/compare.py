@@ -576,9 +576,10 @@ def vl_section():
     towers = [abs(e - m) / m for m, e in (r["tower"] for r in cases) if m]      # a LoRA case's frozen tower keeps 0
     lines = ["", "## Vision-language training with images", "",
              "`validation/measure_vl.py` trains small Qwen2.5-VL, Qwen3.5, Qwen3-VL (dense and MoE), Gemma 3, Llama 4,",
-             "LFM2-VL, LLaVA-1.5 and InternVL configs (a 2-layer text decoder; a 4-block vision tower, and a 2-block",
+             "LFM2-VL, LLaVA-1.5, LLaVA-NeXT and InternVL configs (a 2-layer text decoder; a 4-block vision tower, and a 2-block",
              "tower twice as wide, -w; Qwen3-VL's with two deepstack mergers, whose features are added to the first two",
-             "decoder layers' outputs at the image tokens) on",
+             "decoder layers' outputs at the image tokens; LLaVA-NeXT's over the whole image and its grid of 224-pixel",
+             "crops, whose Conv2d keeps their pixels concatenated, a copy, without autocast) on",
              "sequences whose",
              "image placeholders the family's processor would write, with the markers around them (Qwen's vision",
              "start and end, Gemma 3's \"\\n\\n<boi>\" and \"<eoi>\\n\\n\"; Llama 4's tiles and global tile, LFM2-VL's",

@@ -20,7 +20,8 @@ CONFIGS = ROOT / "tests" / "configs"
 OUT = ROOT / "validation" / "config_counts.json"
 
 
-VISION = ("visual.", "vision_tower.", "vision_model.", "multi_modal_projector.")   # a multimodal model's image side
+# a multimodal model's image side (LLaVA-NeXT's image_newline, a vector of the decoder's width, among it)
+VISION = ("visual.", "vision_tower.", "vision_model.", "multi_modal_projector.", "image_newline")
 
 
 def count(config_dict):

@@ -1,5 +1,5 @@
 """Measure training steps of small vision-language models with images: Qwen2.5-VL, Qwen3.5, Qwen3-VL (dense and MoE),
-Gemma 3, Llama 4, LFM2-VL, LLaVA-1.5, InternVL.
+Gemma 3, Llama 4, LFM2-VL, LLaVA-1.5, LLaVA-NeXT, InternVL.
 
 Dev-only: needs torch and transformers (never dependencies of pycore). Each case builds a small config that keeps
 its family's structure (a 2-layer text decoder, a 4-block vision tower; Qwen2.5-VL's window attention with one
@@ -158,6 +158,13 @@ LLAVA = {
     "vision_config": {"model_type": "clip_vision_model", "hidden_size": 128, "intermediate_size": 256,
                       "num_hidden_layers": 4, "num_attention_heads": 4, "image_size": 224, "patch_size": 14},
 }
+# LLaVA-NeXT: LLaVA's tower over 224-pixel crops (16 x 16 patches of 14), five grids of them as llava-v1.6's five of
+# 336-pixel crops, and image_newline
+LLAVA_NEXT = {
+    **LLAVA, "model_type": "llava_next", "architectures": ["LlavaNextForConditionalGeneration"],
+    "image_grid_pinpoints": [[224, 448], [448, 224], [448, 448], [672, 224], [224, 672]],
+    "text_config": {**LLAVA["text_config"], "model_type": "mistral", "num_key_value_heads": 2, "sliding_window": None},
+}
 INTERNVL = {
     "model_type": "internvl", "architectures": ["InternVLForConditionalGeneration"], "image_token_id": IMAGE,
     "image_seq_length": 16, "downsample_ratio": 0.5, "vision_feature_layer": -1,
@@ -181,7 +188,7 @@ def _wider(config, **changes):
 
 
 FAMILIES = {"qwen2_5_vl": QWEN_VL, "llava": LLAVA, "internvl": INTERNVL, "gemma3": GEMMA3, "qwen3_5": QWEN3_5, "llama4": LLAMA4, "lfm2_vl": LFM2_VL,
-            "qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL_MOE,
+            "qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL_MOE, "llava_next": LLAVA_NEXT,
             # a wider, shallower tower of each: the per-patch terms checked at a second width
             "qwen2_5_vl-w": {**QWEN_VL, "vision_config": {**QWEN_VL["vision_config"], "depth": 2, "hidden_size": 256,
                                                            "intermediate_size": 640, "num_heads": 8,
@@ -219,6 +226,9 @@ CASES = [
     ("qwen3_vl", "fp32", 1, 64, 2, 320, 320), ("qwen3_vl", "amp-bf16", 1, 128, 1, 448, 320),
     ("qwen3_vl", "bf16", 1, 64, 1, 448, 320, "lora"), ("qwen3_vl_moe", "bf16", 1, 64, 1, 448, 320),
     ("qwen3_vl_moe", "amp-bf16", 2, 64, 1, 320, 320),
+    ("llava_next", "bf16", 1, 64, 1, 640, 480), ("llava_next", "bf16", 2, 64, 1, 448, 448),
+    ("llava_next", "fp32", 1, 64, 1, 1280, 720), ("llava_next", "amp-bf16", 1, 64, 1, 640, 480),
+    ("llava_next", "bf16", 1, 64, 1, 640, 480, "lora"),
 ]
 
 
@@ -242,6 +252,8 @@ GENERATE_CASES = [
     ("qwen3_vl", "bf16", 1, 64, 1, 640, 640), ("qwen3_vl", "fp32", 1, 64, 1, 448, 448),
     ("qwen3_vl", "bf16", 2, 64, 1, 320, 320), ("qwen3_vl_moe", "bf16", 1, 64, 1, 640, 640),
     ("qwen3_vl", "bf16", 4, 512, 1, 448, 448), ("qwen3_vl", "fp32", 2, 1024, 2, 320, 320),
+    ("llava_next", "bf16", 1, 64, 1, 640, 480), ("llava_next", "bf16", 2, 64, 1, 448, 448),
+    ("llava_next", "fp32", 1, 64, 1, 1280, 720),
 ]
 NEW_TOKENS = 4
 
@@ -261,6 +273,11 @@ def image_inputs(family, config, images, width, height):
         tiles = seeing(config).tile_shapes(width, height)
         per_tile = (side // config["vision_config"]["patch_size"][0] // 2) ** 2
         return {"pixel_values": torch.randn(images * len(tiles), 3, side, side)}, len(tiles) * per_tile
+    if family.startswith("llava_next"):  # LlavaNextImageProcessor: the image resized whole, then its grid's crops
+        side, tower = config["vision_config"]["image_size"], seeing(config)
+        crops = len(tower.tile_shapes(width, height))
+        return {"pixel_values": torch.randn(images, crops, 3, side, side),
+                "image_sizes": torch.tensor([[height, width]] * images)}, tower.embeddings(width, height)
     if family.startswith("llava"):       # CLIPImageProcessor: every image resized and cropped to image_size²
         side = config["vision_config"]["image_size"]
         return {"pixel_values": torch.randn(images, 3, side, side)}, (side // config["vision_config"]["patch_size"]) ** 2
@@ -365,6 +382,8 @@ def tower_saved(model, pictures, dtype, amp):
         elif "spatial_shapes" in pictures:
             features = model.model.get_image_features(pixels, pictures["spatial_shapes"],
                                                       pictures["pixel_attention_mask"])
+        elif "image_sizes" in pictures:                 # LLaVA-NeXT: the crops' features packed per image
+            features = model.model.get_image_features(pixels, pictures["image_sizes"])
         elif hasattr(model, "vision_model"):            # Llama 4: the projector runs in forward, on the flat features
             hidden = model.vision_model(pixels).last_hidden_state
             features = model.multi_modal_projector(hidden.view(-1, hidden.size(-1)))
@@ -412,7 +431,7 @@ def run_case(family, precision, batch, text, images, width, height, method="full
     peak = tracker.get_tracker_snapshot("peak")
     device = next(iter(peak))
     breakdown = {str(k).split(".")[-1].capitalize(): v for k, v in peak[device].items() if str(k) != "Total"}
-    pictures = ("pixel_values", "image_grid_thw", "spatial_shapes", "pixel_attention_mask")
+    pictures = ("pixel_values", "image_grid_thw", "spatial_shapes", "pixel_attention_mask", "image_sizes")
     saved = tower_saved(base, {k: inputs[k] for k in pictures if k in inputs}, dtype, amp)
     config = json.loads(base.config.to_json_string())
     lora = {"method": "lora", "lora_rank": "16", "lora_targets": "qv", "lora_dtype": "fp32"} if method == "lora" else {}

@@ -91,10 +91,11 @@ def _llama4_rest(arch: Architecture, norm: float, e: float) -> float:
 def _clip_rest(arch: Architecture, norm: float, e: float, amp: bool) -> float:
     """Once a CLIP tower (LLaVA), per patch: the pre-LayerNorm, and per image token the projector's GELU input and
     linear_2's input (the decoder's width each; linear_1 reads a view of the feature layer's output, a block's
-    input); under autocast the patch Conv2d's 16-bit copy of the pixels."""
+    input); under autocast the patch Conv2d's 16-bit copy of the pixels, and without it LLaVA-NeXT's, which feeds
+    the Conv2d its crops' pixels concatenated (a copy in the weights' dtype: get_image_features)."""
     tokens = (arch.vision_tile // arch.vision_patch) ** 2
     per_token = 1 if arch.vision_keep_cls else tokens / (tokens + 1)
-    pixels = 3 * arch.vision_patch ** 2 * 2 if amp else 0
+    pixels = 3 * arch.vision_patch ** 2 * (2 if amp else e if arch.vision_pinpoints else 0)
     return norm + 2 * e * arch.hidden * per_token + pixels
 
 

@@ -39,7 +39,7 @@ forward and the language model's run beside the padded outputs.
 
 The encoder's forward is counted with pycore.memory.vision_activations.inference_per_patch, read off transformers'
 towers; vLLM's own tower code (flash attention over all windows at once, its rotary) is not measured here.
-LFM2-VL, InternVL (InternS1's code in vLLM) and Qwen3.5 (not in vLLM 0.11) are not modelled.
+LLaVA-NeXT, LFM2-VL, InternVL (InternS1's code in vLLM) and Qwen3.5 (not in vLLM 0.11) are not modelled.
 """
 
 import math
@@ -85,8 +85,8 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
     """The item vLLM 0.11 profiles the encoder with, or None where pycore does not model it."""
     arch = setup.arch
     seeing = vision.tower(arch)
-    if seeing is None or arch.vision_family not in MODELLED or setup.workload.mm_profiling == "off":
-        return None
+    if seeing is None or arch.vision_family not in MODELLED or setup.workload.mm_profiling == "off" or seeing.pinpoints:
+        return None         # LLaVA-NeXT's largest image over its grids (vLLM's llava_next.py) is not modelled
     if arch.vision_family == "qwen3_vl":
         return _qwen3_vl_item(seeing, max_model_len, setup.workload.mm_profiling) \
             if arch.hf_class in QWEN3_VL_CLASSES else None

@@ -396,12 +396,13 @@ _TEXT_DEFAULTS = {
                 "num_key_value_heads": 8, "vocab_size": 32000, "max_position_embeddings": 131072}}
 # The tower a wrapper builds when its vision_config names no model_type (LlavaConfig, InternVLConfig), and LlavaConfig's
 # own default tower when it has no vision_config at all (CLIP ViT-L/14-336)
-_TOWER_TYPES = {"llava": "clip_vision_model", "internvl": "internvl_vision"}
+_TOWER_TYPES = {"llava": "clip_vision_model", "internvl": "internvl_vision", "llava_next": "clip_vision_model"}
 _LLAVA_TOWER = {"model_type": "clip_vision_model", "intermediate_size": 4096, "hidden_size": 1024, "patch_size": 14,
                 "image_size": 336, "num_hidden_layers": 24, "num_attention_heads": 16}
 WRAPPER = "wrapper model_type"       # the key a wrapper's text decoder carries its wrapper's model_type under
 _TEXT_TYPES = {"llama4": "llama4_text", "gemma3": "gemma3_text",   # a multimodal wrapper -> its text decoder
-               "qwen3_5": "qwen3_5_text", "llava": "llama", "internvl": "qwen2", "qwen3_vl": "qwen3_vl_text",
+               "qwen3_5": "qwen3_5_text", "llava": "llama", "llava_next": "llama", "internvl": "qwen2",
+               "qwen3_vl": "qwen3_vl_text",
                "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 # A wrapper's own keys about its images that the text family's reader counts the tower with (Gemma3Config,
 # Lfm2VlConfig and the processor settings LFM2-VL's config.json repeats)
@@ -409,7 +410,7 @@ _IMAGE_KEYS = ("mm_tokens_per_image", "downsample_factor", "projector_hidden_siz
                "projector_use_layernorm", "encoder_patch_size", "tile_size", "min_image_tokens", "max_image_tokens",
                "min_tiles", "max_tiles", "max_pixels_tolerance", "use_thumbnail", "use_image_special_tokens",
                "do_image_splitting", "vision_feature_layer", "vision_feature_select_strategy", "projector_hidden_act",
-               "multimodal_projector_bias", "downsample_ratio")
+               "multimodal_projector_bias", "downsample_ratio", "image_grid_pinpoints")
 
 
 def _vision_note(config: Config, arch: Architecture, warnings: "list[str] | None", why: str = "") -> None:
@@ -428,7 +429,7 @@ def _text_decoder(config: Config, warnings: "list[str] | None") -> Config:
     inner = dict(text)
     wrapper = config.get("model_type")
     if wrapper in _TOWER_TYPES and config.get("vision_config") is None:
-        config = {**config, "vision_config": _LLAVA_TOWER if wrapper == "llava" else {}}
+        config = {**config, "vision_config": _LLAVA_TOWER if wrapper in ("llava", "llava_next") else {}}
     if isinstance(config.get("vision_config"), dict):
         inner["vision_config"] = config["vision_config"]     # the family's reader counts the tower it knows
         inner.update({key: config[key] for key in _IMAGE_KEYS if key in config})

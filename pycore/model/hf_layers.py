@@ -436,6 +436,27 @@ def _llava_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
     extra.update(vision_family="clip", vision_keep_cls=strategy == "full", vision_unused_layers=unused)
 
 
+# LlavaNextConfig's image_grid_pinpoints when a config leaves them out (transformers 5.24), [height, width] each
+_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
+
+
+def _llava_next_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
+    """LLaVA-NeXT (LlavaNextConfig): LLaVA-1.5's CLIP tower and projector, an image_newline parameter of the decoder's
+    width, and image_grid_pinpoints, the crop grids an image is fitted to (pycore/model/vision.py). The "full"
+    strategy, whose class tokens pack_image_features cannot lay out in a grid, leaves the tower out (TowerNotCounted)."""
+    _llava_vision(reader, fields, extra)
+    if extra["vision_keep_cls"]:
+        raise TowerNotCounted("vision_feature_select_strategy \"full\" (LLaVA-NeXT's grid of crops needs \"default\")")
+    pinpoints = reader.config.get("image_grid_pinpoints", _PINPOINTS)
+    tile = extra["vision_tile"]
+    if not isinstance(pinpoints, list) or not 1 <= len(pinpoints) <= 100 or not all(
+            isinstance(p, list) and len(p) == 2 and all(type(v) is int and 0 < v <= 100_000 and v % tile == 0
+                                                        for v in p) for p in pinpoints):
+        raise InputError("config", f"image_grid_pinpoints: a list of [height, width] pairs, multiples of the tower's "
+                                   f"image_size ({tile:,}), got {str(pinpoints)[:60]}")
+    extra["vision_pinpoints"] = ",".join(f"{h}x{w}" for h, w in pinpoints)
+
+
 # InternVLVisionConfig key -> (Architecture field, the class's default), transformers 5.24; image_size and patch_size
 # may be [height, width] pairs, which pycore takes square
 _INTERNVL = {"num_hidden_layers": ("vision_layers", 24), "hidden_size": ("vision_hidden", 1024),
@@ -483,9 +504,10 @@ def _internvl_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> No
 
 
 # A wrapper's vision tower that any text decoder may sit under, by (the wrapper's model_type, vision_config's): LLaVA-1.5's
-# CLIP, InternVL's InternViT (LLaVA-NeXT's CLIP, with its tiling and image_newline, is not one of them)
+# CLIP, InternVL's InternViT, LLaVA-NeXT's CLIP with its grid of crops and image_newline
 TOWERS: "dict[tuple[str, str], Callable[[_Reader, Fields, Traits], None]]" = {
-    ("llava", "clip_vision_model"): _llava_vision, ("internvl", "internvl_vision"): _internvl_vision}
+    ("llava", "clip_vision_model"): _llava_vision, ("internvl", "internvl_vision"): _internvl_vision,
+    ("llava_next", "clip_vision_model"): _llava_next_vision}
 
 READERS: "dict[str, Callable[[_Reader, Fields, Traits], None]]" = {
     "qwen3_next": _qwen3_next, "qwen3_5_text": _qwen3_next, "qwen3_5_moe_text": _qwen3_next,

@@ -39,6 +39,13 @@ pixel-shuffled features. An image is cut into the grid of 1 to 12 tiles of image
 when there is more than one; each tile becomes (image_size / patch_size / 2)² tokens (256), between one <img> and
 one </img> (InternVLProcessor).
 
+LLaVA-NeXT (``LlavaNextModel``): LLaVA-1.5's tower and projector and an image_newline vector of the decoder's width.
+An image is fitted to the image_grid_pinpoints resolution that keeps the most of it and wastes the least
+(``select_best_resolution``), cut into that grid's crops of image_size², and resized whole as one more crop first; the
+tower runs over every crop. ``pack_image_features`` keeps the whole image's features, then lays the crops' features
+out as one grid, drops the rows or columns the image's padding became (``unpad_image``) and ends each row with
+image_newline (LlavaNextProcessor._get_number_of_features counts the same).
+
 LFM2-VL (``Siglip2VisionModel``): the same blocks over a biased linear patch embedding and num_patches learned
 positions; ``Lfm2VlMultiModalProjector`` unshuffles merge × merge patches into one (with a LayerNorm when
 projector_use_layernorm) and projects them through two biased linears of projector_hidden_size. An image is resized
@@ -99,6 +106,7 @@ class VisionTower:
     unused_layers: int = 0          # LLaVA: blocks past vision_feature_layer
     qkv_bias: bool = False          # InternVL: attention_bias
     deepstack: int = 0              # Qwen3-VL: deepstack mergers
+    pinpoints: "tuple[tuple[int, int], ...]" = ()     # LLaVA-NeXT: image_grid_pinpoints, (height, width) each
 
     def _siglip_params(self) -> int:
         """SigLIP's embeddings, blocks and post-LayerNorm, and the projector Gemma 3 or LFM2-VL puts after it."""
@@ -119,7 +127,32 @@ class VisionTower:
         h, o = self.hidden, self.out_hidden
         block = self._plain_block()
         embeddings = h + self.channels * self.patch * self.patch * h + ((self.tile // self.patch) ** 2 + 1) * h
-        return embeddings + 2 * h + self.layers * block + 2 * h + (h * o + o) + (o * o + o)
+        newline = o if self.pinpoints else 0            # LLaVA-NeXT's image_newline
+        return embeddings + 2 * h + self.layers * block + 2 * h + (h * o + o) + (o * o + o) + newline
+
+    def _anyres_grid(self, width: int, height: int) -> "tuple[int, int]":
+        """LLaVA-NeXT: (rows, columns) of image_size² crops of the pinpoint select_best_resolution picks
+        (transformers 5.24 image_processing_utils.py) for an image of width × height."""
+        best, most, least = self.pinpoints[0], 0, float("inf")
+        for rows, columns in self.pinpoints:
+            scale = min(columns / width, rows / height)
+            effective = min(int(width * scale) * int(height * scale), width * height)
+            wasted = rows * columns - effective
+            if effective > most or (effective == most and wasted < least):
+                best, most, least = (rows, columns), effective, wasted
+        return best[0] // self.tile, best[1] // self.tile
+
+    def _anyres_embeddings(self, width: int, height: int) -> int:
+        """LLaVA-NeXT: the whole image's features, then the crops' grid with the padding's rows or columns taken off
+        and a newline ending each row (LlavaNextProcessor._get_number_of_features and _get_unpadded_features)."""
+        side = self.tile // self.patch
+        grid_rows, grid_columns = self._anyres_grid(width, height)
+        rows, columns = side * grid_rows, side * grid_columns
+        if width / height > columns / rows:
+            rows -= (rows - int(round(height * (columns / width), 7))) // 2 * 2
+        else:
+            columns -= (columns - int(round(width * (rows / height), 7))) // 2 * 2
+        return rows * columns + rows + side * side
 
     def _internvl_params(self) -> int:
         """InternViT's embeddings (class token, biased patch Conv2d, positions) and blocks, and InternVL's projector."""
@@ -244,6 +277,8 @@ class VisionTower:
             return [(side, side)] * (grid[0] * grid[1] if grid else 0) + [(rows // self.patch, columns // self.patch)]
         if self.family == "internvl":
             return [(side, side)] * self._internvl_tiles(width, height)
+        if self.pinpoints:              # LLaVA-NeXT: the whole image resized, then its grid's crops
+            return [(side, side)] * (1 + math.prod(self._anyres_grid(width, height)))
         return [(side, side)] if self.family in ("siglip", "clip") else [self.grid(width, height)]
 
     def padded_patches(self) -> int:
@@ -309,6 +344,8 @@ class VisionTower:
         if self.family == "siglip":
             return (self.tile // self.patch // self.merge) ** 2
         if self.family == "clip":
+            if self.pinpoints:
+                return self._anyres_embeddings(width, height)
             return (self.tile // self.patch) ** 2 + self.keep_cls
         if self.family == "internvl":
             return self._internvl_tiles(width, height) * (self.tile // self.patch // self.merge) ** 2
@@ -352,4 +389,5 @@ def tower(arch: "Architecture") -> "VisionTower | None":
                        projector=arch.vision_projector, positions=arch.vision_positions,
                        projector_norm=arch.vision_projector_norm, keep_cls=arch.vision_keep_cls,
                        unused_layers=arch.vision_unused_layers, qkv_bias=arch.vision_qkv_bias,
-                       deepstack=arch.vision_deepstack)
+                       deepstack=arch.vision_deepstack, pinpoints=tuple(
+                           (int(h), int(w)) for h, w in (p.split("x") for p in arch.vision_pinpoints.split(",") if p)))
