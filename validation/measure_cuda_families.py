@@ -54,6 +54,9 @@ FULL = [
     ("qwen3-vl-30b-a3b-instruct", "vl-generate", ("qwen3_vl_moe", "bf16", 1, 1024, 1, 1280, 736)),
     ("qwen3-vl-4b-instruct", "vl", ("qwen3_vl", "bf16", 1, 1024, 1, 1280, 736)),
     ("qwen3-vl-4b-instruct", "vl", ("qwen3_vl", "bf16", 1, 512, 1, 1280, 736, "lora")),
+    # LLaVA-NeXT: the tower over a 1,280x720 image's five crops (1,948 image tokens)
+    ("llava-v1.6-mistral-7b-hf", "vl-generate", ("llava_next", "bf16", 1, 256, 1, 1280, 720)),
+    ("llava-v1.6-mistral-7b-hf", "vl", ("llava_next", "bf16", 1, 256, 1, 1280, 720, "lora")),
     ("nvidia-nemotron-nano-12b-v2-base", "hybrid", ("nemotron_h", "full", "infer", "bf16", 1, 4096, 16)),
     ("granite-4.0-h-350m", "hybrid", ("granitemoehybrid", "full", "train", "bf16", 4, 2048, 0)),
     ("falcon-h1-0.5b-instruct", "hybrid", ("falcon_h1", "full", "infer", "bf16", 8, 2048, 16)),
