@@ -273,3 +273,20 @@ def test_an_exported_vllm_line_with_images_reads_back_to_the_same_context():
     assert "--limit-mm-per-prompt" not in export.unread(line)
     text_only = {"model": "llama-3.1-8b", "mode": "infer", "engine": "vllm", "images": "2"}
     assert "--limit-mm-per-prompt" not in export.vllm(parse_values(text_only), estimate(text_only))
+
+
+def test_a_config_serves_in_the_dtype_it_names_and_says_when_it_names_none(tmp_path):
+    # transformers 5 loads a checkpoint in its config's dtype (from_pretrained's dtype="auto"), the wrapper's
+    # torch_dtype first: llava-hf/llava-v1.6-mistral-7b-hf's "float16" (its text_config says "bfloat16")
+    served = estimate({"config": str(CONFIG_DIR / "llava-v1.6-mistral-7b-hf.json"), "mode": "infer"})
+    assert served.setup.weight_dtype == "fp16" and not any("names no dtype" in w for w in served.warnings)
+    config = json.loads(read("llava-v1.6-mistral-7b-hf.json"))
+    config.pop("torch_dtype")
+    config["text_config"].pop("torch_dtype")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    unnamed = estimate({"config": str(path), "mode": "infer"})
+    assert unnamed.setup.weight_dtype == "bf16"
+    assert any("names no dtype (torch_dtype): its weights are served as bf16" in w for w in unnamed.warnings)
+    assert not any("names no dtype" in w for w in estimate({"config": str(path), "mode": "infer",
+                                                            "precision": "fp16"}).warnings)

@@ -111,7 +111,7 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
         pools=tuple(pools), breakdown=tuple(at_peak + [p for p in extra if p.bytes]), host_pools=tuple(result["host"]),
         activation_terms=tuple(_term_rows(result, setup)) if explain else (),
         stages=tuple(stage_components(stages)) if stages and explain else (),
-        vllm=None, warnings=tuple(_warnings(setup)) + _unused_vision_inputs(setup, values))
+        vllm=None, warnings=tuple(_warnings(setup)) + _unused_vision_inputs(setup, values) + _dtype_unknown(setup, values))
     if not work.training and work.engine == "vllm":
         capacity = vllm_capacity({"kv_bytes_per_token": kv_per_token, "components": record.components,
                                   "state_bytes_per_sequence": result.get("state_bytes_per_sequence", 0),
@@ -134,6 +134,14 @@ def _engine_refusals(setup: Setup, capacity: "dict[str, Any]", hint: str = "") -
     metal = (NO_METAL,) if gpu_catalog()[setup.gpu].get("runtime") == "Metal" else ()
     hint = "" if "over_positions" in capacity else hint       # no profiling change shortens a max_model_len
     return metal + ((refusal(capacity) + hint,) if not capacity["starts"] else ())
+
+
+def _dtype_unknown(setup: Setup, values: Values) -> "tuple[str, ...]":
+    """A config.json (config=) that names no dtype, served with precision=auto: the bf16 it is taken in, said."""
+    if not values.get("config") or setup.arch.dtype or setup.workload.training or values.get("precision") != "auto":
+        return ()
+    return ("config.json names no dtype (torch_dtype): its weights are served as bf16; give precision (fp16, bf16, "
+            "fp32) if the checkpoint's is another",)
 
 
 def _unused_vision_inputs(setup: Setup, values: Values) -> "tuple[str, ...]":

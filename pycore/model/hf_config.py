@@ -377,6 +377,7 @@ def architecture_from_dict(config: Config, name: str = "config.json", warnings: 
         warnings.append(f"{mtp} multi-token-prediction layer{'s' if mtp > 1 else ''} not in the parameter count: "
                         f"transformers does not build them; {loaded}")
     _read_dropouts(reader, extra)
+    extra["dtype"] = _checkpoint_dtype(original)
     numbers: Traits = fields        # the same dict, typed as keywords of any field so that ** type-checks
     try:
         arch = Architecture(name=name, hf_class=hf_class, tied_embeddings=tied, source=name, **extra, **numbers)
@@ -444,6 +445,23 @@ def _text_decoder(config: Config, warnings: "list[str] | None") -> Config:
     if inner["model_type"] == "qwen2_5_vl_text":    # as transformers 5 saves Qwen2.5-VL: read as the flat file is
         inner["model_type"] = "qwen2_5_vl"
     return inner
+
+
+# config.json's torch_dtype (transformers 5 writes "dtype") -> pycore's dtype names
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def _checkpoint_dtype(config: Config) -> str:
+    """The checkpoint's dtype as config.json names it (dtype or torch_dtype, the wrapper's before its text_config's, as
+    transformers reads a wrapper's), which serving loads by default (transformers 5's dtype="auto", vLLM's --dtype
+    auto); "" when it names none pycore knows (serving then takes bf16, and says so)."""
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    for source in (config, text):
+        for key in ("dtype", "torch_dtype"):
+            value = source.get(key)
+            if isinstance(value, str) and value in _DTYPES:
+                return _DTYPES[value]
+    return ""
 
 
 def _family_type(config: Config, warnings: "list[str] | None") -> str:
