@@ -455,8 +455,8 @@ def _checkpoint_dtype(config: Config) -> str:
     """The checkpoint's dtype as config.json names it (dtype or torch_dtype, the wrapper's before its text_config's, as
     transformers reads a wrapper's), which serving loads by default (transformers 5's dtype="auto", vLLM's --dtype
     auto); "" when it names none pycore knows (serving then takes bf16, and says so)."""
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
-    for source in (config, text):
+    text = config.get("text_config")
+    for source in (config, text if isinstance(text, dict) else {}):
         for key in ("dtype", "torch_dtype"):
             value = source.get(key)
             if isinstance(value, str) and value in _DTYPES:
