@@ -378,9 +378,9 @@ def test_on_a_gpu_whole_hybrid_and_vision_language_models_within_1_percent():
     # 16,384-token prefill with fla: -0.5% (+7.1% while its MoE's routed outputs were taken in fp32). Qwen3-VL-4B's
     # generate() with a 4,096-token prompt and an image, a full training step and LoRA training, and Qwen3-VL-30B-A3B's
     # generate(): -0.4% to +0.6% when recorded; LLaVA-v1.6-Mistral-7B's generate() and LoRA training with a 1,280x720
-    # image's five crops: -0.0% and +0.1%
+    # image's five crops: -0.0% and +0.1%; InternViT-6B's generate() over two 896x672 images' 26 tiles: -0.8%
     rows = [r for r in CUDA_FAMILY_CASES if r["kind"] == "whole"]
-    assert len(rows) == 21 and all(abs(r["error"]) <= 0.015 for r in rows)
+    assert len(rows) == 22 and all(abs(r["error"]) <= 0.015 for r in rows)
 
 
 def test_a_gpu_step_counts_the_cublas_workspaces_and_fp32_grouped_query_math_attention():

@@ -267,6 +267,16 @@ def test_a_llava_next_image_becomes_the_tokens_and_crops_its_processor_gives(wid
     assert tower.pixels(width, height) == crops * 3 * 336 * 336
 
 
+def test_vllm_profiles_llava_next_on_its_pinpoint_with_the_most_tokens():
+    # vLLM 0.11.0 llava_next.py L157-172 get_image_size_with_most_features: of llava-v1.6's five pinpoints, 672x672 has
+    # the most tokens (its 2 x 2 crops' 48 x 48 features, 48 newlines and the whole image's 576: 2,928); the budget of
+    # max_num_batched_tokens (8,192) holds two (vllm/v1/worker/utils.py MultiModalBudget)
+    result = estimate({"model": LLAVA_NEXT, "mode": "infer", "engine": "vllm", "images": "1"})
+    said = " ".join(result.warnings)
+    assert "profiles the vision encoder at start-up on 2 dummy images of 2,928 tokens" in said
+    assert 48 * 48 + 48 + 576 == 2928
+
+
 def test_a_llava_next_config_with_malformed_grids_is_refused_by_name():
     config = json.loads((Path(__file__).resolve().parent / "configs" / f"{LLAVA_NEXT}.json").read_text())
     config["image_grid_pinpoints"] = [[336, 700]]
@@ -385,8 +395,21 @@ def test_an_internvl_image_is_256_tokens_a_tile_between_its_markers(width, heigh
     assert tower.patches(width, height) == tiles * (32 * 32 + 1)   # each tile's patches and its class token
 
 
+def test_internvit_6bs_rms_norms_and_query_key_norms_are_counted_exactly():
+    # variants/synthetic-internvl-vit-6b.json: OpenGVLab's internvl_custom2hf vit_6b_config (InternVL3-38B and -78B:
+    # RMSNorm blocks, use_qk_norm, no q/k/v biases, 3,200 wide, 45 blocks) over a Qwen2.5-0.5B-sized decoder;
+    # AutoModelForImageTextToText on the meta device: 493,798,016 in the decoder, 5,548,795,008 in the tower and
+    # projector (validation/config_counts.json)
+    name = "variants/synthetic-internvl-vit-6b.json"
+    arch = architecture_from_dict(json.loads((CONFIGS / name).read_text()))
+    counts = count_parameters(arch)
+    assert (arch.vision_rms_norm, arch.vision_qk_norm) == (True, True)
+    assert counts.parts["vision"] == COUNTS["vision_counts"][name] == 5_548_795_008
+    assert counts.total == COUNTS["counts"][name] + 5_548_795_008
+
+
 @pytest.mark.parametrize("change,words", [
-    ({"use_qk_norm": True, "norm_type": "rms_norm"}, "use_qk_norm True"),      # InternViT-6B's (InternVL3-38B, -78B)
+    ({"use_mean_pooling": False}, "use_mean_pooling False"),     # a final LayerNorm over the class token's feature
     ({"image_size": [448, 224]}, "image_size [448, 224]"),
 ])
 def test_an_internvit_unlike_300ms_is_left_out_and_named(change, words):

@@ -57,6 +57,9 @@ FULL = [
     # LLaVA-NeXT: the tower over a 1,280x720 image's five crops (1,948 image tokens)
     ("llava-v1.6-mistral-7b-hf", "vl-generate", ("llava_next", "bf16", 1, 256, 1, 1280, 720)),
     ("llava-v1.6-mistral-7b-hf", "vl", ("llava_next", "bf16", 1, 256, 1, 1280, 720, "lora")),
+    # InternViT-6B (OpenGVLab's vit_6b_config, InternVL3-38B's and -78B's tower) over a small decoder: two 896x672
+    # images, 13 tiles each
+    ("variants/synthetic-internvl-vit-6b", "vl-generate", ("internvl", "bf16", 1, 128, 2, 896, 672)),
     ("nvidia-nemotron-nano-12b-v2-base", "hybrid", ("nemotron_h", "full", "infer", "bf16", 1, 4096, 16)),
     ("granite-4.0-h-350m", "hybrid", ("granitemoehybrid", "full", "train", "bf16", 4, 2048, 0)),
     ("falcon-h1-0.5b-instruct", "hybrid", ("falcon_h1", "full", "infer", "bf16", 8, 2048, 16)),

@@ -180,6 +180,12 @@ INTERNVL = {
 }
 
 
+# InternViT-6B's settings (OpenGVLab's internvl_custom2hf vit_6b_config: RMSNorm blocks, query/key norms, no q/k/v
+# biases) on the same narrow tower
+INTERNVL_6B = {**INTERNVL, "vision_config": {**INTERNVL["vision_config"], "attention_bias": False, "use_qk_norm": True,
+                                             "norm_type": "rms_norm"}}
+
+
 def _wider(config, **changes):
     """A config whose tower is 2 blocks of 256 wide with 8 heads (num_hidden_layers-style keys), and ``changes``."""
     vision = {**config["vision_config"], "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 8,
@@ -188,7 +194,7 @@ def _wider(config, **changes):
 
 
 FAMILIES = {"qwen2_5_vl": QWEN_VL, "llava": LLAVA, "internvl": INTERNVL, "gemma3": GEMMA3, "qwen3_5": QWEN3_5, "llama4": LLAMA4, "lfm2_vl": LFM2_VL,
-            "qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL_MOE, "llava_next": LLAVA_NEXT,
+            "qwen3_vl": QWEN3_VL, "qwen3_vl_moe": QWEN3_VL_MOE, "llava_next": LLAVA_NEXT, "internvl-6b": INTERNVL_6B,
             # a wider, shallower tower of each: the per-patch terms checked at a second width
             "qwen2_5_vl-w": {**QWEN_VL, "vision_config": {**QWEN_VL["vision_config"], "depth": 2, "hidden_size": 256,
                                                            "intermediate_size": 640, "num_heads": 8,
@@ -229,6 +235,8 @@ CASES = [
     ("llava_next", "bf16", 1, 64, 1, 640, 480), ("llava_next", "bf16", 2, 64, 1, 448, 448),
     ("llava_next", "fp32", 1, 64, 1, 1280, 720), ("llava_next", "amp-bf16", 1, 64, 1, 640, 480),
     ("llava_next", "bf16", 1, 64, 1, 640, 480, "lora"),
+    ("internvl-6b", "bf16", 1, 64, 1, 224, 224), ("internvl-6b", "bf16", 2, 64, 1, 448, 224),
+    ("internvl-6b", "fp32", 1, 64, 1, 336, 224), ("internvl-6b", "amp-bf16", 1, 64, 1, 224, 224),
 ]
 
 
@@ -254,6 +262,8 @@ GENERATE_CASES = [
     ("qwen3_vl", "bf16", 4, 512, 1, 448, 448), ("qwen3_vl", "fp32", 2, 1024, 2, 320, 320),
     ("llava_next", "bf16", 1, 64, 1, 640, 480), ("llava_next", "bf16", 2, 64, 1, 448, 448),
     ("llava_next", "fp32", 1, 64, 1, 1280, 720),
+    ("internvl-6b", "bf16", 1, 64, 1, 448, 224), ("internvl-6b", "fp32", 1, 64, 1, 336, 224),
+    ("internvl-6b", "bf16", 1, 16, 2, 896, 672),
 ]
 NEW_TOKENS = 4
 

@@ -62,10 +62,13 @@ def block_shape(arch: Architecture) -> Architecture:
     """The tower's block as a decoder layer's shape: Qwen2.5-VL's RMSNorm and gated SiLU MLP, SigLIP's LayerNorm
     and GELU (tanh) fc1/fc2, biased projections in both; heads from vision_heads."""
     qwen = arch.vision_family == "qwen2_5_vl"
+    # InternViT-6B's RMSNorms, and its query/key norms, whose normalised output is cast back before the weight
+    # multiplies it, as a head-wise norm's is (its rows are the whole query and key: 4 bytes a row apart)
     return Architecture(name=f"{arch.name} vision tower", layers=arch.vision_layers, hidden=arch.vision_hidden,
                         heads=arch.vision_heads, kv_heads=arch.vision_heads, ffn=arch.vision_ffn, vocab=1,
-                        norm="rmsnorm" if qwen else "layernorm", mlp="gated" if qwen else "plain",
-                        activation="silu" if qwen else "gelu_tanh", qkv_bias=True, out_bias=True, mlp_bias=True)
+                        norm="rmsnorm" if qwen or arch.vision_rms_norm else "layernorm",
+                        mlp="gated" if qwen else "plain", activation="silu" if qwen else "gelu_tanh",
+                        qk_norm="head" if arch.vision_qk_norm else "none", qkv_bias=True, out_bias=True, mlp_bias=True)
 
 
 def _qwen_rest(arch: Architecture, block: Architecture, e: float, amp: bool) -> float:
@@ -231,7 +234,8 @@ def inference_per_patch(setup: "Setup") -> "tuple[float, float]":
     - SigLIP (Gemma 3, LFM2-VL): x, the norm, q, k, v, SDPA's output and o_proj's (7·e·h), or the MLP's fc1 and GELU
       outputs (2·e·f); the embeddings stay referenced by the encoder's frame; CLIP (LLaVA) the same, its QuickGELU
       (x · sigmoid(1.702·x)) holding fc1's output, the sigmoid and their product (3·e·f); InternViT's MLP beside two
-      more hidden-wide tensors (4·e·h + 2·e·f, read off its live tensors);
+      more hidden-wide tensors (4·e·h + 2·e·f, read off its live tensors), and InternViT-6B's query/key RMSNorm
+      beside q, k, v, x and the block's norm (5·e·h and two fp32 hidden-wide tensors);
     - Llama 4: q, k, v beside x, the norm and layernorm_pre's output, while the 2D rotary multiplies fp32 complex
       copies of q and k (copies unless e is 4) and casts the products back (unless e is 4).
     LFM2-VL's padding mask (SDPA's additive copy of the bool mask, a picture's s² each) is per picture, not per patch:
@@ -251,7 +255,9 @@ def inference_per_patch(setup: "Setup") -> "tuple[float, float]":
         rotary = 6 * e * h + copies * 2 * 4 * h + 2 * 4 * h + copies * 2 * e * h
         return max(rotary, 8 * e * h, 3 * e * h + 2 * e * f), 0
     if family == "internvl":        # the MLP runs beside the residual, the attention's scaled output and the norm
-        return max(7 * e * h, 4 * e * h + 2 * e * f), e * h
+        # InternViT-6B's query/key norms: q, k and v beside x and the norm, and the norm's fp32 input and its square
+        qk = 5 * e * h + 2 * 4 * h if arch.vision_qk_norm else 0
+        return max(7 * e * h, 4 * e * h + 2 * e * f, qk), e * h
     if family == "clip":            # QuickGELU's product beside fc1's output and its sigmoid
         return max(7 * e * h, 2 * e * h + 3 * e * f), e * h
     return max(7 * e * h, 2 * e * h + 2 * e * f), e * h

@@ -24,7 +24,9 @@ forward and the language model's run beside the padded outputs.
   placeholder tokens (3 items at 8,192, as a published log shows);
 - LLaVA-1.5 (llava.py L165-193): an image of the tower's image_size², a token per patch (576 at 336² and 14-pixel
   patches), the class token's too with the "full" strategy; its CLIP tower is built only up to vision_feature_layer
-  (L417-470), which the profiled working set, a block's, does not change;
+  (L417-470), which the profiled working set, a block's, does not change; LLaVA-NeXT (llava_next.py L89-172) an
+  image of the image_grid_pinpoints size with the most tokens (672² for llava-v1.6's grids: 2,928 tokens, five
+  crops);
 - Qwen3-VL (qwen3_vl.py L585-675, qwen2_vl.py L956-1009): a video, whose frames are added from two while the
   tokens of that many frames of the largest image (4,096², image_smart_resize within the image processor's
   size, 65,536 to 16,777,216 pixels) fit max_model_len, up to _MAX_FRAMES_PER_VIDEO (24,576), resized by the
@@ -39,7 +41,7 @@ forward and the language model's run beside the padded outputs.
 
 The encoder's forward is counted with pycore.memory.vision_activations.inference_per_patch, read off transformers'
 towers; vLLM's own tower code (flash attention over all windows at once, its rotary) is not measured here.
-LLaVA-NeXT, LFM2-VL, InternVL (InternS1's code in vLLM) and Qwen3.5 (not in vLLM 0.11) are not modelled.
+LFM2-VL, InternVL (InternS1's code in vLLM) and Qwen3.5 (not in vLLM 0.11) are not modelled.
 """
 
 import math
@@ -85,8 +87,12 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
     """The item vLLM 0.11 profiles the encoder with, or None where pycore does not model it."""
     arch = setup.arch
     seeing = vision.tower(arch)
-    if seeing is None or arch.vision_family not in MODELLED or setup.workload.mm_profiling == "off" or seeing.pinpoints:
-        return None         # LLaVA-NeXT's largest image over its grids (vLLM's llava_next.py) is not modelled
+    if seeing is None or arch.vision_family not in MODELLED or setup.workload.mm_profiling == "off":
+        return None
+    if seeing.pinpoints:        # LLaVA-NeXT: the pinpoint whose image has the most tokens, the first of equals
+        height, width = max(seeing.pinpoints, key=lambda hw: seeing.embeddings(hw[1], hw[0]))
+        return ProfiledItem("image", seeing.tokens(width, height), seeing.embeddings(width, height),
+                            seeing.patches(width, height), seeing.pixels(width, height))
     if arch.vision_family == "qwen3_vl":
         return _qwen3_vl_item(seeing, max_model_len, setup.workload.mm_profiling) \
             if arch.hf_class in QWEN3_VL_CLASSES else None

@@ -137,6 +137,8 @@ class Architecture:
     vision_unused_layers: int = 0   # LLaVA: the tower's blocks past vision_feature_layer (1 for -2), which run
                                     # but whose output nothing uses
     vision_qkv_bias: bool = False   # InternVL: biased q/k/v projections in the tower (attention_bias)
+    vision_rms_norm: bool = False   # InternViT-6B: RMSNorm blocks (norm_type rms_norm), weight-only
+    vision_qk_norm: bool = False    # InternViT-6B: RMSNorms over the whole query and key (use_qk_norm)
     vision_pinpoints: str = ""      # LLaVA-NeXT: the image_grid_pinpoints an image's grid of crops is chosen from,
                                     # "336x672,672x336,..." (height x width in pixels); "" for a single crop
     source: str = ""

@@ -47,7 +47,8 @@ _FEATURES = {
     "conv_kernel": "the convolution width", "conv_bias": "convolution biases",
     "linear_key_heads": "the linear-attention key heads", "linear_value_heads": "the linear-attention value heads",
     "linear_key_dim": "the linear-attention key size", "linear_value_dim": "the linear-attention value size",
-    "vision_qkv_bias": "the vision tower's q/k/v biases",
+    "vision_qkv_bias": "the vision tower's q/k/v biases", "vision_rms_norm": "the vision tower's RMSNorms",
+    "vision_qk_norm": "the vision tower's query/key norms",
 }
 # Fields with no schema key that change what images cost but not the count (pycore/model/vision.py: the image tokens,
 # what gets a gradient): an import that differs from its preset in one carries the config itself

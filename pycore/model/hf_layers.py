@@ -461,9 +461,9 @@ def _llava_next_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> 
 # may be [height, width] pairs, which pycore takes square
 _INTERNVL = {"num_hidden_layers": ("vision_layers", 24), "hidden_size": ("vision_hidden", 1024),
              "num_attention_heads": ("vision_heads", 16), "intermediate_size": ("vision_ffn", 4096)}
-# the InternViT settings pycore counts (InternViT-300M's, the tower of InternVL3-1B to -14B): key -> the value it must
-# have (InternViT-6B's query/key norms and RMSNorm are refused)
-_INTERNVL_FIXED = {"use_qk_norm": False, "norm_type": "layer_norm", "use_mask_token": False,
+# the InternViT settings pycore counts (InternViT-300M's, the tower of InternVL3-1B to -14B, and InternViT-6B's, whose
+# norm_type and use_qk_norm are read): key -> the value it must have
+_INTERNVL_FIXED = {"use_mask_token": False,
                    "use_absolute_position_embeddings": True, "use_mean_pooling": True, "hidden_act": "gelu",
                    "num_channels": 3}
 
@@ -485,12 +485,15 @@ def _square(inner: "_Reader", key: str, default: int) -> int:
 def _internvl_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> None:
     """InternVL's InternViT tower (InternVLConfig's vision_config, an internvl_vision) and InternVLMultiModalProjector
     (a LayerNorm and two biased linears around a GELU over the pixel-shuffled features); pycore/model/vision.py counts
-    them. A tower unlike InternViT-300M's (InternViT-6B's query/key norms and RMSNorm, a mask token, no mean pooling),
-    or a feature layer or strategy other than the last layer without its class token, leaves the tower out, named
-    (TowerNotCounted)."""
+    them, with InternViT-6B's RMSNorm blocks and query/key norms where norm_type and use_qk_norm say so. A tower with
+    a mask token or without mean pooling, or a feature layer or strategy other than the last layer without its class
+    token, leaves the tower out, named (TowerNotCounted)."""
     inner = _tower_sizes(reader, _INTERNVL, extra)
     for key, expected in _INTERNVL_FIXED.items():
-        _must_be(f"vision_config.{key}", inner.config.get(key, expected), expected, "InternViT-300M's shape")
+        _must_be(f"vision_config.{key}", inner.config.get(key, expected), expected, "InternViT's shape")
+    norm = inner.config.get("norm_type", "layer_norm")
+    if norm not in ("layer_norm", "rms_norm"):
+        raise TowerNotCounted(f"vision_config.norm_type {str(norm)[:40]} (pycore counts layer_norm and rms_norm)")
     wrapper = {"vision_feature_layer": -1, "vision_feature_select_strategy": "default", "projector_hidden_act": "gelu",
                "downsample_ratio": 0.5}
     for key, expected in wrapper.items():
@@ -500,7 +503,8 @@ def _internvl_vision(reader: "_Reader", fields: "Fields", extra: "Traits") -> No
         raise InputError("config", f"vision_config.image_size: must be a multiple of twice patch_size ({2 * patch}), "
                                    f"got {tile:,}")
     extra.update(vision_family="internvl", vision_tile=tile, vision_patch=patch, vision_merge=2,
-                 vision_qkv_bias=inner.flag("attention_bias", False))
+                 vision_qkv_bias=inner.flag("attention_bias", False), vision_rms_norm=norm == "rms_norm",
+                 vision_qk_norm=inner.flag("use_qk_norm", False))
 
 
 # A wrapper's vision tower that any text decoder may sit under, by (the wrapper's model_type, vision_config's): LLaVA-1.5's

@@ -106,6 +106,8 @@ class VisionTower:
     unused_layers: int = 0          # LLaVA: blocks past vision_feature_layer
     qkv_bias: bool = False          # InternVL: attention_bias
     deepstack: int = 0              # Qwen3-VL: deepstack mergers
+    rms_norm: bool = False          # InternViT-6B: weight-only RMSNorms in its blocks
+    qk_norm: bool = False           # InternViT-6B: RMSNorms over the query and the key
     pinpoints: "tuple[tuple[int, int], ...]" = ()     # LLaVA-NeXT: image_grid_pinpoints, (height, width) each
 
     def _siglip_params(self) -> int:
@@ -157,7 +159,8 @@ class VisionTower:
     def _internvl_params(self) -> int:
         """InternViT's embeddings (class token, biased patch Conv2d, positions) and blocks, and InternVL's projector."""
         h, f, o, shuffled = self.hidden, self.ffn, self.out_hidden, 4 * self.hidden
-        block = 2 * 2 * h + 3 * (h * h + (h if self.qkv_bias else 0)) + (h * h + h) + 2 * h + (h * f + f) + (f * h + h)
+        norms = 2 * (1 if self.rms_norm else 2) * h + (2 * h if self.qk_norm else 0)
+        block = norms + 3 * (h * h + (h if self.qkv_bias else 0)) + (h * h + h) + 2 * h + (h * f + f) + (f * h + h)
         embeddings = h + self.channels * self.patch * self.patch * h + h + ((self.tile // self.patch) ** 2 + 1) * h
         return embeddings + self.layers * block + 2 * shuffled + (shuffled * o + o) + (o * o + o)
 
@@ -389,5 +392,6 @@ def tower(arch: "Architecture") -> "VisionTower | None":
                        projector=arch.vision_projector, positions=arch.vision_positions,
                        projector_norm=arch.vision_projector_norm, keep_cls=arch.vision_keep_cls,
                        unused_layers=arch.vision_unused_layers, qkv_bias=arch.vision_qkv_bias,
-                       deepstack=arch.vision_deepstack, pinpoints=tuple(
+                       deepstack=arch.vision_deepstack, rms_norm=arch.vision_rms_norm, qk_norm=arch.vision_qk_norm,
+                       pinpoints=tuple(
                            (int(h), int(w)) for h, w in (p.split("x") for p in arch.vision_pinpoints.split(",") if p)))
