@@ -277,6 +277,23 @@ def test_vllm_profiles_llava_next_on_its_pinpoint_with_the_most_tokens():
     assert 48 * 48 + 48 + 576 == 2928
 
 
+@pytest.mark.parametrize("name,change,words", [
+    (f"{LLAVA_NEXT}.json", {"image_grid_pinpoints": [[336, 672], [672, 336]]}, "the image's crop grids"),
+    ("qwen3-vl-4b-instruct.json", {"vision_config": "deepstack_visual_indexes"}, "the vision tower's deepstack mergers"),
+])
+def test_an_import_unlike_its_preset_in_a_vision_setting_carries_its_config_and_says_why(name, change, words):
+    # the page's import: a preset with overrides has no key for the crop grids (which change the image tokens) or the
+    # deepstack mergers (which change the count), so the link carries the config itself and names the difference
+    from pycore.model.config_import import import_config
+    config = json.loads((CONFIGS / name).read_text())
+    if "vision_config" in change:
+        config["vision_config"]["deepstack_visual_indexes"] = [5]
+    else:
+        config.update(change)
+    answer = import_config(json.dumps(config))
+    assert answer["carried"] and words in answer["message"]
+
+
 def test_a_llava_next_config_with_malformed_grids_is_refused_by_name():
     config = json.loads((Path(__file__).resolve().parent / "configs" / f"{LLAVA_NEXT}.json").read_text())
     config["image_grid_pinpoints"] = [[336, 700]]

@@ -114,9 +114,14 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
     return ProfiledItem("image", image, image, seeing.patches(side, side), seeing.pixels(side, side))
 
 
+def _largest_side(seeing: "vision.VisionTower") -> int:
+    """The side of the largest image a Qwen processor makes (get_image_size_with_most_features: 9,999,999² resized)."""
+    return seeing.grid(9_999_999, 9_999_999)[0] * seeing.patch
+
+
 def _qwen3_vl_item(seeing: "vision.VisionTower", max_model_len: int, profiling: str) -> ProfiledItem:
     """Qwen3-VL's profiled video (or, with mm_profiling=image, its largest image, 4,096²: 16,384 tokens)."""
-    side = seeing.grid(9_999_999, 9_999_999)[0] * seeing.patch     # get_image_size_with_most_features
+    side = _largest_side(seeing)
     image = seeing.embeddings(side, side)
     if profiling != "auto":
         return ProfiledItem("image", image, image, seeing.patches(side, side), seeing.pixels(side, side))
@@ -307,6 +312,6 @@ def profile_steps(setup: "Setup") -> "list[int]":
         return []
     seeing = vision.tower(setup.arch)
     if setup.arch.vision_family == "qwen3_vl" and seeing:      # Qwen3-VL's video: its frame count's steps
-        side = seeing.grid(9_999_999, 9_999_999)[0] * seeing.patch
-        return [needs for needs, _ in _qwen3_vl_breaks(seeing.patch, seeing.merge, seeing.temporal_patch, side)]
+        breaks = _qwen3_vl_breaks(seeing.patch, seeing.merge, seeing.temporal_patch, _largest_side(seeing))
+        return [needs for needs, _ in breaks]
     return [pairs * image.tokens for pairs in range(2, video.tokens // image.tokens + 1)]

@@ -48,11 +48,12 @@ _FEATURES = {
     "linear_key_heads": "the linear-attention key heads", "linear_value_heads": "the linear-attention value heads",
     "linear_key_dim": "the linear-attention key size", "linear_value_dim": "the linear-attention value size",
     "vision_qkv_bias": "the vision tower's q/k/v biases", "vision_rms_norm": "the vision tower's RMSNorms",
-    "vision_qk_norm": "the vision tower's query/key norms",
+    "vision_qk_norm": "the vision tower's query/key norms", "vision_deepstack": "the vision tower's deepstack mergers",
 }
 # Fields with no schema key that change what images cost but not the count (pycore/model/vision.py: the image tokens,
 # what gets a gradient): an import that differs from its preset in one carries the config itself
-_VISION = {"vision_keep_cls": "the image's class-token feature", "vision_unused_layers": "the vision tower's feature layer"}
+_VISION = {"vision_keep_cls": "the image's class-token feature", "vision_unused_layers": "the vision tower's feature layer",
+           "vision_pinpoints": "the image's crop grids (image_grid_pinpoints)"}
 
 
 # Fields that change the memory estimate but not the count and have no schema key: an import that differs from its
