@@ -398,6 +398,7 @@ _TEXT_DEFAULTS = {
 # The tower a wrapper builds when its vision_config names no model_type (LlavaConfig, InternVLConfig), and LlavaConfig's
 # own default tower when it has no vision_config at all (CLIP ViT-L/14-336)
 _TOWER_TYPES = {"llava": "clip_vision_model", "internvl": "internvl_vision", "llava_next": "clip_vision_model"}
+_LLAVA_WRAPPERS = ("llava", "llava_next")     # LlavaConfig and LlavaNextConfig: the same default tower and text
 _LLAVA_TOWER = {"model_type": "clip_vision_model", "intermediate_size": 4096, "hidden_size": 1024, "patch_size": 14,
                 "image_size": 336, "num_hidden_layers": 24, "num_attention_heads": 16}
 WRAPPER = "wrapper model_type"       # the key a wrapper's text decoder carries its wrapper's model_type under
@@ -430,7 +431,7 @@ def _text_decoder(config: Config, warnings: "list[str] | None") -> Config:
     inner = dict(text)
     wrapper = config.get("model_type")
     if wrapper in _TOWER_TYPES and config.get("vision_config") is None:
-        config = {**config, "vision_config": _LLAVA_TOWER if wrapper in ("llava", "llava_next") else {}}
+        config = {**config, "vision_config": _LLAVA_TOWER if wrapper in _LLAVA_WRAPPERS else {}}
     if isinstance(config.get("vision_config"), dict):
         inner["vision_config"] = config["vision_config"]     # the family's reader counts the tower it knows
         inner.update({key: config[key] for key in _IMAGE_KEYS if key in config})
@@ -439,7 +440,7 @@ def _text_decoder(config: Config, warnings: "list[str] | None") -> Config:
         inner["tie_word_embeddings"] = config["tie_word_embeddings"]
     inner.setdefault("model_type", _TEXT_TYPES.get(wrapper, "gemma3_text") if isinstance(wrapper, str) else
                      "gemma3_text")
-    if wrapper in ("llava", "llava_next"):
+    if wrapper in _LLAVA_WRAPPERS:
         for key, value in _TEXT_DEFAULTS.get(str(inner["model_type"]), {}).items():
             inner.setdefault(key, value)
     if inner["model_type"] == "qwen2_5_vl_text":    # as transformers 5 saves Qwen2.5-VL: read as the flat file is
