@@ -669,6 +669,46 @@ def cuda_families_rows(path=CUDA_FAMILIES):
     return record, out
 
 
+CONV3D = ROOT / "validation" / "measured_conv3d.json"
+
+
+def conv3d_copies(patches, channels, values, dtype):
+    """What cuDNN 9.19 allocated beside its output on the H200 for the Qwen towers' patch embedding, an nn.Conv3d over
+    3 channels whose kernel is its stride (``values`` = 3·t·p² a patch), as validation/probe_conv3d.py read it: one
+    channels-last copy of the patches and the filters, (N + C)·values·4 bytes in fp32 and, in bf16 with the 3 input
+    channels padded to 8, (N + C)·(8/3)·values·2 bytes when the embedding is 128 wide (16 bytes more each time);
+    nothing 256 wide or more in bf16, every published Qwen tower's width (1,024 to 1,280)."""
+    if dtype == "float32":
+        return (patches + channels) * values * 4 + 16
+    return (patches + channels) * values * 8 // 3 * 2 + 16 if channels <= 128 else 0
+
+
+def conv3d_probe():
+    """(the probe's record, its cases whose blocks beside the output differ from ``conv3d_copies``)."""
+    record = json.loads(CONV3D.read_text())
+    off = []
+    for c in record["cases"]:
+        values = 3 * c["kernel"][0] * c["kernel"][1] * c["kernel"][2]
+        copies = conv3d_copies(c["patches"], c["channels"], values, c["dtype"])
+        if sorted(c["blocks"]) != sorted([c["output_bytes"]] + ([copies] if copies else [])):
+            off.append(c)
+    return record, off
+
+
+def patch_conv(case):
+    """(patches, width, values a patch, dtype) of a Qwen vision-language generate() case's patch embedding, read off
+    its label ("... b2 text64 1x320x320": batch 2, one 320x320 image each) and config; None for other towers."""
+    vision = case["config_json"].get("vision_config", {})
+    if case["config_json"]["model_type"] not in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5"):
+        return None
+    words = case["label"].split()
+    batch = int(next(w for w in words if w.startswith("b") and w[1:].isdigit())[1:])
+    images, width, height = (int(x) for x in words[-1].split("x"))
+    p = vision["patch_size"]
+    dtype = "float32" if "fp32" in words else "bfloat16"
+    return batch * images * (width // p) * (height // p), vision["hidden_size"], 3 * 2 * p * p, dtype
+
+
 CUDA_FAMILY_KINDS = {"hybrid": "hybrid, reference scans", "fla": "Qwen3-Next with fla (scan_kernels=fused)",
                      "vl": "vision-language training", "vl-generate": "vision-language generate()",
                      "whole": "whole models from their published config.json, labelled (gpu)"}
@@ -677,6 +717,8 @@ CUDA_FAMILY_KINDS = {"hybrid": "hybrid, reference scans", "fla": "Qwen3-Next wit
 def cuda_families_section():
     """The hybrid and vision-language families' small configs on a real GPU, beside the estimate."""
     record, cases = cuda_families_rows()
+    probe, off = conv3d_probe()
+    cudnn = f"{probe['cudnn'] // 10000}.{probe['cudnn'] // 100 % 100}.{probe['cudnn'] % 100}"
     mib = 2 ** 20
     summary = []
     for kind, name in CUDA_FAMILY_KINDS.items():
@@ -714,12 +756,18 @@ def cuda_families_section():
              "Most cases are the CPU's MemTracker peak plus about 64 MiB in training and 32 MiB in `generate()`:",
              "cuBLAS's two 32 MiB workspaces (one in `generate()`), which pycore counts, and the allocator's",
              "rounding. The fla cases hold less than the reference scans (what fla saves for backward). The",
-             "exceptions are Qwen2.5-VL's, Qwen3.5's and Qwen3-VL's `generate()` (6-13% under). At three of their peaks",
-             "(`validation/measured_cuda_explain.txt`) what was live is the patch embedding's Conv3d, whose cuDNN",
-             "call holds about three times the pixel values for a moment (26.3 MiB beside 9.2 MiB of pixels for a",
-             "896x896 image). pycore does not count that workspace: it is a heuristic of cuDNN's, and in a",
-             "full-size tower the blocks' own working set is far larger (1,280-wide for Qwen2.5-VL-7B, against",
-             "these configs' 128). The fp32 case's peak is in the text prefill's SDPA (29.0 MiB in 9 blocks), 7.5",
+             "exceptions are Qwen2.5-VL's, Qwen3.5's and Qwen3-VL's `generate()` (6-13% under). At their peaks",
+             "(`validation/measured_cuda_explain.txt`) what was live is the patch embedding's Conv3d (kernel =",
+             "stride = 2x14x14 or 2x16x16 over 3 channels), whose cuDNN call held 2.7 to 4 times the pixel values",
+             "for a moment. `validation/probe_conv3d.py` ran that convolution alone on the same GPU (cuDNN",
+             f"{cudnn}) at {len(probe['cases'])} shapes: beside its output cuDNN allocates one block, a channels-last",
+             "copy of the N patches and the C filters, (N + C)·K·4 bytes in fp32 and, with the 3 input channels",
+             "padded to 8, (N + C)·(8/3)·K·2 bytes in bf16 (K = 3·t·p² values a patch), but in bf16 only when the",
+             "embedding is 128 wide, as these configs' is: at 256 and at the published towers' 1,024 to 1,280 it",
+             f"allocates nothing but its output ({len(probe['cases']) - len(off)} of {len(probe['cases'])} shapes as "
+             "that rule says). pycore does not count",
+             "the copy, which no published Qwen tower makes in bf16; each of these cases falls short by less than",
+             "it. The fp32 case's peak is in the text prefill's SDPA (29.0 MiB in 9 blocks), 7.5",
              "MiB more than counted; that, and Qwen3-Next's and Qwen2.5-VL's training cases 5% under (their peak is",
              "in the backward, in blocks with no Python frame), are not itemised yet. Nemotron-Nano-12B-v2's and",
              "Falcon-H1's prefills were 3.4% and 6.6% under while Mamba-2's reference scan was a fit of the small",
