@@ -277,3 +277,53 @@ def test_vllm_builds_llavas_tower_only_up_to_its_feature_layer():
     assert result.components["weights"] == (7_063_427_072 - 12_596_224 - 2_048) * 2
     assert estimate({"model": "llava-1.5-7b-hf", "mode": "infer", "images": "1"}).components["weights"] == \
         7_063_427_072 * 2
+
+
+INTERNVL = str(ROOT / "tests" / "configs" / "families" / "internvl.json")
+
+
+@pytest.mark.parametrize("context,modality,tokens,rows", [
+    # vLLM 0.11 runs InternVLForConditionalGeneration as InternS1 (registry.py L237). Its largest image
+    # (interns1.py L204-238): 12 tiles of 448² and the thumbnail, 13 x 256 embeddings within <img> and </img>
+    (4096, "image", 3330, 3328), (6400, "image", 3330, 3328),
+    # its video (L240-256, L461-466): the budget's frames fit beside one largest image, (L - 3,328) // 256, each
+    # "Frame{i}: " (3 tokens and a digit each) + <img> + 256 + </img>, newlines between; the profiled video asks for
+    # the video alone (gpu_model_runner.py L2875-2880): L // 256 frames. 13 frames: 13 x 261 + 17 + 12 = 3,422 > 3,330
+    (6656, "video", 3422, 26 * 256),
+    # 115 frames: 115 x 261 + (9 + 180 + 48) digits + 114 newlines; 128 frames profiled
+    (32768, "video", 30_366, 128 * 256),
+])
+def test_internvl_profiles_its_largest_image_then_a_video_of_a_frame_every_256_tokens(context, modality, tokens, rows):
+    setup = _setup({"config": INTERNVL, "seq": str(context), "new_tokens": "0"})
+    item = vllm_multimodal.profiled_item(setup, context)
+    tiles = rows // 256
+    assert (item.modality, item.tokens, item.embeddings) == (modality, tokens, rows)
+    assert (item.patches, item.pixels) == (tiles * (32 * 32 + 1), tiles * 3 * 448 * 448)   # a class token a tile
+    image = vllm_multimodal.profiled_item(_setup({"config": INTERNVL, "seq": str(context), "new_tokens": "0",
+                                                  "mm_profiling": "image"}), context)
+    assert (image.modality, image.tokens) == ("image", 3330)
+
+
+def test_an_encoder_output_longer_than_the_budget_is_kept_unpadded():
+    # InternVL at max_model_len 32,768: the budget is the 30,366 tokens counted, the video's output 32,768 rows of the
+    # decoder's width; profile_run pads only outputs shorter than the budget (gpu_model_runner.py L3371-3381)
+    setup = _setup({"config": INTERNVL, "seq": "32768", "new_tokens": "0", "max_batched_tokens": "8192"})
+    from pycore.base.expr import num
+    q, symbols = vllm_multimodal.profile_activation(setup, num(0), 256)
+    pixels = 128 * 3 * 448 * 448 * 4
+    assert q.value >= pixels + 32_768 * setup.arch.hidden * 2
+    assert "E = an output's own rows, no fewer than the budget's 30,366: kept as they are" in symbols
+    assert "B = " not in symbols
+
+
+def test_the_longest_context_bisected_over_internvls_profiles_is_the_one_every_profile_gives():
+    # one profile per 256 tokens: the bisection over them (estimate._longest_over_profiles) against every span's own
+    values = {"config": INTERNVL, "mode": "infer", "engine": "vllm", "gpu": "l40s", "new_tokens": "0",
+              "max_positions": "40960"}
+    longest = estimate({**values, "seq": "8192"}).vllm["longest_max_model_len"]
+    every = []
+    for begin in range(6656, 40960 + 1, 256):
+        limit = estimate({**values, "seq": str(begin)}).vllm
+        if limit["starts"]:
+            every.append(begin)
+    assert every and 6656 < longest and longest // 256 * 256 == every[-1]

@@ -157,22 +157,31 @@ def _unused_vision_inputs(setup: Setup, values: Values) -> "tuple[str, ...]":
 
 def _longest_over_profiles(setup: Setup, values: Values, capacity: "dict[str, Any]") -> "int | None":
     """The longest max_model_len vLLM would accept when its encoder profiling grows with it (Qwen2.5-VL's dummy video,
-    a frame pair a step, pycore.memory.vllm_multimodal.profile_steps): the longest over the spans of one profile each,
-    a span's own limit counting only where it reaches the span (a shorter one profiles less and may start where this
-    one would not)."""
+    a frame pair a step, InternVL's a frame every 256 tokens: pycore.memory.vllm_multimodal.profile_steps): within the
+    last span of one profile whose own limit reaches the span. A later span profiles more, so its limit is no larger
+    and the spans that reach theirs come first: a bisection finds the last in a few estimates."""
     steps = vllm_multimodal.profile_steps(setup)
     if not steps:
         return capacity.get("longest_max_model_len")
     longest = int(capacity.get("longest_max_model_len") or 0)
-    context, best = int(capacity["context"]), 0
-    for begin, end in zip([1, *steps], [*steps, 0]):
+    context = int(capacity["context"])
+    spans = list(zip([1, *steps], [*steps, 0]))
+
+    def reach(begin: int, end: int) -> int:
         if begin <= context < (end or context + 1):
-            limit = longest                                     # this estimate's own span
-        else:
-            span = replace(setup, workload=replace(setup.workload, max_model_len=begin))
-            limit = int((estimate_setup(span, values, explain=False).vllm or {}).get("longest_max_model_len") or 0)
+            return longest                                      # this estimate's own span
+        span = replace(setup, workload=replace(setup.workload, max_model_len=begin))
+        return int((estimate_setup(span, values, explain=False).vllm or {}).get("longest_max_model_len") or 0)
+
+    low, high, best = 0, len(spans) - 1, 0
+    while low <= high:
+        middle = (low + high) // 2
+        begin, end = spans[middle]
+        limit = reach(begin, end)
         if limit >= begin:
-            best = max(best, min(limit, end - 1) if end else limit)
+            best, low = (min(limit, end - 1) if end else limit), middle + 1
+        else:
+            high = middle - 1
     return best
 
 

@@ -38,10 +38,19 @@ forward and the language model's run beside the padded outputs.
   output is the merged features and the deepstack features side by side, (1 + deepstack) × the decoder's width
   (L529-531), and the model keeps deepstack input buffers of max_num_batched_tokens × the decoder's width, one per
   deepstack merger, from its construction (L1155-1162).
+- InternVL (transformers' InternVLForConditionalGeneration, which vLLM 0.11 runs as InternS1: registry.py L237,
+  interns1.py L155-296 and L440-470): its largest image, the grid of max_patches (12) tiles of the tower's
+  image_size (448²) and the thumbnail, 13 × 256 = 3,328 embeddings within <img> and </img>; or a video of frames of
+  448², one tile each, 256 embeddings a frame, each written "Frame{i}: <img>...</img>" and the frames joined by
+  newlines. The budget counts the frames that fit max_model_len beside one largest image (get_num_frames_with_most_
+  features asked with an image and a video: (max_model_len - 3,328) // 256), the profiling run's video those of the
+  whole max_model_len (max_model_len // 256: _get_mm_dummy_batch asks for the video alone, gpu_model_runner.py
+  L2867-2895), so its output can outgrow the budget and is then kept unpadded; the video is profiled from 13 frames
+  on (max_model_len 6,656).
 
 The encoder's forward is counted with pycore.memory.vision_activations.inference_per_patch, read off transformers'
 towers; vLLM's own tower code (flash attention over all windows at once, its rotary) is not measured here.
-LFM2-VL, InternVL (InternS1's code in vLLM) and Qwen3.5 (not in vLLM 0.11) are not modelled.
+LFM2-VL and Qwen3.5 (not in vLLM 0.11) are not modelled.
 """
 
 import math
@@ -61,13 +70,17 @@ if TYPE_CHECKING:
 MAX_FRAMES = 14                 # qwen2_vl.py L82 _MAX_FRAMES_PER_VIDEO (vLLM 0.11.0)
 QWEN_VIDEO_SIDE = 3584          # get_image_size_with_most_features at max_pixels 12,845,056 (qwen2_vl.py L956)
 LLAMA4_IMAGE = (336, 5376)      # ImageSize(height=max_patches * image_size, width=image_size) (mllama4.py L557-566)
-MODELLED = ("qwen2_5_vl", "siglip", "llama4", "clip", "qwen3_vl")
+MODELLED = ("qwen2_5_vl", "siglip", "llama4", "clip", "qwen3_vl", "internvl")
 # Qwen3-VL's classes (Qwen3.5 has the same tower, and no vLLM 0.11 code)
 QWEN3_VL_CLASSES = ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration")
 QWEN3_MAX_FRAMES = 24_576                   # qwen3_vl.py L90-91 _MAX_FRAMES_PER_VIDEO (vLLM 0.11.0)
 QWEN3_VIDEO_PIXELS = (4_096, 25_165_824)    # the video processor's size: shortest_edge, longest_edge over all frames
 QWEN3_VIDEO_TOKEN_COST = 12.5               # a video token's prompt tokens in the budget (qwen3_vl.py L672-675)
-VIDEO = ("qwen2_5_vl", "qwen3_vl")      # the towers vLLM also gives a video modality (Qwen-VL's processors)
+VIDEO = ("qwen2_5_vl", "qwen3_vl", "internvl")    # the towers vLLM also gives a video modality
+# a video frame's "Frame{i}: " in InternVL's prompt (interns1.py L461-466): "Frame", ":" and " " one token each, and
+# each digit of i one more, as Qwen2's byte-level BPE (InternVL3's tokenizer) splits it: its pre-tokenizer puts every
+# digit alone (\p{N}); "\n" between frames one token
+INTERNVL_FRAME_TEXT = 3
 SOURCE = ("vllm/v1/worker/gpu_model_runner.py profile_run L3325-3404 and vllm/v1/worker/utils.py MultiModalBudget "
           "(vLLM 0.11.0): the encoder over N dummy items, then its outputs padded to the budget beside the language "
           "model's dummy run; the encoder's working set as pycore/memory/vision_activations.py inference_per_patch")
@@ -96,6 +109,8 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
     if arch.vision_family == "qwen3_vl":
         return _qwen3_vl_item(seeing, max_model_len, setup.workload.mm_profiling) \
             if arch.hf_class in QWEN3_VL_CLASSES else None
+    if arch.vision_family == "internvl":
+        return _internvl_item(seeing, max_model_len, setup.workload.mm_profiling)
     if arch.vision_family in ("siglip", "clip"):
         side = seeing.tile       # Gemma 3's placeholder is the whole "\n\n<boi>...<eoi>\n\n" (gemma3_mm.py L216-228)
         return ProfiledItem("image", seeing.tokens(side, side), seeing.embeddings(side, side),
@@ -133,6 +148,24 @@ def _qwen3_vl_item(seeing: "vision.VisionTower", max_model_len: int, profiling: 
     tokens = patches // seeing.merge ** 2
     return ProfiledItem("video", int(tokens * QWEN3_VIDEO_TOKEN_COST), tokens, patches,
                         patches * seeing.channels * seeing.temporal_patch * seeing.patch ** 2)
+
+
+def _internvl_item(seeing: "vision.VisionTower", max_model_len: int, profiling: str) -> ProfiledItem:
+    """InternVL's profiled item (InternS1 in vLLM 0.11): its video once its budgeted tokens pass the largest image's,
+    else that image (12 tiles and the thumbnail)."""
+    side = seeing.tile
+    width = side * vision.INTERNVL_MAX_TILES
+    image = ProfiledItem("image", seeing.tokens(width, side), seeing.embeddings(width, side),
+                         seeing.patches(width, side), seeing.pixels(width, side))
+    frame = seeing.embeddings(side, side)
+    budgeted = max(1, (max_model_len - image.embeddings) // frame)
+    digits = sum(len(str(i)) for i in range(1, budgeted + 1))
+    tokens = budgeted * (INTERNVL_FRAME_TEXT + seeing.tokens(side, side)) + digits + budgeted - 1
+    if profiling != "auto" or tokens <= image.tokens:       # an image wins a tie
+        return image
+    frames = max(1, max_model_len // frame)
+    return ProfiledItem("video", tokens, frames * frame, frames * seeing.patches(side, side),
+                        frames * seeing.pixels(side, side))
 
 
 def _video_grid(factor: int, temporal: int, side: int, frames: int) -> "tuple[int, int]":
@@ -253,14 +286,16 @@ def profile_activation(setup: "Setup", language: Q, seqs: int) -> "tuple[Q, str]
     n = sym("N", count)
     pixels = n * sym("X", item.pixels) * 4
     encoder = pixels + (sym("v", block) + sym("r", rest)) * n * sym("Pi", item.patches)
-    outputs = n * sym("B", budget) * sym("D", hidden) * e
+    outputs = n * sym("E", item.embeddings) * sym("D", hidden) * e
     if item.embeddings < budget:
         # each output padded into a new (B, D) tensor; the batch's own outputs stay referenced by the loop variable
-        outputs = outputs + n * sym("E", item.embeddings) * sym("D", hidden) * e
+        outputs = n * sym("B", budget) * sym("D", hidden) * e + outputs
     symbols = (f"N = dummy {item.modality}s profiled ({item.tokens:,} placeholder tokens each); X = pixel values of "
                "one (float32); v, r = the tower's bytes per patch (a block's widest moment, the rest); Pi = patches "
-               "of one; B = the encoder budget's rows each output is padded to; D = the decoder's hidden size" +
-               (" × (1 + deepstack mergers)" if setup.arch.vision_deepstack else "") + "; E = an output's own rows")
+               "of one; " + ("B = the encoder budget's rows each output is padded to; " if item.embeddings < budget else "") +
+               "D = the decoder's hidden size" + (" × (1 + deepstack mergers)" if setup.arch.vision_deepstack else "") +
+               "; E = an output's own rows" + ("" if item.embeddings < budget else
+                                               f", no fewer than the budget's {budget:,}: kept as they are"))
     return maximum(encoder, pixels + outputs + language), symbols
 
 
@@ -305,12 +340,22 @@ def refusal_hint(setup: "Setup") -> str:
 
 def profile_steps(setup: "Setup") -> "list[int]":
     """The max_model_len at which the profiled item grows (Qwen2.5-VL's video by a pair of frames: 2, 3 ... 7 images'
-    tokens), ascending; [] where it does not change with max_model_len."""
+    tokens; InternVL's by a frame every 256 tokens, up to the model's positions), ascending; [] where it does not
+    change with max_model_len."""
+    seeing = vision.tower(setup.arch)
+    if setup.arch.vision_family == "internvl" and seeing:
+        frame, last = seeing.embeddings(seeing.tile, seeing.tile), max(setup.arch.max_positions, context_of(setup))
+        for first in range(frame, last + frame, frame):
+            item = profiled_item(setup, first)
+            if item is None:
+                return []
+            if item.modality == "video":
+                return list(range(first, last + frame, frame))
+        return []
     image = profiled_item(replace(setup, workload=replace(setup.workload, mm_profiling="image")), 0)
     video = profiled_item(setup, 10 ** 9)
     if image is None or video is None or video.modality != "video":
         return []
-    seeing = vision.tower(setup.arch)
     if setup.arch.vision_family == "qwen3_vl" and seeing:      # Qwen3-VL's video: its frame count's steps
         breaks = _qwen3_vl_breaks(seeing.patch, seeing.merge, seeing.temporal_patch, _largest_side(seeing))
         return [needs for needs, _ in breaks]
