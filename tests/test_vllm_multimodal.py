@@ -327,3 +327,26 @@ def test_the_longest_context_bisected_over_internvls_profiles_is_the_one_every_p
         if limit["starts"]:
             every.append(begin)
     assert every and 6656 < longest and longest // 256 * 256 == every[-1]
+
+
+def test_qwen3_5_is_profiled_as_the_vllm_that_runs_it_profiles_it():
+    # vLLM 0.11 has no Qwen3.5; vLLM 0.33.0 (qwen3_5.py L468-529) gives it Qwen3-VL's processing, whose dummy video is
+    # now two frames (12,288 tokens, qwen3_vl.py L1038-1068): its largest image, 4,096², 16,384 tokens, wins. The
+    # pixels reach the GPU as uint8 (mm_device_do_normalize) and the outputs are not padded (gpu_model_runner.py
+    # L6110-6130); there are no deepstack buffers
+    setup = _setup({"model": "qwen3.5-9b", "seq": "65536", "new_tokens": "0", "max_batched_tokens": "32768"})
+    item = vllm_multimodal.profiled_item(setup, 65_536)
+    assert (item.modality, item.tokens, item.patches, item.pixel_bytes, item.padded) == \
+        ("image", 16_384, 65_536, 1, False)
+    from pycore.base.expr import num
+    q, symbols = vllm_multimodal.profile_activation(setup, num(0), 256)
+    assert "uint8" in symbols and "B = " not in symbols and "kept as they are" in symbols
+    # two images in the budget of 32,768: their uint8 pixels beside the tower's working set over their patches, or
+    # beside their outputs, 16,384 rows of the decoder's 4,096 each
+    from pycore.memory import vision_activations
+    block, rest = vision_activations.inference_per_patch(setup)
+    pixels = 2 * 65_536 * 1536
+    assert q.value == pytest.approx(max(pixels + (block + rest) * 2 * 65_536, pixels + 2 * 16_384 * 4096 * 2))
+    assert vllm_multimodal.deepstack_buffers(setup, None) is None
+    result = estimate({"model": "qwen3.5-9b", "mode": "infer", "engine": "vllm", "seq": "8192"})
+    assert any("vLLM 0.11, which the rest of this estimate follows, has no Qwen3.5" in w for w in result.warnings)

@@ -50,7 +50,12 @@ forward and the language model's run beside the padded outputs.
 
 The encoder's forward is counted with pycore.memory.vision_activations.inference_per_patch, read off transformers'
 towers; vLLM's own tower code (flash attention over all windows at once, its rotary) is not measured here.
-LFM2-VL and Qwen3.5 (not in vLLM 0.11) are not modelled.
+LFM2-VL (not in vLLM 0.11) is not modelled. Qwen3.5, not in vLLM 0.11 either, is profiled as vLLM 0.33.0, the
+release of 2026-11-02, profiles it (qwen3_5.py L468-529: Qwen3-VL's processing and dummy inputs, no deepstack
+buffers): the largest image, 4,096² and 16,384 tokens, since its dummy video is now two frames of 12,288 tokens
+(qwen3_vl.py L1038-1068, L1146-1165); the pixels reach the GPU as uint8 and are normalised there into the tower's
+dtype (config/multimodal.py mm_device_do_normalize, True; layers/fusion/mm_input_norm.py forward_cuda), and the
+outputs are kept unpadded (gpu_model_runner.py L6110-6130).
 """
 
 import math
@@ -73,6 +78,7 @@ LLAMA4_IMAGE = (336, 5376)      # ImageSize(height=max_patches * image_size, wid
 MODELLED = ("qwen2_5_vl", "siglip", "llama4", "clip", "qwen3_vl", "internvl")
 # Qwen3-VL's classes (Qwen3.5 has the same tower, and no vLLM 0.11 code)
 QWEN3_VL_CLASSES = ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration")
+QWEN3_5_CLASSES = ("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM")     # with a tower: Qwen3.5's, vLLM 0.33.0's rules
 QWEN3_MAX_FRAMES = 24_576                   # qwen3_vl.py L90-91 _MAX_FRAMES_PER_VIDEO (vLLM 0.11.0)
 QWEN3_VIDEO_PIXELS = (4_096, 25_165_824)    # the video processor's size: shortest_edge, longest_edge over all frames
 QWEN3_VIDEO_TOKEN_COST = 12.5               # a video token's prompt tokens in the budget (qwen3_vl.py L672-675)
@@ -94,6 +100,8 @@ class ProfiledItem:
     embeddings: int             # rows of the encoder's output for one item
     patches: int                # positions the tower's blocks run over for one item
     pixels: int                 # values of its pixel_values
+    pixel_bytes: int = 4        # bytes a value on the GPU: the processor's float32 (vLLM 0.33.0's Qwen3.5: uint8)
+    padded: bool = True         # whether an output shorter than the budget is padded to it (not in vLLM 0.33.0)
 
 
 def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
@@ -106,6 +114,10 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
         height, width = max(seeing.pinpoints, key=lambda hw: seeing.embeddings(hw[1], hw[0]))
         return ProfiledItem("image", seeing.tokens(width, height), seeing.embeddings(width, height),
                             seeing.patches(width, height), seeing.pixels(width, height))
+    if arch.vision_family == "qwen3_vl" and arch.hf_class in QWEN3_5_CLASSES:
+        side = _largest_side(seeing)
+        return ProfiledItem("image", seeing.embeddings(side, side), seeing.embeddings(side, side),
+                            seeing.patches(side, side), seeing.pixels(side, side), pixel_bytes=1, padded=False)
     if arch.vision_family == "qwen3_vl":
         return _qwen3_vl_item(seeing, max_model_len, setup.workload.mm_profiling) \
             if arch.hf_class in QWEN3_VL_CLASSES else None
@@ -284,17 +296,20 @@ def profile_activation(setup: "Setup", language: Q, seqs: int) -> "tuple[Q, str]
     e, hidden = setup.policy.bytes("act"), setup.arch.hidden * (1 + setup.arch.vision_deepstack)
     block, rest = vision_activations.inference_per_patch(setup)
     n = sym("N", count)
-    pixels = n * sym("X", item.pixels) * 4
+    pixels = n * sym("X", item.pixels) * item.pixel_bytes
     encoder = pixels + (sym("v", block) + sym("r", rest)) * n * sym("Pi", item.patches)
     outputs = n * sym("E", item.embeddings) * sym("D", hidden) * e
-    if item.embeddings < budget:
+    if item.embeddings < budget and item.padded:
         # each output padded into a new (B, D) tensor; the batch's own outputs stay referenced by the loop variable
         outputs = n * sym("B", budget) * sym("D", hidden) * e + outputs
     symbols = (f"N = dummy {item.modality}s profiled ({item.tokens:,} placeholder tokens each); X = pixel values of "
-               "one (float32); v, r = the tower's bytes per patch (a block's widest moment, the rest); Pi = patches "
-               "of one; " + ("B = the encoder budget's rows each output is padded to; " if item.embeddings < budget else "") +
+               f"one ({'float32' if item.pixel_bytes == 4 else 'uint8, normalised on the GPU'}); v, r = the "
+               "tower's bytes per patch (a block's widest moment, the rest); Pi = patches "
+               "of one; " + ("B = the encoder budget's rows each output is padded to; " if item.embeddings < budget and
+                              item.padded else "") +
                "D = the decoder's hidden size" + (" × (1 + deepstack mergers)" if setup.arch.vision_deepstack else "") +
-               "; E = an output's own rows" + ("" if item.embeddings < budget else
+               "; E = an output's own rows" + ("" if item.embeddings < budget and item.padded else
+                                               ", kept as they are" if item.embeddings < budget else
                                                f", no fewer than the budget's {budget:,}: kept as they are"))
     return maximum(encoder, pixels + outputs + language), symbols
 
@@ -321,6 +336,9 @@ def note(setup: "Setup", seqs: int, levers: bool = True) -> str:
     if levers:
         said.append("mm_profiling=off leaves it out, --skip-mm-profiling")
     said.append("the encoder's working set is transformers' tower's, vLLM's own is not measured")
+    if not item.padded:
+        said.append("vLLM 0.11, which the rest of this estimate follows, has no Qwen3.5: the profiling is vLLM "
+                    "0.33.0's, its largest image with its pixels as uint8")
     return (f"vLLM profiles the vision encoder at start-up on {count} dummy {item.modality}"
             f"{'s' if count > 1 else ''} of {item.tokens:,} tokens (its largest input at max_model_len "
             f"{context_of(setup):,}; the encoder budget is {budget:,} tokens), then holds the outputs while it "
