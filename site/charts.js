@@ -93,7 +93,13 @@ function drawMarks(uPlot, holder, u) {
     ctx.lineTo(bbox.left + bbox.width, y);
     ctx.stroke();
     ctx.textAlign = "right";
-    ctx.fillText(`usable ${bytesText(chart.usable_bytes)}`, bbox.left + bbox.width - 2, y - 4 * px);
+    // On a light backing, so the words stay legible where they cross a bar
+    const words = `usable ${bytesText(chart.usable_bytes)}`, right = bbox.left + bbox.width - 2;
+    const width = ctx.measureText(words).width;
+    ctx.fillStyle = "rgba(255, 255, 255, 0.85)";
+    ctx.fillRect(right - width - 2 * px, y - 14 * px, width + 4 * px, 12 * px);
+    ctx.fillStyle = "#c0392b";
+    ctx.fillText(words, right, y - 4 * px);
     holder.dataset.usableY = String(y / px);
   }
   ctx.fillStyle = ctx.strokeStyle = "#1f8a5b";
