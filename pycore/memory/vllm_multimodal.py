@@ -335,6 +335,9 @@ def note(setup: "Setup", seqs: int, levers: bool = True) -> str:
         said.append("mm_profiling=image profiles the largest image alone, --limit-mm-per-prompt with \"video\": 0")
     if levers:
         said.append("mm_profiling=off leaves it out, --skip-mm-profiling")
+    if item.embeddings > budget:
+        said.append(f"its output is {item.embeddings:,} rows, longer than the budget: the profiled video takes the "
+                    "frames of the whole max_model_len, the budget those beside one largest image")
     said.append("the encoder's working set is transformers' tower's, vLLM's own is not measured")
     if not item.padded:
         said.append("vLLM 0.11, which the rest of this estimate follows, has no Qwen3.5: the profiling is vLLM "
