@@ -350,3 +350,13 @@ def test_qwen3_5_is_profiled_as_the_vllm_that_runs_it_profiles_it():
     assert vllm_multimodal.deepstack_buffers(setup, None) is None
     result = estimate({"model": "qwen3.5-9b", "mode": "infer", "engine": "vllm", "seq": "8192"})
     assert any("vLLM 0.11, which the rest of this estimate follows, has no Qwen3.5" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize("seq,images", [("32768", "1"), ("1", "1000"), ("100000000", "0")])
+def test_the_longest_max_model_len_offered_over_profiles_is_within_the_models_positions(seq, images):
+    # InternVL's default config has 32,768 positions, past which vLLM refuses any max_model_len (a newcomer saw 33,023
+    # offered: the last 256-token span of profiles, not capped by them)
+    result = estimate({"config": INTERNVL, "mode": "infer", "engine": "vllm", "seq": seq, "images": images,
+                       "new_tokens": "0"})
+    assert not result.vllm["starts"] and result.vllm["longest_max_model_len"] == 32_768
+    assert any("the longest it would accept is 32,768" in w for w in result.warnings)

@@ -164,12 +164,14 @@ def _longest_over_profiles(setup: Setup, values: Values, capacity: "dict[str, An
     if not steps:
         return capacity.get("longest_max_model_len")
     longest = int(capacity.get("longest_max_model_len") or 0)
-    context = int(capacity["context"])
+    context, positions = int(capacity["context"]), setup.arch.max_positions
     spans = list(zip([1, *steps], [*steps, 0]))
 
     def reach(begin: int, end: int) -> int:
-        if begin <= context < (end or context + 1):
-            return longest                                      # this estimate's own span
+        # this estimate's own span, unless its max_model_len is past the positions, where the steps stop and the
+        # profile grows on
+        if begin <= context < (end or context + 1) and not (positions and context > positions):
+            return longest
         span = replace(setup, workload=replace(setup.workload, max_model_len=begin))
         return int((estimate_setup(span, values, explain=False).vllm or {}).get("longest_max_model_len") or 0)
 
@@ -182,7 +184,7 @@ def _longest_over_profiles(setup: Setup, values: Values, capacity: "dict[str, An
             best, low = (min(limit, end - 1) if end else limit), middle + 1
         else:
             high = middle - 1
-    return best
+    return min(best, positions) if positions else best     # vLLM accepts none past them (serving.vllm_capacity)
 
 
 def _term_rows(result: StageResult, setup: Setup) -> "list[JSON]":

@@ -365,7 +365,7 @@ def profile_steps(setup: "Setup") -> "list[int]":
     change with max_model_len."""
     seeing = vision.tower(setup.arch)
     if setup.arch.vision_family == "internvl" and seeing:
-        frame, last = seeing.embeddings(seeing.tile, seeing.tile), max(setup.arch.max_positions, context_of(setup))
+        frame, last = seeing.embeddings(seeing.tile, seeing.tile), setup.arch.max_positions or context_of(setup)
         for first in range(frame, last + frame, frame):
             item = profiled_item(setup, first)
             if item is None:
