@@ -1,7 +1,7 @@
 """Launch settings out and back (pycore/output/export.py): each block, pasted back, gives the same estimate.
 
 Flag and key names: vLLM 0.11 EngineArgs (vllm/engine/arg_utils.py: --tensor-parallel-size, --max-model-len,
---gpu-memory-utilization, --max-num-batched-tokens, --kv-cache-dtype, --quantization, --enable-expert-parallel,
+--gpu-memory-utilization, --max-num-batched-tokens, --dtype, --kv-cache-dtype, --quantization, --enable-expert-parallel,
 --speculative-config); transformers 5.24 TrainingArguments (per_device_train_batch_size, gradient_accumulation_steps,
 gradient_checkpointing, bf16, optim with OptimizerNames' "adamw_torch_fused", fsdp with FSDPOption's "full_shard");
 DeepSpeed's config keys (train_micro_batch_size_per_gpu, zero_optimization.stage, offload_optimizer.device).
@@ -31,6 +31,8 @@ def _round_trip(kind, query):
     {"model": "qwen3-next-80b-a3b", "mode": "infer", "engine": "vllm", "tp": "4", "kv_dtype": "fp8", "gpu_util": "0.85"},
     {"model": "deepseek-v3", "mode": "infer", "engine": "vllm", "tp": "8", "pp": "2", "speculative": "mtp",
      "gpu": "h200-141gb"},
+    # --dtype float32 (vllm/config/model.py) was left unread: read back as the checkpoint's bf16 (a newcomer's finding)
+    {"model": "qwen2.5-7b", "mode": "infer", "engine": "vllm", "precision": "fp32", "seq": "4096"},
 ])
 def test_a_vllm_serve_line_round_trips(query):
     block, back, result = _round_trip("vllm", query)

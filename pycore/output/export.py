@@ -171,6 +171,11 @@ def _read_vllm(text: str) -> "dict[str, str]":
     for flag, key in _VLLM_FLAGS.items():
         if flag in pairs:
             out[key] = pairs[flag]
+    # vllm/config/model.py --dtype: auto leaves the checkpoint's (precision auto)
+    dtype = {"half": "fp16", "float16": "fp16", "bfloat16": "bf16", "float": "fp32", "float32": "fp32"}.get(
+        pairs.get("--dtype", ""))
+    if dtype:
+        out["precision"] = dtype
     if pairs.get("--kv-cache-dtype") == "fp8":
         out["kv_dtype"] = "fp8"
     quant = {v: k for k, v in _QUANT.items()}.get(pairs.get("--quantization", ""))
@@ -267,7 +272,7 @@ def unread(text: str) -> "list[str]":
     if not text.startswith(("vllm", "{")):
         return export_pytorch.unread(text)
     if text.startswith("vllm"):
-        known = set(_VLLM_FLAGS) | {"--kv-cache-dtype", "--quantization", "--speculative-config",
+        known = set(_VLLM_FLAGS) | {"--dtype", "--kv-cache-dtype", "--quantization", "--speculative-config",
                                     "--limit-mm-per-prompt", "--skip-mm-profiling"}
         return list(dict.fromkeys(w for w in _vllm_words(text)[3:] if w.startswith("--") and w not in known))
     data = json.loads(text)
