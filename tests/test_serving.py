@@ -116,3 +116,18 @@ def test_serving_answers_on_the_page():
     payload = json.loads(web.answers("model=llama-3.1-70b&mode=infer&gpu=h100-sxm-80gb"))["answers"]
     # 70B in bf16 is 141 GB of weights: two H100s at least; tp=2 is the smallest degree that fits.
     assert payload["min_tp"] == 2 and payload["gpus_needed"] == 2
+
+
+def test_vllms_default_max_num_seqs_is_no_more_than_its_batched_tokens():
+    # vllm/engine/arg_utils.py L1676-1682 (v0.11): max_num_seqs left unset is min(the GPU's default, 1,024 on an
+    # H100, max_num_batched_tokens), so a step of 512 tokens starts with 512 sequences; given 1,024 it is refused
+    # (config/scheduler.py _verify_args). A newcomer saw the default start while the sampler's warm-up took 1,024
+    from pycore.inputs import frameworks, schema
+    from pycore.memory import setup as setups
+    from pycore.memory.serving import max_num_seqs
+    from pycore.model.catalog import gpus
+    query = {"model": "llama-3.1-8b", "mode": "infer", "engine": "vllm", "max_batched_tokens": "512"}
+    work = setups.resolve(frameworks.apply(schema.parse(query))).workload
+    assert max_num_seqs(work, gpus()["h100-sxm-80gb"]) == 512
+    assert estimate(query).vllm["starts"]
+    assert not estimate({**query, "max_num_seqs": "1024"}).vllm["starts"]

@@ -372,9 +372,10 @@ def _state_pools(setup: Setup, stage: parallel.Stage, first_layer: int, engine: 
 
 
 def max_num_seqs(work: Workload, gpu: "Mapping[str, Any]") -> int:
-    """vLLM's max_num_seqs: the user's, else 1024 on GPUs of 70 GiB or more other than the A100, else 256
-    (vllm/engine/arg_utils.py _set_default_args_v1, v0.10-v0.11)."""
-    return work.max_num_seqs or (1024 if gpu["usable_bytes"] >= 70 * GIB and "a100" not in gpu["id"] else 256)
+    """vLLM's max_num_seqs: the user's, else 1024 on GPUs of 70 GiB or more other than the A100, else 256, and no more
+    than max_num_batched_tokens (vllm/engine/arg_utils.py _set_default_args_v1, v0.10-v0.11, L1676-1682)."""
+    default = 1024 if gpu["usable_bytes"] >= 70 * GIB and "a100" not in gpu["id"] else 256
+    return work.max_num_seqs or min(default, work.max_batched_tokens)
 
 
 def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", stored: Q, per_token: Q,
