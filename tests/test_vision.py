@@ -57,6 +57,10 @@ def test_a_text_model_is_unchanged_by_images():
 def test_a_bad_image_size_is_refused_by_name(size):
     with pytest.raises(InputError, match="image_size: width x height in pixels"):
         estimate({"model": QWEN_VL, "images": "1", "image_size": size})
+    # without images too, as every other field is checked whether it applies or not (a newcomer's finding: 'abc'
+    # was only said to be ignored)
+    with pytest.raises(InputError, match="image_size: width x height in pixels"):
+        estimate({"model": "llama-3.1-8b", "image_size": size})
 
 
 def test_llama_4s_tower_is_counted_exactly():

@@ -480,13 +480,20 @@ def _hf_model(values: "Values") -> bool:
     return frameworks.framework_name(values) not in frameworks.OWN_MODEL_CODE
 
 
+def _check_gpu_and_image_size(values: "Values") -> None:
+    """FieldError for a GPU not in the catalogue, or an image_size that is not width x height: checked as every other
+    field is, whether or not images are given."""
+    if values["gpu"] not in gpu_catalog():
+        raise FieldError("gpu", f"unknown GPU {values['gpu'][:40]!r}; see python -m pycore gpus")
+    image_size(values)
+
+
 def resolve(values: "Values") -> Setup:
     """The typed Setup of parsed values; FieldError names the key when a combination cannot work."""
     asked_attention = values.get("attention")
     values = frameworks.apply(values)
     values, recipe, reference = _recipe(values)
-    if values["gpu"] not in gpu_catalog():
-        raise FieldError("gpu", f"unknown GPU {values['gpu'][:40]!r}; see python -m pycore gpus")
+    _check_gpu_and_image_size(values)
     arch = resolve_architecture(values)
     if arch.every_expert and values["mode"] == "train" and frameworks.framework_name(values) in frameworks.OWN_MOE:
         arch = replace(arch, every_expert=False)
