@@ -131,3 +131,27 @@ def test_vllms_default_max_num_seqs_is_no_more_than_its_batched_tokens():
     assert max_num_seqs(work, gpus()["h100-sxm-80gb"]) == 512
     assert estimate(query).vllm["starts"]
     assert not estimate({**query, "max_num_seqs": "1024"}).vllm["starts"]
+
+
+@pytest.mark.parametrize("query,last", [
+    # nothing left after the weights, non-torch memory and the profiling run (L4: 0.9 x 22.49 GiB < 17.53 + 0.25 +
+    # 2.80): kv_cache_utils.py check_enough_kv_cache_memory raises before the cache is laid out (v0.11)
+    ({"model": "qwen3.5-9b", "seq": "8192", "gpu": "l4"}, "ValueError: No available memory for the cache blocks."),
+    # one request of max_model_len not held: the same check, its other message
+    ({"model": "llama-3.1-8b", "seq": "131072", "gpu": "l4", "max_positions": "200000"},
+     "ValueError: To serve at least one request"),
+    # refused as the engine's config is made (config/scheduler.py), before any weight loads
+    ({"model": "llama-3.1-8b", "max_batched_tokens": "512", "max_num_seqs": "1024"},
+     "ValueError: max_num_batched_tokens (512) must be greater than or equal to max_num_seqs (1024)."),
+])
+def test_a_refused_vllm_logs_up_to_its_error_and_not_the_cache_it_never_lays_out(query, last):
+    # a newcomer saw "GPU KV cache size: 0 tokens" and "Maximum concurrency ... 0.00x", which vLLM never prints
+    from pycore.memory.estimate import estimate_values
+    values = parse({"mode": "infer", "engine": "vllm", **query})
+    log = answer(values, estimate_values(values))["vllm_log"]
+    assert log[-1].startswith(last)
+    assert not any(line.startswith(("GPU KV cache size", "Maximum concurrency")) for line in log)
+    result = estimate({"mode": "infer", "engine": "vllm", **query})
+    left = result.vllm.get("kv_bytes_left")
+    if last.startswith("ValueError: No available"):
+        assert left < 0 and log[1] == f"Available KV cache memory: {left / GIB:.2f} GiB"

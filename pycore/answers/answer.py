@@ -465,6 +465,41 @@ def answer(values: dict[str, Any], result: Estimate) -> dict[str, Any]:
     return finish(answer_steps(values, result))
 
 
+def _vllm_log(result: Estimate, capacity: "dict[str, Any]", attention: bool) -> "list[str]":
+    """The lines vLLM 0.11 would log at start-up, up to the error where it stops: a config it refuses as it is made
+    (max_num_seqs over max_num_batched_tokens, config/scheduler.py; max_model_len over the positions,
+    config/model.py _get_and_verify_max_len), else the weights loaded and what is left for the KV cache
+    (gpu_worker.py, below zero too), then kv_cache_utils.py's checks (no memory left; one request of max_model_len
+    not held) or the cache's size and concurrency it reports once laid out."""
+    if "seqs_over_tokens" in capacity:
+        seqs, tokens = capacity["seqs_over_tokens"]
+        return [f"ValueError: max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs "
+                f"({seqs})."]
+    if "over_positions" in capacity:
+        length, positions = capacity["over_positions"]
+        return [f"ValueError: User-specified max_model_len ({length}) is greater than the derived max_model_len "
+                f"(max_position_embeddings={positions} or model_max_length=None in model's config.json). To allow "
+                "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."]
+    # gpu_model_runner.py load_model: the model's and a drafter's weights (MTP layers or a draft model), one profiler
+    loaded = sum(result.components.get(key, 0) for key in ("weights", "mtp_weights", "draft_weights"))
+    left = capacity.get("kv_bytes_left")
+    log = [f"Model loading took {loaded / GIB:.4f} GiB", "Available KV cache memory: " +
+           (f"{left / GIB:.2f}" if left is not None and left <= 0 else _gib(result, "kv_cache")) + " GiB"]
+    if left is not None and left <= 0:
+        return log + ["ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                      "when initializing the engine."]
+    if result.refused and capacity.get("kv_cache_blocks"):
+        return log + [
+            f"ValueError: To serve at least one request with the models's max seq len ({capacity['context']}), "
+            f"({capacity['kv_bytes_needed'] / GIB:.2f} GiB KV cache is needed, which is larger than the available "
+            f"KV cache memory ({capacity['kv_bytes_available'] / GIB:.2f} GiB). Based on the available memory, the "
+            f"estimated maximum model length is {capacity['longest_max_model_len']}. Try increasing "
+            "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."]
+    return log + [*([f"GPU KV cache size: {capacity.get('kv_cache_tokens', 0):,} tokens"] if attention else []),
+                  f"Maximum concurrency for {capacity.get('context', 0):,} tokens per request: "
+                  f"{capacity.get('max_concurrency', 0.0):.2f}x"]
+
+
 def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[str, Any]:
     """vLLM's capacity as its start-up log says it, and its refusal when one request does not fit."""
     out: dict[str, Any] = {}
@@ -479,31 +514,7 @@ def _vllm_answers(values: dict[str, Any], result: Estimate, limit: int) -> dict[
                                                               "state_blocks", "attention_layers", "state_layers",
                                                               "state_bytes_per_request")}
         out["vllm_request"]["kv_bytes_per_token"] = result.kv_bytes_per_token
-    # v1/worker/gpu_model_runner.py load_model (v0.11): the model's and a drafter's weights (MTP layers or a draft
-    # model), under one memory profiler
-    loaded = sum(result.components.get(key, 0) for key in ("weights", "mtp_weights", "draft_weights"))
-    out["vllm_log"] = [
-        f"Model loading took {loaded / GIB:.4f} GiB",
-        f"Available KV cache memory: {_gib(result, 'kv_cache')} GiB",
-        *([f"GPU KV cache size: {capacity.get('kv_cache_tokens', 0):,} tokens"] if attention else []),
-        f"Maximum concurrency for {capacity.get('context', 0):,} tokens per request: "
-        f"{capacity.get('max_concurrency', 0.0):.2f}x",
-    ]
-    if "over_positions" in capacity:
-        # vllm/config/model.py _get_and_verify_max_len (v0.11): the engine's config is refused before anything loads
-        length, positions = capacity["over_positions"]
-        out["vllm_log"] = [
-            f"ValueError: User-specified max_model_len ({length}) is greater than the derived max_model_len "
-            f"(max_position_embeddings={positions} or model_max_length=None in model's config.json). To allow "
-            "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."]
-    elif result.refused and capacity.get("kv_cache_blocks") and "seqs_over_tokens" not in capacity:
-        # vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory (v0.11), its message
-        out["vllm_log"].append(
-            f"ValueError: To serve at least one request with the models's max seq len ({capacity['context']}), "
-            f"({capacity['kv_bytes_needed'] / GIB:.2f} GiB KV cache is needed, which is larger than the available "
-            f"KV cache memory ({capacity['kv_bytes_available'] / GIB:.2f} GiB). Based on the available memory, the "
-            f"estimated maximum model length is {capacity['longest_max_model_len']}. Try increasing "
-            "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+    out["vllm_log"] = _vllm_log(result, capacity, attention)
     longest = longest_context(capacity, values["batch"]) if result.kv_bytes_per_token else None
     if longest is not None and capacity.get("longest_max_model_len") is not None:
         # one request: the longest max_model_len vLLM would accept, which for a vision-language model whose encoder

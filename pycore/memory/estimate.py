@@ -115,7 +115,8 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
     if not work.training and work.engine == "vllm":
         capacity = vllm_capacity({"kv_bytes_per_token": kv_per_token, "components": record.components,
                                   "state_bytes_per_sequence": result.get("state_bytes_per_sequence", 0),
-                                  "vllm_pages": result.get("vllm_pages"), "max_positions": arch.max_positions}, work)
+                                  "vllm_pages": result.get("vllm_pages"), "max_positions": arch.max_positions,
+                                  "available": result.get("vllm_available")}, work)
         if explain:         # the searches' estimates need not say
             capacity = {**capacity, "longest_max_model_len": _longest_over_profiles(setup, values, capacity),
                         "profiled_longest": bool(vllm_multimodal.profile_steps(setup))}

@@ -78,6 +78,7 @@ class StageResult(Peak):
     kv_bytes_per_token: NotRequired[int]    # serving only
     state_bytes_per_sequence: NotRequired[int]  # vLLM serving: a hybrid's recurrent and convolution state per request
     vllm_pages: NotRequired["dict[str, int]"]   # vLLM serving of a hybrid: its page layout (memory.recurrent.vllm_pages)
+    vllm_available: NotRequired[int]    # vLLM serving: the bytes left for the KV cache before whole blocks (may be < 0)
     stages: NotRequired[list[StageSummary]]
 
 

@@ -187,7 +187,7 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
                                            setup.policy.bytes("act"))).value)
         pages = vllm_pages(setup.arch, first_layer, stage.layers, setup.layout.tp,
                            (setup.policy.bytes("kv"), setup.policy.bytes("act")), work.max_batched_tokens, mtp)
-        pools = _vllm_pools(setup, stage, gpu, stored, per_token, pages)
+        pools, available = _vllm_pools(setup, stage, gpu, stored, per_token, pages)
         moments = VLLM_MOMENTS
     else:
         pools = _hf_pools(setup, stage, first_layer, stored)
@@ -202,6 +202,8 @@ def _stage(setup: Setup, stage: parallel.Stage, first_layer: int, gpu: "Mapping[
         "peak_phase": peak["peak_phase"], "peak_bytes": peak["peak_bytes"]}
     if pages:
         result["vllm_pages"] = pages
+    if work.engine == "vllm":
+        result["vllm_available"] = available
     return result
 
 
@@ -379,10 +381,11 @@ def max_num_seqs(work: Workload, gpu: "Mapping[str, Any]") -> int:
 
 
 def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", stored: Q, per_token: Q,
-                pages: "Mapping[str, int] | None") -> "list[Pool]":
-    """vLLM's start-up arithmetic: requested memory minus weights, non-torch memory and the profiling
-    run's activation peak is the KV cache, in whole blocks (a hybrid's state slots come out of the same
-    pool: vllm/v1/core/kv_cache_utils.py gives attention and Mamba layers pages of one size)."""
+                pages: "Mapping[str, int] | None") -> "tuple[list[Pool], int]":
+    """(the pools, the bytes left for the KV cache, negative where nothing is) — vLLM's start-up arithmetic: requested
+    memory minus weights, non-torch memory and the profiling run's activation peak is the KV cache, in whole blocks
+    (a hybrid's state slots come out of the same pool: vllm/v1/core/kv_cache_utils.py gives attention and Mamba layers
+    pages of one size)."""
     arch, lay, work = setup.arch, setup.layout, setup.workload
     e = setup.policy.bytes("act")
     unbuilt = vllm_multimodal.unbuilt_weights(setup, stage)      # LLaVA's tower past its feature layer
@@ -415,7 +418,7 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
     else:
         kv = num(0)
     source = "vllm/v1/worker/gpu_worker.py determine_available_memory (vLLM 0.11)"
-    return [
+    return ([
         _weights(setup, stored, VLLM_MOMENTS, unbuilt is not None), *([drafter] if drafter else []), *([tower] if tower else []),
         *([buffers] if buffers else []),
         make("non_torch", "Memory outside PyTorch (cuBLAS, NCCL)", non_torch, VLLM_MOMENTS, source,
@@ -429,7 +432,7 @@ def _vllm_pools(setup: Setup, stage: parallel.Stage, gpu: "Mapping[str, Any]", s
         make("kv_cache", "KV cache and state slots (pre-allocated)" if pages else "KV cache (pre-allocated blocks)",
              kv, VLLM_MOMENTS, _cache_source(pages), "M = GPU memory; u = gpu_util" +
              ("; page = one layer's page; g = layers per group" if pages else "; per-token bytes × 16 per block")),
-    ]
+    ], int(left.value))
 
 
 def vllm_capacity(result: "Mapping[str, Any]", work: Workload) -> "dict[str, Any]":
@@ -437,6 +440,8 @@ def vllm_capacity(result: "Mapping[str, Any]", work: Workload) -> "dict[str, Any
     kv = result["components"].get("kv_cache", 0)
     context = work.max_model_len or work.seq + work.new_tokens
     capacity = _capacity(result, kv, context)
+    if result.get("available") is not None:     # what gpu_worker.py logs as "Available KV cache memory"; < 0 refuses
+        capacity["kv_bytes_left"] = result["available"]
     if work.max_num_seqs > work.max_batched_tokens:
         # vllm/config/scheduler.py SchedulerConfig._verify_args refuses a step of more sequences than tokens
         capacity = {**capacity, "starts": False, "seqs_over_tokens": (work.max_num_seqs, work.max_batched_tokens)}
