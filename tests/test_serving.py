@@ -155,3 +155,17 @@ def test_a_refused_vllm_logs_up_to_its_error_and_not_the_cache_it_never_lays_out
     left = result.vllm.get("kv_bytes_left")
     if last.startswith("ValueError: No available"):
         assert left < 0 and log[1] == f"Available KV cache memory: {left / GIB:.2f} GiB"
+
+
+def test_bf16_on_a_gpu_without_it_is_refused_by_vllm_and_auto_falls_back_to_float16():
+    # vLLM 0.11 platforms/cuda.py check_if_supports_dtype: bf16 needs compute capability 8.0 (the V100 is 7.0,
+    # presets/gpus.json sm_70); --dtype auto serves a bf16 checkpoint in float16 there (config/model.py
+    # _resolve_auto_dtype), the same bytes. A newcomer found --dtype bfloat16 called fitting on a V100
+    query = {"model": "llama-3.1-8b", "mode": "infer", "engine": "vllm", "gpu": "v100-32gb"}
+    asked = estimate({**query, "precision": "bf16"})
+    assert not asked.vllm["starts"] and "bf16 needs compute capability 8.0" in asked.refused
+    auto = estimate(query)
+    assert auto.vllm["starts"] and auto.total_bytes == asked.total_bytes
+    assert any("falls back to it" in w for w in auto.warnings)
+    assert "--dtype auto" in web.launch("model=llama-3.1-8b&mode=infer&engine=vllm&gpu=v100-32gb")
+    assert estimate({**query, "gpu": "a100-sxm-80gb", "precision": "bf16"}).vllm["starts"]

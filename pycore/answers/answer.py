@@ -475,6 +475,11 @@ def _vllm_log(result: Estimate, capacity: "dict[str, Any]", attention: bool) -> 
         seqs, tokens = capacity["seqs_over_tokens"]
         return [f"ValueError: max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs "
                 f"({seqs})."]
+    if "no_bf16" in capacity:         # platforms/cuda.py check_if_supports_dtype, as the worker starts
+        name, sm = capacity["no_bf16"]
+        return [f"ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your {name} "
+                f"GPU has compute capability {sm // 10}.{sm % 10}. You can use float16 instead by explicitly setting "
+                "the `dtype` flag in CLI, for example: --dtype=half."]
     if "over_positions" in capacity:
         length, positions = capacity["over_positions"]
         return [f"ValueError: User-specified max_model_len ({length}) is greater than the derived max_model_len "

@@ -117,6 +117,8 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
                                   "state_bytes_per_sequence": result.get("state_bytes_per_sequence", 0),
                                   "vllm_pages": result.get("vllm_pages"), "max_positions": arch.max_positions,
                                   "available": result.get("vllm_available")}, work)
+        capacity, said = _bf16_on_older_gpus(setup, values, capacity)
+        record = replace(record, warnings=record.warnings + said)
         if explain:         # the searches' estimates need not say
             capacity = {**capacity, "longest_max_model_len": _longest_over_profiles(setup, values, capacity),
                         "profiled_longest": bool(vllm_multimodal.profile_steps(setup))}
@@ -127,6 +129,22 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
         capacity = engine_capacity(setup)
         return replace(record, vllm=capacity, warnings=_engine_refusals(setup, capacity) + record.warnings)
     return record
+
+
+def _bf16_on_older_gpus(setup: Setup, values: Values, capacity: "dict[str, Any]") -> \
+        "tuple[dict[str, Any], tuple[str, ...]]":
+    """vLLM 0.11 on a CUDA GPU below compute capability 8.0, which has no bf16: bf16 asked for (precision) is refused
+    as the worker starts (platforms/cuda.py check_if_supports_dtype); a bf16 checkpoint at precision=auto (--dtype
+    auto) is served in float16 instead, the same bytes, and said (config/model.py _resolve_auto_dtype)."""
+    gpu = gpu_catalog()[setup.gpu]
+    sm = compute_capability(gpu)
+    if not sm or sm >= 80 or setup.policy.weight != "bf16":
+        return capacity, ()
+    if values.get("precision") == "auto":
+        return capacity, (f"vLLM serves this bf16 checkpoint in float16 on the {gpu['name']} (compute capability "
+                          f"{sm // 10}.{sm % 10}, no bf16): --dtype auto falls back to it (vllm/config/model.py "
+                          "_resolve_auto_dtype), the same bytes",)
+    return {**capacity, "starts": False, "no_bf16": (gpu["name"], sm)}, ()
 
 
 def _engine_refusals(setup: Setup, capacity: "dict[str, Any]", hint: str = "") -> "tuple[str, ...]":

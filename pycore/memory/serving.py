@@ -578,6 +578,11 @@ def refusal(capacity: "Mapping[str, Any] | None") -> str:
         return (f"{capacity.get('engine', 'vLLM')} would refuse to start: max_num_batched_tokens ({tokens:,}) must be "
                 f"greater than or equal to max_num_seqs ({seqs:,}) (vllm/config/scheduler.py)")
     who, names = capacity.get("engine", "vLLM"), capacity.get("inputs", {})      # a colocated rollout's own words
+    if "no_bf16" in capacity:
+        name, sm = capacity["no_bf16"]
+        return (f"{who} would refuse to start: bf16 needs compute capability 8.0 or more and the {name} has "
+                f"{sm // 10}.{sm % 10} (vllm/platforms/cuda.py check_if_supports_dtype); precision=fp16 (--dtype half) "
+                "or auto serves it in float16")
     if "over_positions" in capacity:
         length, positions = capacity["over_positions"]
         return (f"{who} would refuse to start: {names.get('max_model_len', 'max_model_len')} {length:,} is greater "

@@ -51,7 +51,9 @@ def vllm(values: "dict[str, Any]", result: Estimate) -> str:
     """``vllm serve`` with the layout, context, memory share, batch budget and dtypes of this estimate."""
     resolved = resolve(values)
     workload = resolved.workload            # the images' tokens, and a seq that holds them
-    args = ["vllm", "serve", _hub(values), "--dtype", _DTYPES.get(result.setup.weight_dtype, "auto"),
+    # precision=auto is vLLM's --dtype auto: the checkpoint's dtype, float16 where a GPU has no bf16
+    dtype = "auto" if values.get("precision") == "auto" else _DTYPES.get(result.setup.weight_dtype, "auto")
+    args = ["vllm", "serve", _hub(values), "--dtype", dtype,
             "--tensor-parallel-size", str(result.layout.tp), "--pipeline-parallel-size", str(result.layout.pp),
             # the context the estimate sized each request by: prompt, new tokens and the images' tokens (the
             # workload's seq holds the images' tokens)
