@@ -154,7 +154,7 @@ def test_a_refused_vllm_logs_up_to_its_error_and_not_the_cache_it_never_lays_out
     result = estimate({"mode": "infer", "engine": "vllm", **query})
     left = result.vllm.get("kv_bytes_left")
     if last.startswith("ValueError: No available"):
-        assert left < 0 and log[1] == f"Available KV cache memory: {left / GIB:.2f} GiB"
+        assert left < 0 and f"Available KV cache memory: {left / GIB:.2f} GiB" in log
 
 
 def test_bf16_on_a_gpu_without_it_is_refused_by_vllm_and_auto_falls_back_to_float16():

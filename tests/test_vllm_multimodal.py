@@ -360,3 +360,18 @@ def test_the_longest_max_model_len_offered_over_profiles_is_within_the_models_po
                        "new_tokens": "0"})
     assert not result.vllm["starts"] and result.vllm["longest_max_model_len"] == 32_768
     assert any("the longest it would accept is 32,768" in w for w in result.warnings)
+
+
+def test_the_would_be_log_has_the_encoder_line_vllm_prints():
+    # gemma-3-27b-it at max_num_batched_tokens 8192, a published vLLM 0.11.0rc2 log: "Encoder cache will be initialized
+    # with a budget of 8192 tokens, and profiled with 31 image items of the maximum feature size."
+    from pycore.answers.answer import answer
+    from pycore.memory.estimate import estimate_values
+    query = {"model": "gemma-3-27b-it", "mode": "infer", "engine": "vllm", "seq": "4096", "max_batched_tokens": "8192"}
+    log = answer(schema.parse(query), estimate_values(schema.parse(query)))["vllm_log"]
+    assert log[1] == ("Encoder cache will be initialized with a budget of 8192 tokens, and profiled with 31 image "
+                      "items of the maximum feature size.")
+    off = {**query, "mm_profiling": "off"}
+    # gpu_model_runner.py profile_run (v0.11) with --skip-mm-profiling
+    assert answer(schema.parse(off), estimate_values(schema.parse(off)))["vllm_log"][1] == \
+        "Skipping memory profiling for multimodal encoder and encoder cache."

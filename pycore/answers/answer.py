@@ -488,7 +488,13 @@ def _vllm_log(result: Estimate, capacity: "dict[str, Any]", attention: bool) -> 
     # gpu_model_runner.py load_model: the model's and a drafter's weights (MTP layers or a draft model), one profiler
     loaded = sum(result.components.get(key, 0) for key in ("weights", "mtp_weights", "draft_weights"))
     left = capacity.get("kv_bytes_left")
-    log = [f"Model loading took {loaded / GIB:.4f} GiB", "Available KV cache memory: " +
+    encoder = capacity.get("encoder_profile")      # gpu_model_runner.py profile_run, after the weights load
+    log = [f"Model loading took {loaded / GIB:.4f} GiB",
+           *(["Skipping memory profiling for multimodal encoder and encoder cache."] if encoder and "skipped" in encoder
+             else [f"Encoder cache will be initialized with a budget of {encoder['budget']} tokens, and profiled "
+                   f"with {encoder['items']} {encoder['modality']} items of the maximum feature size."] if encoder
+             else []),
+           "Available KV cache memory: " +
            (f"{left / GIB:.2f}" if left is not None and left <= 0 else _gib(result, "kv_cache")) + " GiB"]
     if left is not None and left <= 0:
         return log + ["ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "

@@ -118,6 +118,9 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
                                   "vllm_pages": result.get("vllm_pages"), "max_positions": arch.max_positions,
                                   "available": result.get("vllm_available")}, work)
         capacity, said = _bf16_on_older_gpus(setup, values, capacity)
+        encoder = vllm_multimodal.encoder_log(setup, max_num_seqs(work, gpu_catalog()[setup.gpu]))
+        if encoder or (work.mm_profiling == "off" and arch.vision_layers):
+            capacity["encoder_profile"] = encoder or {"skipped": True}
         record = replace(record, warnings=record.warnings + said)
         if explain:         # the searches' estimates need not say
             capacity = {**capacity, "longest_max_model_len": _longest_over_profiles(setup, values, capacity),

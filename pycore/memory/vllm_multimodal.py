@@ -61,7 +61,7 @@ outputs are kept unpadded (gpu_model_runner.py L6110-6130).
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pycore.base.expr import Q, ceil, maximum, sym
 from pycore.memory import vision_activations
@@ -102,6 +102,7 @@ class ProfiledItem:
     pixels: int                 # values of its pixel_values
     pixel_bytes: int = 4        # bytes a value on the GPU: the processor's float32 (vLLM 0.33.0's Qwen3.5: uint8)
     padded: bool = True         # whether an output shorter than the budget is padded to it (not in vLLM 0.33.0)
+    shape: str = ""             # a video's frames in words ("32 frames of 448²"), for the note
 
 
 def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
@@ -137,7 +138,8 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
     pairs = max(1, min(max_model_len // image if image else 1, MAX_FRAMES // seeing.temporal_patch))
     if pairs * image > image and setup.workload.mm_profiling == "auto":
         return ProfiledItem("video", pairs * image, pairs * image, pairs * seeing.patches(side, side),
-                            pairs * seeing.pixels(side, side))
+                            pairs * seeing.pixels(side, side),
+                            shape=f"{pairs * seeing.temporal_patch:,} frames of {side:,}²")
     return ProfiledItem("image", image, image, seeing.patches(side, side), seeing.pixels(side, side))
 
 
@@ -159,7 +161,9 @@ def _qwen3_vl_item(seeing: "vision.VisionTower", max_model_len: int, profiling: 
     patches = pairs * (rows // seeing.patch) * (columns // seeing.patch)
     tokens = patches // seeing.merge ** 2
     return ProfiledItem("video", int(tokens * QWEN3_VIDEO_TOKEN_COST), tokens, patches,
-                        patches * seeing.channels * seeing.temporal_patch * seeing.patch ** 2)
+                        patches * seeing.channels * seeing.temporal_patch * seeing.patch ** 2,
+                        shape=f"{frames:,} frames of {rows:,}², {tokens:,} embeddings, each counted as "
+                              f"{QWEN3_VIDEO_TOKEN_COST} tokens")
 
 
 def _internvl_item(seeing: "vision.VisionTower", max_model_len: int, profiling: str) -> ProfiledItem:
@@ -177,7 +181,8 @@ def _internvl_item(seeing: "vision.VisionTower", max_model_len: int, profiling: 
         return image
     frames = max(1, max_model_len // frame)
     return ProfiledItem("video", tokens, frames * frame, frames * seeing.patches(side, side),
-                        frames * seeing.pixels(side, side))
+                        frames * seeing.pixels(side, side), shape=f"{frames:,} frames of {side:,}², "
+                                                                    f"{frames * frame:,} embeddings")
 
 
 def _video_grid(factor: int, temporal: int, side: int, frames: int) -> "tuple[int, int]":
@@ -283,6 +288,16 @@ def _batch(setup: "Setup", seqs: int) -> "tuple[ProfiledItem, int, int] | None":
     return item, budget, count
 
 
+def encoder_log(setup: "Setup", seqs: int) -> "dict[str, Any] | None":
+    """What profile_run logs of the encoder (gpu_model_runner.py L3339-3346, vLLM 0.11): the budget in tokens, the
+    items and their modality; None where nothing is profiled or pycore does not model it."""
+    profiled = _batch(setup, seqs)
+    if profiled is None:
+        return None
+    item, budget, count = profiled
+    return {"budget": budget, "items": count, "modality": item.modality}
+
+
 def profile_activation(setup: "Setup", language: Q, seqs: int) -> "tuple[Q, str] | None":
     """The profiling run's peak with the encoder: the larger of the encoder's forward over N items (their float32
     pixels and its working set; the weights' dtype copy of the pixels is freed by the patch embedding before the blocks
@@ -336,17 +351,18 @@ def note(setup: "Setup", seqs: int, levers: bool = True) -> str:
     if levers:
         said.append("mm_profiling=off leaves it out, --skip-mm-profiling")
     if item.embeddings > budget:
-        said.append(f"its output is {item.embeddings:,} rows, longer than the budget: the profiled video takes the "
-                    "frames of the whole max_model_len, the budget those beside one largest image")
+        said.append("its output is longer than the budget: the profiled video takes the frames of the whole "
+                    "max_model_len, the budget those beside one largest image")
     said.append("the encoder's working set is transformers' tower's, vLLM's own is not measured")
     if not item.padded:
         said.append("vLLM 0.11, which the rest of this estimate follows, has no Qwen3.5: the profiling is vLLM "
                     "0.33.0's, its largest image with its pixels as uint8")
     return (f"vLLM profiles the vision encoder at start-up on {count} dummy {item.modality}"
-            f"{'s' if count > 1 else ''} of {item.tokens:,} tokens (its largest input at max_model_len "
-            f"{context_of(setup):,}; the encoder budget is {budget:,} tokens), then holds the outputs while it "
-            "profiles the language model: the larger of the two is in the profiling run's peak, which the KV cache is "
-            f"sized after ({'; '.join(said)})")
+            f"{'s' if count > 1 else ''} of {item.tokens:,} tokens ({f'{item.shape}; ' if item.shape else ''}its "
+            f"largest input at max_model_len {context_of(setup):,}; the encoder budget is {budget:,} tokens) and holds "
+            "their outputs while it profiles the language model: the profiling run's peak, which the KV cache is "
+            "sized after, is the larger of the encoder's forward and the language model's run beside those outputs "
+            f"({'; '.join(said)})")
 
 
 def refusal_hint(setup: "Setup") -> str:
