@@ -26,6 +26,14 @@ def _round_trip(kind, query):
     return block, back, result
 
 
+def test_a_dtype_vllm_refuses_is_named_unread_and_a_weight_dtype_goes_out_as_itself():
+    # --dtype takes auto, half, float16, bfloat16, float and float32 (vllm/config/model.py); bf16 is not one of them
+    assert export.read("vllm serve m --dtype bf16").get("precision") is None
+    assert export.unread("vllm serve m --dtype bf16") == ["--dtype"]
+    values = parse({"model": "llama-3.1-8b", "mode": "infer", "engine": "vllm", "weight_dtype": "fp32"})
+    assert "--dtype float32" in export.export("vllm", values, estimate_values(values))
+
+
 @pytest.mark.parametrize("query", [
     {"model": "llama-3.1-70b", "mode": "infer", "engine": "vllm", "tp": "4", "seq": "8192", "new_tokens": "512"},
     {"model": "qwen3-next-80b-a3b", "mode": "infer", "engine": "vllm", "tp": "4", "kv_dtype": "fp8", "gpu_util": "0.85"},

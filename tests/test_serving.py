@@ -140,6 +140,9 @@ def test_vllms_default_max_num_seqs_is_no_more_than_its_batched_tokens():
     # one request of max_model_len not held: the same check, its other message
     ({"model": "llama-3.1-8b", "seq": "131072", "gpu": "l4", "max_positions": "200000"},
      "ValueError: To serve at least one request"),
+    # memory left, but less than one block (a review's finding: 'GPU KV cache size: 0 tokens' was logged)
+    ({"model": "llama-3.1-8b", "seq": "4096", "gpu": "l4", "gpu_util": "0.729932"},
+     "ValueError: To serve at least one request"),
     # refused as the engine's config is made (config/scheduler.py), before any weight loads
     ({"model": "llama-3.1-8b", "max_batched_tokens": "512", "max_num_seqs": "1024"},
      "ValueError: max_num_batched_tokens (512) must be greater than or equal to max_num_seqs (1024)."),
@@ -166,6 +169,9 @@ def test_bf16_on_a_gpu_without_it_is_refused_by_vllm_and_auto_falls_back_to_floa
     assert not asked.vllm["starts"] and "bf16 needs compute capability 8.0" in asked.refused
     auto = estimate(query)
     assert auto.vllm["starts"] and auto.total_bytes == asked.total_bytes
-    assert any("falls back to it" in w for w in auto.warnings)
+    assert any("--dtype auto serves this model in float16 on the NVIDIA V100" in w for w in auto.warnings)
+    # a refused start offers the change that makes it start (answer.py _vllm_changes)
+    fixes = answer(parse({**query, "precision": "bf16"}), asked)["how_to_fit"]
+    assert any(fix["query"] == {"precision": "fp16"} and fix["fits"] for fix in fixes)
     assert "--dtype auto" in web.launch("model=llama-3.1-8b&mode=infer&engine=vllm&gpu=v100-32gb")
     assert estimate({**query, "gpu": "a100-sxm-80gb", "precision": "bf16"}).vllm["starts"]

@@ -359,7 +359,7 @@ def test_on_a_gpu_each_family_kind_within_3_percent_median(kind):
 def test_on_a_gpu_each_family_case_within_10_percent_or_short_by_less_than_cudnns_conv3d(row):
     # Qwen2.5-VL's 896x896 and Qwen3.5's and Qwen3-VL's 640x640 generate() peak inside the 128-wide patch embedding's
     # Conv3d, where cuDNN holds a channels-last copy of the patches and filters (compare.conv3d_copies, which pycore
-    # does not count: no published tower's width makes one): what the estimate lacks must be under that copy
+    # does not count: in bf16 no published tower's width makes one): what the estimate lacks must be under that copy
     assert row["params_match"]
     if abs(row["error"]) > 0.10:
         case = next(c for c in json.loads(compare.CUDA_FAMILIES.read_text())["cases"] if c["label"] == row["label"])

@@ -13,6 +13,7 @@ from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
 from pycore.base.units import GIB, duration_text, format_bytes, plural
 from pycore.inputs import frameworks
+from pycore.memory.device import compute_capability
 from pycore.memory.estimate import Estimate, totals_only
 from pycore.memory.serving import longest_context
 from pycore.memory.setup import image_tokens, resolve_architecture
@@ -417,6 +418,8 @@ def _vllm_changes(values: dict[str, Any], accepted: "int | None") -> "list[tuple
     if resolve_architecture(values).vision_layers and values.get("mm_profiling", "auto") != "off":
         out += [(f"mm_profiling={choice}", {"mm_profiling": choice})
                 for choice in ("image", "off") if values.get("mm_profiling", "auto") != choice]
+    if "bf16" in str(values.get("precision")) and 0 < compute_capability(gpu_catalog()[values["gpu"]]) < 80:
+        out.append(("precision=fp16 (--dtype half: this GPU has no bf16)", {"precision": "fp16"}))
     return out
 
 
@@ -466,11 +469,17 @@ def answer(values: dict[str, Any], result: Estimate) -> dict[str, Any]:
 
 
 def _vllm_log(result: Estimate, capacity: "dict[str, Any]", attention: bool) -> "list[str]":
-    """The lines vLLM 0.11 would log at start-up, up to the error where it stops: a config it refuses as it is made
-    (max_num_seqs over max_num_batched_tokens, config/scheduler.py; max_model_len over the positions,
-    config/model.py _get_and_verify_max_len), else the weights loaded and what is left for the KV cache
+    """The lines vLLM 0.11 would log at start-up, up to the error where it stops, in the order it checks: a config it
+    refuses as it is made (max_model_len over the positions, config/model.py _get_and_verify_max_len, before
+    max_num_seqs over max_num_batched_tokens, config/scheduler.py: engine/arg_utils.py builds the model's config
+    first), bf16 on a GPU without it as the worker starts, else the weights loaded and what is left for the KV cache
     (gpu_worker.py, below zero too), then kv_cache_utils.py's checks (no memory left; one request of max_model_len
     not held) or the cache's size and concurrency it reports once laid out."""
+    if "over_positions" in capacity:
+        length, positions = capacity["over_positions"]
+        return [f"ValueError: User-specified max_model_len ({length}) is greater than the derived max_model_len "
+                f"(max_position_embeddings={positions} or model_max_length=None in model's config.json). To allow "
+                "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."]
     if "seqs_over_tokens" in capacity:
         seqs, tokens = capacity["seqs_over_tokens"]
         return [f"ValueError: max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs "
@@ -480,30 +489,25 @@ def _vllm_log(result: Estimate, capacity: "dict[str, Any]", attention: bool) -> 
         return [f"ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your {name} "
                 f"GPU has compute capability {sm // 10}.{sm % 10}. You can use float16 instead by explicitly setting "
                 "the `dtype` flag in CLI, for example: --dtype=half."]
-    if "over_positions" in capacity:
-        length, positions = capacity["over_positions"]
-        return [f"ValueError: User-specified max_model_len ({length}) is greater than the derived max_model_len "
-                f"(max_position_embeddings={positions} or model_max_length=None in model's config.json). To allow "
-                "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."]
     # gpu_model_runner.py load_model: the model's and a drafter's weights (MTP layers or a draft model), one profiler
     loaded = sum(result.components.get(key, 0) for key in ("weights", "mtp_weights", "draft_weights"))
-    left = capacity.get("kv_bytes_left")
+    # what gpu_worker.py logs as available: what is left after the profiling run, before whole blocks, below zero too
+    left = capacity.get("kv_bytes_left", result.components.get("kv_cache", 0))
     encoder = capacity.get("encoder_profile")      # gpu_model_runner.py profile_run, after the weights load
     log = [f"Model loading took {loaded / GIB:.4f} GiB",
            *(["Skipping memory profiling for multimodal encoder and encoder cache."] if encoder and "skipped" in encoder
              else [f"Encoder cache will be initialized with a budget of {encoder['budget']} tokens, and profiled "
                    f"with {encoder['items']} {encoder['modality']} items of the maximum feature size."] if encoder
              else []),
-           "Available KV cache memory: " +
-           (f"{left / GIB:.2f}" if left is not None and left <= 0 else _gib(result, "kv_cache")) + " GiB"]
-    if left is not None and left <= 0:
+           f"Available KV cache memory: {left / GIB:.2f} GiB"]
+    if left <= 0:
         return log + ["ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
                       "when initializing the engine."]
-    if result.refused and capacity.get("kv_cache_blocks"):
+    if not capacity.get("starts", True):  # a cache, or none, that holds no request of max_model_len
         return log + [
             f"ValueError: To serve at least one request with the models's max seq len ({capacity['context']}), "
             f"({capacity['kv_bytes_needed'] / GIB:.2f} GiB KV cache is needed, which is larger than the available "
-            f"KV cache memory ({capacity['kv_bytes_available'] / GIB:.2f} GiB). Based on the available memory, the "
+            f"KV cache memory ({left / GIB:.2f} GiB). Based on the available memory, the "
             f"estimated maximum model length is {capacity['longest_max_model_len']}. Try increasing "
             "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."]
     return log + [*([f"GPU KV cache size: {capacity.get('kv_cache_tokens', 0):,} tokens"] if attention else []),

@@ -229,7 +229,7 @@ FIELDS = (
     _choice("mm_profiling", "auto", ("auto", "image", "off"), "vLLM's start-up profiling of a vision-language "
             "model's encoder, which the KV cache is sized after: auto profiles the input with the most tokens (for "
             "Qwen2.5-VL a video of up to 14 frames once max_model_len holds two images' tokens, 32,768; for InternVL "
-            "a video of a 448² frame every 256 tokens of max_model_len once it passes 6,656), "
+            "a video of a 448² frame every 256 tokens of max_model_len from 6,656), "
             "image the largest image alone (--limit-mm-per-prompt with \"video\": 0), off nothing "
             "(--skip-mm-profiling)", "workload", "vLLM 0.11's defaults: limit_mm_per_prompt 999 a modality, "
             "skip_mm_profiling off (vllm/config/multimodal.py)"),

@@ -123,8 +123,9 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
             capacity["encoder_profile"] = encoder or {"skipped": True}
         record = replace(record, warnings=record.warnings + said)
         if explain:         # the searches' estimates need not say
-            capacity = {**capacity, "longest_max_model_len": _longest_over_profiles(setup, values, capacity),
-                        "profiled_longest": bool(vllm_multimodal.profile_steps(setup))}
+            steps = vllm_multimodal.profile_steps(setup)
+            capacity = {**capacity, "longest_max_model_len": _longest_over_profiles(setup, values, capacity, steps),
+                        "profiled_longest": bool(steps)}
         return replace(record, vllm=capacity, warnings=_engine_refusals(setup, capacity, vllm_multimodal.refusal_hint(
             setup)) + record.warnings)
     if work.training and setup.finetune.rollout == "vllm-colocate" and setup.finetune.recipe in ("grpo", "distill"):
@@ -143,10 +144,10 @@ def _bf16_on_older_gpus(setup: Setup, values: Values, capacity: "dict[str, Any]"
     sm = compute_capability(gpu)
     if not sm or sm >= 80 or setup.policy.weight != "bf16":
         return capacity, ()
-    if values.get("precision") == "auto":
-        return capacity, (f"vLLM serves this bf16 checkpoint in float16 on the {gpu['name']} (compute capability "
-                          f"{sm // 10}.{sm % 10}, no bf16): --dtype auto falls back to it (vllm/config/model.py "
-                          "_resolve_auto_dtype), the same bytes",)
+    if values.get("precision") == "auto" and values.get("weight_dtype") in (None, "auto"):
+        return capacity, (f"vLLM's --dtype auto serves this model in float16 on the {gpu['name']} (compute "
+                          f"capability {sm // 10}.{sm % 10}, no bf16) where bf16 is counted (vllm/config/model.py "
+                          "_resolve_auto_dtype): the same bytes",)
     return {**capacity, "starts": False, "no_bf16": (gpu["name"], sm)}, ()
 
 
@@ -177,17 +178,21 @@ def _unused_vision_inputs(setup: Setup, values: Values) -> "tuple[str, ...]":
     return tuple(f"{key} is ignored: {setup.arch.name} has no vision tower pycore counts" for key in given)
 
 
-def _longest_over_profiles(setup: Setup, values: Values, capacity: "dict[str, Any]") -> "int | None":
+def _longest_over_profiles(setup: Setup, values: Values, capacity: "dict[str, Any]",
+                           steps: "list[int]") -> "int | None":
     """The longest max_model_len vLLM would accept when its encoder profiling grows with it (Qwen2.5-VL's dummy video,
-    a frame pair a step, InternVL's a frame every 256 tokens: pycore.memory.vllm_multimodal.profile_steps): within the
-    last span of one profile whose own limit reaches the span. A later span profiles more, so its limit is no larger
-    and the spans that reach theirs come first: a bisection finds the last in a few estimates."""
-    steps = vllm_multimodal.profile_steps(setup)
+    a frame pair a step, InternVL's a frame every 256 tokens: ``steps``, pycore.memory.vllm_multimodal.profile_steps):
+    the highest span of one profile whose own limit reaches the span, whose answer is then the largest. The profile
+    need not grow from span to span (fewer items, or outputs no longer padded to the budget, can make a longer one
+    smaller), but within a run of spans alike in those (vllm_multimodal.profile_key) it only grows, so a limit can only
+    fall: each run, from the highest, is bisected for its last span that reaches its own."""
     if not steps:
         return capacity.get("longest_max_model_len")
     longest = int(capacity.get("longest_max_model_len") or 0)
     context, positions = int(capacity["context"]), setup.arch.max_positions
     spans = list(zip([1, *steps], [*steps, 0]))
+    seqs = max_num_seqs(setup.workload, gpu_catalog()[setup.gpu])
+    keys = [vllm_multimodal.profile_key(setup, seqs, begin) for begin, _ in spans]
 
     def reach(begin: int, end: int) -> int:
         # this estimate's own span, unless its max_model_len is past the positions, where the steps stop and the
@@ -197,16 +202,24 @@ def _longest_over_profiles(setup: Setup, values: Values, capacity: "dict[str, An
         span = replace(setup, workload=replace(setup.workload, max_model_len=begin))
         return int((estimate_setup(span, values, explain=False).vllm or {}).get("longest_max_model_len") or 0)
 
-    low, high, best = 0, len(spans) - 1, 0
-    while low <= high:
-        middle = (low + high) // 2
-        begin, end = spans[middle]
-        limit = reach(begin, end)
-        if limit >= begin:
-            best, low = (min(limit, end - 1) if end else limit), middle + 1
-        else:
-            high = middle - 1
-    return min(best, positions) if positions else best     # vLLM accepts none past them (serving.vllm_capacity)
+    runs, first = [], 0
+    for index in range(1, len(spans) + 1):
+        if index == len(spans) or keys[index] != keys[first]:
+            runs.append((first, index - 1))
+            first = index
+    for low, high in reversed(runs):
+        best = None
+        while low <= high:                  # the run's last span that reaches its own start
+            middle = (low + high) // 2
+            begin, end = spans[middle]
+            limit = reach(begin, end)
+            if limit >= begin:
+                best, low = (min(limit, end - 1) if end else limit), middle + 1
+            else:
+                high = middle - 1
+        if best is not None:
+            return min(best, positions) if positions else best     # vLLM accepts none past them
+    return 0
 
 
 def _term_rows(result: StageResult, setup: Setup) -> "list[JSON]":

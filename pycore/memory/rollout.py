@@ -199,11 +199,14 @@ def _engine_notes(setup: Setup) -> "list[str]":
         engine = _engine_setup(setup)
         out.append(vllm_multimodal.note(engine, engine.workload.max_num_seqs, levers=False))
         item = vllm_multimodal.profiled_item(engine, engine.workload.max_model_len)
-        if item and item.modality == "video":
+        steps = vllm_multimodal.profile_steps(engine)
+        # the first step is where a video takes over from the image, where one does (not Qwen3-VL's: always a video)
+        below = vllm_multimodal.profiled_item(engine, steps[0] - 1) if steps else None
+        if item and item.modality == "video" and below and below.modality == "image":
             image = vllm_multimodal.profiled_item(replace(engine, workload=replace(engine.workload,
                                                                                    mm_profiling="image")), 0)
             out[-1] += (f"; TRL's LLM(...) passes no limit_mm_per_prompt, so the colocated engine profiles this "
-                        f"video: a vllm_max_model_length under {2 * image.tokens:,} tokens profiles an image of "
+                        f"video: a vllm_max_model_length under {steps[0]:,} tokens profiles an image of "
                         f"{image.tokens:,} instead" if image else "")
     return out
 

@@ -573,16 +573,7 @@ def refusal(capacity: "Mapping[str, Any] | None") -> str:
     if not capacity or capacity["starts"]:
         return ""
     gib = 2**30
-    if "seqs_over_tokens" in capacity:
-        seqs, tokens = capacity["seqs_over_tokens"]
-        return (f"{capacity.get('engine', 'vLLM')} would refuse to start: max_num_batched_tokens ({tokens:,}) must be "
-                f"greater than or equal to max_num_seqs ({seqs:,}) (vllm/config/scheduler.py)")
     who, names = capacity.get("engine", "vLLM"), capacity.get("inputs", {})      # a colocated rollout's own words
-    if "no_bf16" in capacity:
-        name, sm = capacity["no_bf16"]
-        return (f"{who} would refuse to start: bf16 needs compute capability 8.0 or more and the {name} has "
-                f"{sm // 10}.{sm % 10} (vllm/platforms/cuda.py check_if_supports_dtype); precision=fp16 (--dtype half) "
-                "or auto serves it in float16")
     if "over_positions" in capacity:
         length, positions = capacity["over_positions"]
         return (f"{who} would refuse to start: {names.get('max_model_len', 'max_model_len')} {length:,} is greater "
@@ -590,6 +581,15 @@ def refusal(capacity: "Mapping[str, Any] | None") -> str:
                 "positions (max_position_embeddings; vllm/config/model.py _get_and_verify_max_len; "
                 f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides it); the longest it would accept is "
                 f"{capacity['longest_max_model_len']:,}")
+    if "seqs_over_tokens" in capacity:
+        seqs, tokens = capacity["seqs_over_tokens"]
+        return (f"{who} would refuse to start: max_num_batched_tokens ({tokens:,}) must be "
+                f"greater than or equal to max_num_seqs ({seqs:,}) (vllm/config/scheduler.py)")
+    if "no_bf16" in capacity:
+        name, sm = capacity["no_bf16"]
+        return (f"{who} would refuse to start: bf16 needs compute capability 8.0 or more and the {name} has "
+                f"{sm // 10}.{sm % 10} (vllm/platforms/cuda.py check_if_supports_dtype); precision=fp16 (--dtype half) "
+                "or auto serves it in float16")
     util, length = names.get("gpu_util", "gpu_util"), names.get("max_model_len", "max_model_len")
     if not capacity["kv_cache_blocks"]:
         shorter = capacity.get("longest_max_model_len")         # a shorter one profiles less (a VL model's video)

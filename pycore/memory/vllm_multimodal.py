@@ -45,8 +45,8 @@ forward and the language model's run beside the padded outputs.
   newlines. The budget counts the frames that fit max_model_len beside one largest image (get_num_frames_with_most_
   features asked with an image and a video: (max_model_len - 3,328) // 256), the profiling run's video those of the
   whole max_model_len (max_model_len // 256: _get_mm_dummy_batch asks for the video alone, gpu_model_runner.py
-  L2867-2895), so its output can outgrow the budget and is then kept unpadded; the video is profiled from 13 frames
-  on (max_model_len 6,656).
+  L2867-2895), so its output can outgrow the budget and is then kept unpadded; the video is profiled from
+  max_model_len 6,656 on (the budget's 13 frames outnumber the image's tokens; the video itself has 26).
 
 The encoder's forward is counted with pycore.memory.vision_activations.inference_per_patch, read off transformers'
 towers; vLLM's own tower code (flash attention over all windows at once, its rotary) is not measured here.
@@ -87,6 +87,7 @@ VIDEO = ("qwen2_5_vl", "qwen3_vl", "internvl")    # the towers vLLM also gives a
 # each digit of i one more, as Qwen2's byte-level BPE (InternVL3's tokenizer) splits it: its pre-tokenizer puts every
 # digit alone (\p{N}); "\n" between frames one token
 INTERNVL_FRAME_TEXT = 3
+INTERNVL_STEPS = 4096       # the profile steps searched (a frame's 256 tokens each, to 1,048,576): past them, the last
 SOURCE = ("vllm/v1/worker/gpu_model_runner.py profile_run L3325-3404 and vllm/v1/worker/utils.py MultiModalBudget "
           "(vLLM 0.11.0): the encoder over N dummy items, then its outputs padded to the budget beside the language "
           "model's dummy run; the encoder's working set as pycore/memory/vision_activations.py inference_per_patch")
@@ -103,6 +104,7 @@ class ProfiledItem:
     pixel_bytes: int = 4        # bytes a value on the GPU: the processor's float32 (vLLM 0.33.0's Qwen3.5: uint8)
     padded: bool = True         # whether an output shorter than the budget is padded to it (not in vLLM 0.33.0)
     shape: str = ""             # a video's frames in words ("32 frames of 448²"), for the note
+    version: str = ""           # the vLLM whose profiling this is, when not 0.11 (Qwen3.5: 0.33.0)
 
 
 def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
@@ -118,7 +120,8 @@ def profiled_item(setup: "Setup", max_model_len: int) -> "ProfiledItem | None":
     if arch.vision_family == "qwen3_vl" and arch.hf_class in QWEN3_5_CLASSES:
         side = _largest_side(seeing)
         return ProfiledItem("image", seeing.embeddings(side, side), seeing.embeddings(side, side),
-                            seeing.patches(side, side), seeing.pixels(side, side), pixel_bytes=1, padded=False)
+                            seeing.patches(side, side), seeing.pixels(side, side), pixel_bytes=1, padded=False,
+                            version="0.33.0")
     if arch.vision_family == "qwen3_vl":
         return _qwen3_vl_item(seeing, max_model_len, setup.workload.mm_profiling) \
             if arch.hf_class in QWEN3_VL_CLASSES else None
@@ -175,14 +178,22 @@ def _internvl_item(seeing: "vision.VisionTower", max_model_len: int, profiling: 
                          seeing.patches(width, side), seeing.pixels(width, side))
     frame = seeing.embeddings(side, side)
     budgeted = max(1, (max_model_len - image.embeddings) // frame)
-    digits = sum(len(str(i)) for i in range(1, budgeted + 1))
-    tokens = budgeted * (INTERNVL_FRAME_TEXT + seeing.tokens(side, side)) + digits + budgeted - 1
+    tokens = budgeted * (INTERNVL_FRAME_TEXT + seeing.tokens(side, side)) + _digits(budgeted) + budgeted - 1
     if profiling != "auto" or tokens <= image.tokens:       # an image wins a tie
         return image
     frames = max(1, max_model_len // frame)
     return ProfiledItem("video", tokens, frames * frame, frames * seeing.patches(side, side),
                         frames * seeing.pixels(side, side), shape=f"{frames:,} frames of {side:,}², "
                                                                     f"{frames * frame:,} embeddings")
+
+
+def _digits(count: int) -> int:
+    """The digits of the numbers 1 to ``count`` written out (1 to 9 one each, 10 to 99 two each, ...)."""
+    total, width, low = 0, 1, 1
+    while low <= count:
+        total += (min(count, low * 10 - 1) - low + 1) * width
+        width, low = width + 1, low * 10
+    return total
 
 
 def _video_grid(factor: int, temporal: int, side: int, frames: int) -> "tuple[int, int]":
@@ -288,6 +299,18 @@ def _batch(setup: "Setup", seqs: int) -> "tuple[ProfiledItem, int, int] | None":
     return item, budget, count
 
 
+def profile_key(setup: "Setup", seqs: int, max_model_len: int) -> "tuple[str, int, bool]":
+    """What changes the profiling run's peak other than the item's size, at ``max_model_len``: the modality, the items
+    profiled and whether their outputs are padded to the budget. Along steps with the same key the item only grows,
+    so the peak does too (pycore.memory.estimate._longest_over_profiles bisects within them)."""
+    span = replace(setup, workload=replace(setup.workload, max_model_len=max_model_len))
+    profiled = _batch(span, seqs)
+    if profiled is None:
+        return "", 0, False
+    item, budget, count = profiled
+    return item.modality, count, item.embeddings < budget and item.padded
+
+
 def encoder_log(setup: "Setup", seqs: int) -> "dict[str, Any] | None":
     """What profile_run logs of the encoder (gpu_model_runner.py L3339-3346, vLLM 0.11): the budget in tokens, the
     items and their modality; None where nothing is profiled or pycore does not model it."""
@@ -314,17 +337,16 @@ def profile_activation(setup: "Setup", language: Q, seqs: int) -> "tuple[Q, str]
     pixels = n * sym("X", item.pixels) * item.pixel_bytes
     encoder = pixels + (sym("v", block) + sym("r", rest)) * n * sym("Pi", item.patches)
     outputs = n * sym("E", item.embeddings) * sym("D", hidden) * e
-    if item.embeddings < budget and item.padded:
+    padded = item.embeddings < budget and item.padded
+    if padded:
         # each output padded into a new (B, D) tensor; the batch's own outputs stay referenced by the loop variable
         outputs = n * sym("B", budget) * sym("D", hidden) * e + outputs
     symbols = (f"N = dummy {item.modality}s profiled ({item.tokens:,} placeholder tokens each); X = pixel values of "
                f"one ({'float32' if item.pixel_bytes == 4 else 'uint8, normalised on the GPU'}); v, r = the "
                "tower's bytes per patch (a block's widest moment, the rest); Pi = patches "
-               "of one; " + ("B = the encoder budget's rows each output is padded to; " if item.embeddings < budget and
-                              item.padded else "") +
+               "of one; " + ("B = the encoder budget's rows each output is padded to; " if padded else "") +
                "D = the decoder's hidden size" + (" × (1 + deepstack mergers)" if setup.arch.vision_deepstack else "") +
-               "; E = an output's own rows" + ("" if item.embeddings < budget and item.padded else
-                                               ", kept as they are" if item.embeddings < budget else
+               "; E = an output's own rows" + ("" if padded else ", kept as they are" if item.embeddings < budget else
                                                f", no fewer than the budget's {budget:,}: kept as they are"))
     return maximum(encoder, pixels + outputs + language), symbols
 
@@ -354,9 +376,9 @@ def note(setup: "Setup", seqs: int, levers: bool = True) -> str:
         said.append("its output is longer than the budget: the profiled video takes the frames of the whole "
                     "max_model_len, the budget those beside one largest image")
     said.append("the encoder's working set is transformers' tower's, vLLM's own is not measured")
-    if not item.padded:
-        said.append("vLLM 0.11, which the rest of this estimate follows, has no Qwen3.5: the profiling is vLLM "
-                    "0.33.0's, its largest image with its pixels as uint8")
+    if item.version:
+        said.append(f"vLLM 0.11, which the rest of this estimate follows, does not run this model: the profiling is "
+                    f"vLLM {item.version}'s, its largest image with its pixels as uint8")
     return (f"vLLM profiles the vision encoder at start-up on {count} dummy {item.modality}"
             f"{'s' if count > 1 else ''} of {item.tokens:,} tokens ({f'{item.shape}; ' if item.shape else ''}its "
             f"largest input at max_model_len {context_of(setup):,}; the encoder budget is {budget:,} tokens) and holds "
@@ -377,18 +399,17 @@ def refusal_hint(setup: "Setup") -> str:
 
 def profile_steps(setup: "Setup") -> "list[int]":
     """The max_model_len at which the profiled item grows (Qwen2.5-VL's video by a pair of frames: 2, 3 ... 7 images'
-    tokens; InternVL's by a frame every 256 tokens, up to the model's positions), ascending; [] where it does not
-    change with max_model_len."""
+    tokens; InternVL's by a frame every 256 tokens, up to the model's positions and at most INTERNVL_STEPS of them),
+    ascending; [] where it does not change with max_model_len."""
     seeing = vision.tower(setup.arch)
     if setup.arch.vision_family == "internvl" and seeing:
-        frame, last = seeing.embeddings(seeing.tile, seeing.tile), setup.arch.max_positions or context_of(setup)
-        for first in range(frame, last + frame, frame):
-            item = profiled_item(setup, first)
-            if item is None:
-                return []
-            if item.modality == "video":
-                return list(range(first, last + frame, frame))
-        return []
+        if setup.workload.mm_profiling != "auto":
+            return []
+        frame = seeing.embeddings(seeing.tile, seeing.tile)
+        last = min(setup.arch.max_positions or context_of(setup), INTERNVL_STEPS * frame)
+        first = next((frames * frame for frames in range(1, last // frame + 1)
+                      if getattr(profiled_item(setup, frames * frame), "modality", "") == "video"), 0)
+        return list(range(first, last + frame, frame)) if first else []
     image = profiled_item(replace(setup, workload=replace(setup.workload, mm_profiling="image")), 0)
     video = profiled_item(setup, 10 ** 9)
     if image is None or video is None or video.modality != "video":

@@ -52,7 +52,8 @@ def vllm(values: "dict[str, Any]", result: Estimate) -> str:
     resolved = resolve(values)
     workload = resolved.workload            # the images' tokens, and a seq that holds them
     # precision=auto is vLLM's --dtype auto: the checkpoint's dtype, float16 where a GPU has no bf16
-    dtype = "auto" if values.get("precision") == "auto" else _DTYPES.get(result.setup.weight_dtype, "auto")
+    dtype = "auto" if values.get("precision") == "auto" and values.get("weight_dtype") in (None, "auto") else \
+        _DTYPES.get(result.setup.weight_dtype, "auto")
     args = ["vllm", "serve", _hub(values), "--dtype", dtype,
             "--tensor-parallel-size", str(result.layout.tp), "--pipeline-parallel-size", str(result.layout.pp),
             # the context the estimate sized each request by: prompt, new tokens and the images' tokens (the
@@ -147,6 +148,8 @@ def read(text: str) -> "dict[str, str]":
     return _read_deepspeed(data) if "train_micro_batch_size_per_gpu" in data else _read_trainer(data)
 
 
+# vllm/config/model.py ModelDType, --dtype's choices -> precision; auto leaves the checkpoint's (precision auto)
+_VLLM_DTYPES = {"auto": "", "half": "fp16", "float16": "fp16", "bfloat16": "bf16", "float": "fp32", "float32": "fp32"}
 _VLLM_FLAGS = {"--tensor-parallel-size": "tp", "--pipeline-parallel-size": "pp", "--max-model-len": "seq",
                "--gpu-memory-utilization": "gpu_util", "--max-num-batched-tokens": "max_batched_tokens",
                "--max-num-seqs": "max_num_seqs"}
@@ -173,9 +176,7 @@ def _read_vllm(text: str) -> "dict[str, str]":
     for flag, key in _VLLM_FLAGS.items():
         if flag in pairs:
             out[key] = pairs[flag]
-    # vllm/config/model.py --dtype: auto leaves the checkpoint's (precision auto)
-    dtype = {"half": "fp16", "float16": "fp16", "bfloat16": "bf16", "float": "fp32", "float32": "fp32"}.get(
-        pairs.get("--dtype", ""))
+    dtype = _VLLM_DTYPES.get(pairs.get("--dtype", ""))
     if dtype:
         out["precision"] = dtype
     if pairs.get("--kv-cache-dtype") == "fp8":
@@ -274,9 +275,13 @@ def unread(text: str) -> "list[str]":
     if not text.startswith(("vllm", "{")):
         return export_pytorch.unread(text)
     if text.startswith("vllm"):
-        known = set(_VLLM_FLAGS) | {"--dtype", "--kv-cache-dtype", "--quantization", "--speculative-config",
+        known = set(_VLLM_FLAGS) | {"--kv-cache-dtype", "--quantization", "--speculative-config",
                                     "--limit-mm-per-prompt", "--skip-mm-profiling"}
-        return list(dict.fromkeys(w for w in _vllm_words(text)[3:] if w.startswith("--") and w not in known))
+        words = _vllm_words(text)
+        pairs = dict(zip(words[3::1], words[4::1]))
+        if pairs.get("--dtype") in _VLLM_DTYPES:        # a value vLLM refuses is left unread, and named
+            known.add("--dtype")
+        return list(dict.fromkeys(w for w in words[3:] if w.startswith("--") and w not in known))
     data = json.loads(text)
     if "train_micro_batch_size_per_gpu" not in data:
         optimizers = {v: k for k, v in _OPTIM.items()}
