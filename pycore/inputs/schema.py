@@ -230,7 +230,8 @@ FIELDS = (
             "model's encoder, which the KV cache is sized after: auto profiles the input with the most tokens (for "
             "Qwen2.5-VL a video of up to 14 frames once max_model_len holds two images' tokens, 32,768; for InternVL "
             "a video of a 448² frame every 256 tokens of max_model_len from 6,656), "
-            "image the largest image alone (--limit-mm-per-prompt with \"video\": 0), off nothing "
+            "image the largest image alone (--limit-mm-per-prompt with \"video\": 0; several of them, padded to the "
+            "encoder budget, can weigh more than the video), off nothing "
             "(--skip-mm-profiling)", "workload", "vLLM 0.11's defaults: limit_mm_per_prompt 999 a modality, "
             "skip_mm_profiling off (vllm/config/multimodal.py)"),
     _int("new_tokens", 256, "tokens generated per sequence when serving", "workload", span=(0, 100_000_000), unit="tokens"),

@@ -214,7 +214,8 @@ def _gpus_needed_text(answers: dict[str, Any]) -> str:
 
 def _concurrency_text(answers: dict[str, Any]) -> str:
     if answers.get("vllm_context"):
-        return f"{answers['max_concurrency']:.2f}× at {answers['vllm_context']:,} tokens per request"
+        return (f"{answers['max_concurrency']:.2f}× at {answers['vllm_context']:,} tokens per request (max_model_len: "
+                "the prompt and the new tokens)")
     return f"{answers['max_concurrency']:.2f}×"
 
 
