@@ -677,10 +677,11 @@ def conv3d_copies(patches, channels, values, dtype):
     3 channels whose kernel is its stride (``values`` = 3·t·p² a patch), as validation/probe_conv3d.py read it: one
     channels-last copy of the patches and the filters, (N + C)·values·4 bytes in fp32 and, in bf16 with the 3 input
     channels padded to 8, (N + C)·(8/3)·values·2 bytes when the embedding is 128 wide (16 bytes more each time);
-    nothing 256 wide or more in bf16, every published Qwen tower's width (1,024 to 1,280)."""
+    in bf16 nothing at the other widths probed (64, 96, 160 to 256, and every published Qwen tower's, 1,024 to
+    1,280), in fp32 the copy at all of them."""
     if dtype == "float32":
         return (patches + channels) * values * 4 + 16
-    return (patches + channels) * values * 8 // 3 * 2 + 16 if channels <= 128 else 0
+    return (patches + channels) * values * 8 // 3 * 2 + 16 if channels == 128 else 0
 
 
 def conv3d_probe():
@@ -763,11 +764,12 @@ def cuda_families_section():
              f"{cudnn}) at {len(probe['cases'])} shapes: beside its output cuDNN allocates one block, a channels-last",
              "copy of the N patches and the C filters, (N + C)·K·4 bytes in fp32 and, with the 3 input channels",
              "padded to 8, (N + C)·(8/3)·K·2 bytes in bf16 (K = 3·t·p² values a patch), but in bf16 only when the",
-             "embedding is 128 wide, as these configs' is: at 256 and at the published towers' 1,024 to 1,280 it",
-             f"allocates nothing but its output ({len(probe['cases']) - len(off)} of {len(probe['cases'])} shapes as "
-             "that rule says). pycore does not count",
-             "the copy, which no published Qwen tower makes in bf16; each of these cases falls short by less than",
-             "it. The fp32 case's peak is in the text prefill's SDPA (29.0 MiB in 9 blocks), 7.5",
+             "embedding is 128 wide, as these configs' is: at 64, 96, 160 to 256 and the published towers' 1,024 to",
+             f"1,280 it allocates nothing but its output ({len(probe['cases']) - len(off)} of "
+             f"{len(probe['cases'])} shapes as that rule says, fp32 at the published widths too). pycore does not",
+             "count the copy, which no published Qwen tower makes in bf16 (in fp32 it is the pixels' and filters'",
+             "size, far under a block's working set); each of these cases falls short by less than it. The fp32",
+             "case's peak is in the text prefill's SDPA (29.0 MiB in 9 blocks), 7.5",
              "MiB more than counted; that, and Qwen3-Next's and Qwen2.5-VL's training cases 5% under (their peak is",
              "in the backward, in blocks with no Python frame), are not itemised yet. Nemotron-Nano-12B-v2's and",
              "Falcon-H1's prefills were 3.4% and 6.6% under while Mamba-2's reference scan was a fit of the small",

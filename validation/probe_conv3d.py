@@ -20,7 +20,8 @@ import torch
 
 # (patches N, output channels, temporal patch, spatial patch, bias, dtype): the small configs' shapes of
 # validation/measure_vl.py (hidden 128 and 256) at the image sizes of its cases, and the whole towers' widths
-# (Qwen2.5-VL-7B 1,280 without bias, Qwen3-VL-4B 1,024 and Qwen3.5-9B 1,152 with bias) up to a 3,584-pixel image
+# (Qwen2.5-VL-7B 1,280 without bias, Qwen3-VL-4B 1,024 and Qwen3.5-9B 1,152 with bias) up to a 3,584-pixel image,
+# in bf16 and in fp32; and widths between 64 and 224
 SHAPES = (
     [(n, c, 2, 14, False, d) for n in (256, 512, 1024, 2048, 4096, 8192, 16384) for c in (128, 256)
      for d in ("bfloat16", "float32")]
@@ -28,6 +29,9 @@ SHAPES = (
        for d in ("bfloat16", "float32")]
     + [(n, 1280, 2, 14, False, "bfloat16") for n in (1024, 4784, 16384, 65536)]
     + [(n, c, 2, 16, True, "bfloat16") for n in (1024, 3680, 16384, 50176) for c in (1024, 1152)]
+    # between the widths above, and the published widths in fp32
+    + [(n, c, 2, 14, False, "bfloat16") for n in (1024, 4096) for c in (64, 96, 160, 192, 224)]
+    + [(n, c, 2, p, p == 16, "float32") for n in (1024, 4784) for c, p in ((1280, 14), (1024, 16), (1152, 16))]
 )
 
 
