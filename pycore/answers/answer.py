@@ -13,7 +13,6 @@ from pycore.base.errors import FieldError
 from pycore.base.steps import Steps, finish
 from pycore.base.units import GIB, duration_text, format_bytes, plural
 from pycore.inputs import frameworks
-from pycore.memory.device import compute_capability
 from pycore.memory.estimate import Estimate, totals_only
 from pycore.memory.serving import longest_context
 from pycore.memory.setup import image_tokens, resolve_architecture
@@ -356,10 +355,10 @@ def _cost(values: dict[str, Any], result: Estimate, gpu: dict[str, Any], gpus: "
 
 
 def _how_to_fit(values: dict[str, Any], usable: int, current: int,
-                accepted: "int | None" = None) -> "Steps[list[dict[str, Any]]]":
+                capacity: "dict[str, Any] | None" = None) -> "Steps[list[dict[str, Any]]]":
     """Changes that lower the total, alone, in pairs or threes, ranked: those that fit first (by the compute
-    they cost, then the fewest changes), then by the total they give. ``accepted``: the longest max_model_len vLLM
-    would start with, a change of its own when shorter than the sequence asked for."""
+    they cost, then the fewest changes), then by the total they give. ``capacity``: vLLM's (Estimate.vllm), whose
+    refusals name changes of their own (_vllm_changes)."""
     if values["mode"] == "infer":
         candidates = [
             ("kv_dtype=fp8", {"kv_dtype": "fp8"}),
@@ -368,7 +367,7 @@ def _how_to_fit(values: dict[str, Any], usable: int, current: int,
             (f"batch={max(values['batch'] // 2, 1)}", {"batch": max(values["batch"] // 2, 1)}),
             (f"seq={max(values['seq'] // 2, 1)}", {"seq": max(values["seq"] // 2, 1)}),
         ]
-        candidates += _vllm_changes(values, accepted)
+        candidates += _vllm_changes(values, capacity or {})
     else:
         candidates = _training_changes(values)
     # a change TRL would refuse (pycore.answers.rollout_answers.trl_refuses) is no way to fit
@@ -406,19 +405,21 @@ def _how_to_fit(values: dict[str, Any], usable: int, current: int,
     return [row for _, row in rows[:12]]
 
 
-def _vllm_changes(values: dict[str, Any], accepted: "int | None") -> "list[tuple[str, dict[str, Any]]]":
-    """What makes vLLM start: the longest max_model_len it would accept (the sequence shortened to it), and for a
-    vision-language model the encoder profiling kept to an image or left out (pycore.memory.vllm_multimodal)."""
+def _vllm_changes(values: dict[str, Any], capacity: "dict[str, Any]") -> "list[tuple[str, dict[str, Any]]]":
+    """What makes vLLM start: the longest max_model_len it would accept (the sequence shortened to it), for a
+    vision-language model the encoder profiling kept to an image or left out (pycore.memory.vllm_multimodal), and
+    float16 where the estimate found the GPU has no bf16."""
     if values.get("engine") != "vllm":
         return []
     out = []
+    accepted = capacity.get("longest_max_model_len")
     seq = (accepted or 0) - values["new_tokens"] - image_tokens(values)
     if 0 < seq < values["seq"]:
         out.append((f"seq={seq} (max_model_len {accepted:,}, the longest vLLM would accept)", {"seq": seq}))
     if resolve_architecture(values).vision_layers and values.get("mm_profiling", "auto") != "off":
         out += [(f"mm_profiling={choice}", {"mm_profiling": choice})
                 for choice in ("image", "off") if values.get("mm_profiling", "auto") != choice]
-    if "bf16" in str(values.get("precision")) and 0 < compute_capability(gpu_catalog()[values["gpu"]]) < 80:
+    if "no_bf16" in capacity:
         out.append(("precision=fp16 (--dtype half: this GPU has no bf16)", {"precision": "fp16"}))
     return out
 
@@ -617,8 +618,8 @@ def answer_steps(values: dict[str, Any], result: Estimate) -> "Steps[dict[str, A
         out.update(found)
     # an engine that would not start: any change with which it starts is a step, whatever its total
     current = (1 << 62) if result.refused else result.total_bytes
-    accepted = (result.vllm or {}).get("longest_max_model_len") if engine_vllm else None
-    out["how_to_fit"] = [] if fits else (yield from _how_to_fit(values, usable, current, accepted))
+    out["how_to_fit"] = [] if fits else (yield from _how_to_fit(values, usable, current,
+                                                                 (result.vllm or {}) if engine_vllm else None))
     if not fits and out["plan"] and not any(f["fits"] for f in out["how_to_fit"]):
         # Nothing on this many GPUs fits: the best layout is itself the change to make.
         best = out["plan"][0]

@@ -21,7 +21,7 @@ from pycore.memory.distillation import notes as distill_notes
 from pycore.memory.pools import Pool, StageResult, live, stage_components
 from pycore.memory.posttraining import notes as kto_notes
 from pycore.memory.ppo import notes as ppo_notes
-from pycore.memory.precision import named_policy
+from pycore.memory.precision import checkpoint_dtype, named_policy
 from pycore.memory.record import JSON, Estimate, LayoutInfo, ModelInfo, SetupInfo
 from pycore.memory.rollout import engine_capacity
 from pycore.memory.rollout import notes as grpo_notes
@@ -118,11 +118,11 @@ def estimate_setup(setup: Setup, values: Values, explain: bool = True) -> Estima
                                   "vllm_pages": result.get("vllm_pages"), "max_positions": arch.max_positions,
                                   "available": result.get("vllm_available")}, work)
         capacity, said = _bf16_on_older_gpus(setup, values, capacity)
-        encoder = vllm_multimodal.encoder_log(setup, max_num_seqs(work, gpu_catalog()[setup.gpu]))
-        if encoder or (work.mm_profiling == "off" and arch.vision_layers):
-            capacity["encoder_profile"] = encoder or {"skipped": True}
         record = replace(record, warnings=record.warnings + said)
         if explain:         # the searches' estimates need not say
+            encoder = vllm_multimodal.encoder_log(setup, max_num_seqs(work, gpu_catalog()[setup.gpu]))
+            if encoder or (work.mm_profiling == "off" and arch.vision_layers):
+                capacity["encoder_profile"] = encoder or {"skipped": True}     # the log's line (answers._vllm_log)
             steps = vllm_multimodal.profile_steps(setup)
             capacity = {**capacity, "longest_max_model_len": _longest_over_profiles(setup, values, capacity, steps),
                         "profiled_longest": bool(steps)}
@@ -144,7 +144,7 @@ def _bf16_on_older_gpus(setup: Setup, values: Values, capacity: "dict[str, Any]"
     sm = compute_capability(gpu)
     if not sm or sm >= 80 or setup.policy.weight != "bf16":
         return capacity, ()
-    if values.get("precision") == "auto" and values.get("weight_dtype") in (None, "auto"):
+    if checkpoint_dtype(values):
         return capacity, (f"vLLM's --dtype auto serves this model in float16 on the {gpu['name']} (compute "
                           f"capability {sm // 10}.{sm % 10}, no bf16) where bf16 is counted (vllm/config/model.py "
                           "_resolve_auto_dtype): the same bytes",)

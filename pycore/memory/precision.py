@@ -70,6 +70,11 @@ def serving_dtype(arch_dtype: str, engine: str = "hf") -> str:
     return dtype
 
 
+def checkpoint_dtype(values: "Values") -> bool:
+    """Whether serving takes the checkpoint's own dtype, vLLM's --dtype auto: no precision and no weight dtype given."""
+    return values.get("precision") == "auto" and values.get("weight_dtype") in (None, "auto")
+
+
 def named_policy(values: "Values", arch: "Architecture | None" = None) -> str:
     """The precision name in force: the one given, or what precision=auto resolves to."""
     given: str = values["precision"]

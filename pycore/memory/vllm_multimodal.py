@@ -408,7 +408,7 @@ def profile_steps(setup: "Setup") -> "list[int]":
         frame = seeing.embeddings(seeing.tile, seeing.tile)
         last = min(setup.arch.max_positions or context_of(setup), INTERNVL_STEPS * frame)
         first = next((frames * frame for frames in range(1, last // frame + 1)
-                      if getattr(profiled_item(setup, frames * frame), "modality", "") == "video"), 0)
+                      if _internvl_item(seeing, frames * frame, "auto").modality == "video"), 0)
         return list(range(first, last + frame, frame)) if first else []
     image = profiled_item(replace(setup, workload=replace(setup.workload, mm_profiling="image")), 0)
     video = profiled_item(setup, 10 ** 9)

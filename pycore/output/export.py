@@ -13,6 +13,7 @@ from typing import Any
 
 from pycore.base.errors import InputError
 from pycore.inputs import frameworks
+from pycore.memory.precision import checkpoint_dtype
 from pycore.memory.record import Estimate
 from pycore.memory.setup import resolve
 from pycore.memory.vllm_multimodal import VIDEO
@@ -52,8 +53,7 @@ def vllm(values: "dict[str, Any]", result: Estimate) -> str:
     resolved = resolve(values)
     workload = resolved.workload            # the images' tokens, and a seq that holds them
     # precision=auto is vLLM's --dtype auto: the checkpoint's dtype, float16 where a GPU has no bf16
-    dtype = "auto" if values.get("precision") == "auto" and values.get("weight_dtype") in (None, "auto") else \
-        _DTYPES.get(result.setup.weight_dtype, "auto")
+    dtype = "auto" if checkpoint_dtype(values) else _DTYPES.get(result.setup.weight_dtype, "auto")
     args = ["vllm", "serve", _hub(values), "--dtype", dtype,
             "--tensor-parallel-size", str(result.layout.tp), "--pipeline-parallel-size", str(result.layout.pp),
             # the context the estimate sized each request by: prompt, new tokens and the images' tokens (the
@@ -167,12 +167,17 @@ def _vllm_words(text: str) -> "list[str]":
     return out
 
 
+def _vllm_pairs(words: "list[str]") -> "dict[str, str]":
+    """Each word of a ``vllm serve`` line after the model, with the word after it (a flag's value)."""
+    return dict(zip(words[3::1], words[4::1]))
+
+
 def _read_vllm(text: str) -> "dict[str, str]":
     words = _vllm_words(text)
     out = {"mode": "infer", "engine": "vllm", "new_tokens": "0"}     # max_model_len is the whole context
     if len(words) > 2 and words[1] == "serve":
         out["model"] = words[2]
-    pairs = dict(zip(words[3::1], words[4::1]))
+    pairs = _vllm_pairs(words)
     for flag, key in _VLLM_FLAGS.items():
         if flag in pairs:
             out[key] = pairs[flag]
@@ -278,8 +283,7 @@ def unread(text: str) -> "list[str]":
         known = set(_VLLM_FLAGS) | {"--kv-cache-dtype", "--quantization", "--speculative-config",
                                     "--limit-mm-per-prompt", "--skip-mm-profiling"}
         words = _vllm_words(text)
-        pairs = dict(zip(words[3::1], words[4::1]))
-        if pairs.get("--dtype") in _VLLM_DTYPES:        # a value vLLM refuses is left unread, and named
+        if _vllm_pairs(words).get("--dtype") in _VLLM_DTYPES:        # a value vLLM refuses is left unread, and named
             known.add("--dtype")
         return list(dict.fromkeys(w for w in words[3:] if w.startswith("--") and w not in known))
     data = json.loads(text)
